@@ -1,0 +1,1 @@
+"""Pure array kernels (numpy or cupy via ``get_array_module``); no framework objects here."""

@@ -1,0 +1,184 @@
+"""Activation kernels: ``f(x)`` and the input gradient ``dx`` given ``x``, ``y = f(x)``, ``dy``.
+
+Each ``*_grad(x, y, dy)`` returns ``dy * f'(x)``; most use only ``y`` (``x`` may then be
+None), the ones listed in ``NEEDS_INPUT`` need the pre-activation input ``x``.
+Constants follow PaddlePaddle's engine (brelu clips to [0, 24], softrelu clips its input to
+[-40, 40], stanh is ``1.7159 * tanh(2/3 x)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.backend import get_array_module
+
+BRELU_MAX = 24.0
+SOFTRELU_CLIP = 40.0
+STANH_A = 1.7159
+STANH_B = 2.0 / 3.0
+
+
+def linear(x):
+    return x
+
+
+def linear_grad(x, y, dy):
+    return dy
+
+
+def sigmoid(x):
+    xp = get_array_module(x)
+    return 0.5 * (xp.tanh(0.5 * x) + 1.0)
+
+
+def sigmoid_grad(x, y, dy):
+    return dy * y * (1.0 - y)
+
+
+def tanh(x):
+    return get_array_module(x).tanh(x)
+
+
+def tanh_grad(x, y, dy):
+    return dy * (1.0 - y * y)
+
+
+def relu(x):
+    return get_array_module(x).maximum(x, 0)
+
+
+def relu_grad(x, y, dy):
+    return dy * (y > 0)
+
+
+def brelu(x):
+    return get_array_module(x).clip(x, 0.0, BRELU_MAX)
+
+
+def brelu_grad(x, y, dy):
+    return dy * ((y > 0) & (y < BRELU_MAX))
+
+
+def softrelu(x):
+    """log(1 + exp(clip(x, -40, 40)))."""
+    xp = get_array_module(x)
+    return xp.logaddexp(0.0, xp.clip(x, -SOFTRELU_CLIP, SOFTRELU_CLIP))
+
+
+def softrelu_grad(x, y, dy):
+    return dy * -get_array_module(y).expm1(-y)
+
+
+def stanh(x):
+    return STANH_A * get_array_module(x).tanh(STANH_B * x)
+
+
+def stanh_grad(x, y, dy):
+    return dy * (STANH_B / STANH_A) * (STANH_A * STANH_A - y * y)
+
+
+def softmax(x):
+    """Row-wise softmax, shifted by the row max for stability."""
+    xp = get_array_module(x)
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def softmax_grad(x, y, dy):
+    """dx = y * (dy - sum(dy * y))."""
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+def exp(x):
+    return get_array_module(x).exp(x)
+
+
+def exp_grad(x, y, dy):
+    return dy * y
+
+
+def log(x):
+    return get_array_module(x).log(x)
+
+
+def log_grad(x, y, dy):
+    return dy / x
+
+
+def abs(x):  # noqa: A001 - the activation's registered name
+    return get_array_module(x).abs(x)
+
+
+def abs_grad(x, y, dy):
+    return dy * get_array_module(x).sign(x)
+
+
+def square(x):
+    return x * x
+
+
+def square_grad(x, y, dy):
+    return 2.0 * dy * x
+
+
+def sqrt(x):
+    return get_array_module(x).sqrt(x)
+
+
+def sqrt_grad(x, y, dy):
+    return dy * 0.5 / y
+
+
+def reciprocal(x):
+    return 1.0 / x
+
+
+def reciprocal_grad(x, y, dy):
+    return -dy * y * y
+
+
+def softsign(x):
+    return x / (1.0 + get_array_module(x).abs(x))
+
+
+def softsign_grad(x, y, dy):
+    d = 1.0 + get_array_module(x).abs(x)
+    return dy / (d * d)
+
+
+NEEDS_INPUT = frozenset({"log", "abs", "square", "softsign"})
+
+
+def segment_softmax(x, seq_starts):
+    """Softmax over each sequence of a (T, 1) column; ``seq_starts`` has T at its end."""
+    xp = get_array_module(x)
+    col = x.reshape(-1)
+    starts = np.asarray(seq_starts[:-1])
+    seg_max = np.maximum.reduceat(_host(col), starts) if xp is np else xp.asarray(
+        [col[s:e].max() for s, e in zip(seq_starts[:-1], seq_starts[1:])]
+    )
+    lengths = np.diff(np.asarray(seq_starts))
+    e = xp.exp(col - xp.repeat(xp.asarray(seg_max), lengths))
+    sums = _reduceat(xp, e, starts)
+    return (e / xp.repeat(sums, lengths)).reshape(x.shape)
+
+
+def segment_softmax_grad(y, dy, seq_starts):
+    """Per sequence: dx = y * (dy - sum(dy * y))."""
+    xp = get_array_module(y)
+    starts = np.asarray(seq_starts[:-1])
+    lengths = np.diff(np.asarray(seq_starts))
+    yc, dyc = y.reshape(-1), dy.reshape(-1)
+    dots = _reduceat(xp, dyc * yc, starts)
+    return (yc * (dyc - xp.repeat(dots, lengths))).reshape(y.shape)
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def _reduceat(xp, values, starts):
+    if xp is np:
+        return np.add.reduceat(values, starts)
+    return xp.asarray(np.add.reduceat(_host(values), starts))
