@@ -1,0 +1,3 @@
+"""Built-in layers, one family per module; importing this package registers them all."""
+
+from sculler.layers import cost, data, embedding, fc, merge  # noqa: F401

@@ -18,7 +18,10 @@ STANH_A = 1.7159
 STANH_B = 2.0 / 3.0
 
 
-def linear(x):
+def linear(x, out=None):
+    if out is not None and out is not x:
+        out[...] = x
+        return out
     return x
 
 
@@ -26,25 +29,30 @@ def linear_grad(x, y, dy):
     return dy
 
 
-def sigmoid(x):
+def sigmoid(x, out=None):
+    """1 / (1 + exp(-x)), computed as (tanh(x/2) + 1) / 2 to avoid overflow."""
     xp = get_array_module(x)
-    return 0.5 * (xp.tanh(0.5 * x) + 1.0)
+    out = xp.multiply(x, 0.5, out=out)
+    xp.tanh(out, out=out)
+    out += 1.0
+    out *= 0.5
+    return out
 
 
 def sigmoid_grad(x, y, dy):
     return dy * y * (1.0 - y)
 
 
-def tanh(x):
-    return get_array_module(x).tanh(x)
+def tanh(x, out=None):
+    return get_array_module(x).tanh(x, out=out)
 
 
 def tanh_grad(x, y, dy):
     return dy * (1.0 - y * y)
 
 
-def relu(x):
-    return get_array_module(x).maximum(x, 0)
+def relu(x, out=None):
+    return get_array_module(x).maximum(x, 0, out=out)
 
 
 def relu_grad(x, y, dy):
@@ -77,12 +85,13 @@ def stanh_grad(x, y, dy):
     return dy * (STANH_B / STANH_A) * (STANH_A * STANH_A - y * y)
 
 
-def softmax(x):
+def softmax(x, out=None):
     """Row-wise softmax, shifted by the row max for stability."""
     xp = get_array_module(x)
-    e = xp.exp(x - x.max(axis=-1, keepdims=True))
-    e /= e.sum(axis=-1, keepdims=True)
-    return e
+    out = xp.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    xp.exp(out, out=out)
+    out /= out.sum(axis=-1, keepdims=True)
+    return out
 
 
 def softmax_grad(x, y, dy):
@@ -90,8 +99,8 @@ def softmax_grad(x, y, dy):
     return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
 
 
-def exp(x):
-    return get_array_module(x).exp(x)
+def exp(x, out=None):
+    return get_array_module(x).exp(x, out=out)
 
 
 def exp_grad(x, y, dy):

@@ -1,0 +1,76 @@
+"""Activations by name, as the base layer applies them in place after ``forward``.
+
+``forward_activation`` turns the layer's pre-activation output ``z`` into ``y = f(z)``;
+``backward_activation`` turns ``dL/dy`` into ``dL/dz``. Names are PaddlePaddle's.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sculler.math import activation as K
+
+ALIASES = {"": "linear", None: "linear", "identity": "linear"}
+NAMES = (
+    "linear", "sigmoid", "tanh", "relu", "brelu", "softrelu", "stanh", "softmax",
+    "sequence_softmax", "exp", "log", "abs", "square", "sqrt", "reciprocal", "softsign",
+)
+IN_PLACE = frozenset({"linear", "sigmoid", "tanh", "relu", "exp", "softmax"})
+
+
+class Activation:
+    """One activation: ``forward(z)`` in place and ``backward`` of the gradient in place."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.needs_input = name in K.NEEDS_INPUT
+        self.is_linear = name == "linear"
+        if name != "sequence_softmax":
+            self._f = getattr(K, name)
+            self._df = getattr(K, name + "_grad")
+
+    def forward(self, value, seq_starts=None) -> None:
+        """Replace ``value`` (pre-activation) by ``f(value)``."""
+        if self.name == "sequence_softmax":
+            if value.shape[1] != 1:
+                raise ValueError(
+                    f"sequence_softmax normalises a column over each sequence; the layer's "
+                    f"width must be 1, got {value.shape[1]}"
+                )
+            value[...] = K.segment_softmax(value, _need_seq(seq_starts))
+        elif self.name in IN_PLACE:
+            self._f(value, out=value)
+        else:
+            value[...] = self._f(value)
+
+    def backward(self, pre, value, grad, seq_starts=None) -> None:
+        """Replace ``grad`` (dL/dy) by dL/dz; ``pre`` is z for activations that need it."""
+        if self.is_linear:
+            return
+        if self.name == "sequence_softmax":
+            grad[...] = K.segment_softmax_grad(value, grad, _need_seq(seq_starts))
+        else:
+            grad[...] = self._df(pre, value, grad)
+
+
+def _need_seq(seq_starts):
+    if seq_starts is None:
+        raise ValueError("sequence_softmax needs a sequence input (seq_starts is missing)")
+    return seq_starts
+
+
+_CACHE: dict[str, Activation] = {}
+
+
+def get_activation(name: str | None) -> Activation:
+    """The activation called ``name``; unknown names raise ValueError with close matches."""
+    name = ALIASES.get(name, name)
+    act = _CACHE.get(name)
+    if act is None:
+        if name not in NAMES:
+            close = difflib.get_close_matches(str(name), NAMES, n=3)
+            raise ValueError(
+                f"unknown activation {name!r}; did you mean {close}? known: {list(NAMES)}"
+            )
+        act = _CACHE[name] = Activation(name)
+    return act

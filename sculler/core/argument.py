@@ -1,0 +1,56 @@
+"""What flows between layers: values (dense or CSR), ids, gradients and sequence layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.math.sparse import CsrMatrix
+
+
+class Argument:
+    """A batch as one layer sees it.
+
+    - ``value``: (batch, dim) dense array, or a :class:`CsrMatrix` for sparse inputs;
+    - ``ids``: (batch,) int64 labels or word ids;
+    - ``grad``: gradient w.r.t. ``value`` (same shape), or None where none is needed;
+    - ``seq_starts``: start offsets of the sequences packed in the batch, ending with the batch
+      size (``[0, 3, 7]`` = two sequences of 3 and 4 steps); ``sub_seq_starts`` likewise for
+      the sub-sequences of nested sequences.
+    """
+
+    __slots__ = ("value", "ids", "grad", "seq_starts", "sub_seq_starts")
+
+    def __init__(self, value=None, ids=None, grad=None, seq_starts=None, sub_seq_starts=None):
+        self.value = value
+        self.ids = ids
+        self.grad = grad
+        self.seq_starts = seq_starts
+        self.sub_seq_starts = sub_seq_starts
+
+    @property
+    def batch_size(self) -> int:
+        if self.value is not None:
+            return int(self.value.shape[0])
+        if self.ids is not None:
+            return int(self.ids.shape[0])
+        return 0
+
+    @property
+    def is_sparse(self) -> bool:
+        return isinstance(self.value, CsrMatrix)
+
+    @property
+    def num_sequences(self) -> int:
+        return 0 if self.seq_starts is None else len(self.seq_starts) - 1
+
+    def describe(self) -> str:
+        """A short human description for error messages."""
+        parts = []
+        if self.value is not None:
+            kind = "sparse" if self.is_sparse else "dense"
+            parts.append(f"{kind} value of shape {tuple(self.value.shape)}")
+        if self.ids is not None:
+            parts.append(f"ids of shape {tuple(np.shape(self.ids))}")
+        if self.seq_starts is not None:
+            parts.append(f"{self.num_sequences} sequences")
+        return ", ".join(parts) or "empty argument"

@@ -1,0 +1,74 @@
+"""Evaluators: metrics accumulated over the batches of a pass (``classification_error``, ...).
+
+An evaluator reads layer outputs after ``Network.forward``; ``start()`` resets it,
+``eval_batch(layers)`` adds one batch, ``value()`` returns the metric so far.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from sculler.backend import to_numpy
+from sculler.core.model_config import EvaluatorConfig
+
+_EVALUATORS: dict[str, type[Evaluator]] = {}
+
+
+def register_evaluator(type_name: str):
+    def deco(cls: type[Evaluator]) -> type[Evaluator]:
+        _EVALUATORS[type_name] = cls
+        cls.type_name = type_name
+        return cls
+
+    return deco
+
+
+def create_evaluator(config: EvaluatorConfig) -> Evaluator:
+    cls = _EVALUATORS.get(config.type)
+    if cls is None:
+        close = difflib.get_close_matches(config.type, list(_EVALUATORS), n=3)
+        raise ValueError(f"unknown evaluator type {config.type!r}; close matches: {close}")
+    return cls(config)
+
+
+class Evaluator:
+    type_name = ""
+
+    def __init__(self, config: EvaluatorConfig):
+        self.config = config
+        self.name = config.name
+        self.start()
+
+    def start(self) -> None:
+        self.total = 0.0
+        self.count = 0
+
+    def eval_batch(self, layers: dict) -> None:
+        raise NotImplementedError
+
+    def value(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+
+@register_evaluator("classification_error")
+class ClassificationError(Evaluator):
+    """Fraction of samples whose arg-max (top_k) prediction misses the label; a one-column
+    output is read as a probability with ``threshold`` (default 0.5)."""
+
+    def eval_batch(self, layers: dict) -> None:
+        out = layers[self.config.input_layers[0]].output
+        label = layers[self.config.input_layers[1]].output
+        probs = to_numpy(out.value)
+        ids = to_numpy(label.ids if label.ids is not None else label.value).reshape(-1)
+        top_k = int(self.config.attrs.get("top_k", 1))
+        if probs.shape[1] == 1:
+            pred_hit = (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) == (ids > 0.5)
+        elif top_k == 1:
+            pred_hit = probs.argmax(axis=1) == ids
+        else:
+            top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
+            pred_hit = (top == ids[:, None]).any(axis=1)
+        self.total += float((~pred_hit).sum())
+        self.count += probs.shape[0]

@@ -1,0 +1,250 @@
+"""The ``Layer`` base class and the registry of layer types.
+
+A layer (mirroring PaddlePaddle's C++ ``Layer``) declares its parameter shapes at config time
+(``infer_size``, ``weight_dims``, ``bias_dims``), binds them in ``init``, computes ``forward``
+into a reused output buffer and ``backward`` into input and parameter gradients, accumulating
+(``+=``) so outputs may feed several layers and parameters may be shared. The base class applies
+the activation and dropout, and each parameter is told (``inc_update``) when its gradient is in.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sculler import backend
+from sculler.core.activation import get_activation
+from sculler.core.argument import Argument
+from sculler.core.model_config import LayerConfig
+from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback, Weight
+
+PASS_TRAIN = "train"
+PASS_TEST = "test"
+PASS_GC = "gc"  # gradient check: training semantics with a fixed dropout mask
+
+_REGISTRY: dict[str, type[Layer]] = {}
+
+
+def register_layer(*type_names: str):
+    """Class decorator registering a layer under one or more type names (first is canonical)."""
+
+    def deco(cls: type[Layer]) -> type[Layer]:
+        for n in type_names:
+            _REGISTRY[n] = cls
+        cls.type_name = type_names[0]
+        return cls
+
+    return deco
+
+
+def get_layer_class(type_name: str) -> type[Layer]:
+    """The class registered as ``type_name``; an unknown name lists the close matches."""
+    cls = _REGISTRY.get(type_name)
+    if cls is None:
+        import sculler.layers  # noqa: F401 - registers the built-in layers
+
+        cls = _REGISTRY.get(type_name)
+    if cls is None:
+        close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
+        raise ValueError(
+            f"unknown layer type {type_name!r}; close matches: {close or 'none'}. "
+            "Register your own with @register_layer(name)."
+        )
+    return cls
+
+
+def layer_types() -> list[str]:
+    import sculler.layers  # noqa: F401
+
+    return sorted(_REGISTRY)
+
+
+def _reserve(buf, n: int, dtype):
+    """Grow-only flat buffer: reallocate only when more than its capacity is asked for."""
+    if buf is None or buf.size < n or buf.dtype != dtype:
+        return backend.xp().empty(max(n, 1), dtype=dtype)
+    return buf
+
+
+class Layer:
+    """Base class of every layer. Subclasses override ``forward``/``backward`` and, where they
+    have parameters, ``weight_dims`` (and ``default_bias``)."""
+
+    type_name: ClassVar[str] = ""
+    default_bias: ClassVar[bool] = False
+    is_cost: ClassVar[bool] = False
+    min_inputs: ClassVar[int] = 1
+    max_inputs: ClassVar[int | None] = None
+
+    # ---- config time: sizes and parameter shapes, shared by every front end ----
+    @classmethod
+    def infer_size(cls, config: LayerConfig, inputs: list[LayerConfig]) -> int:
+        """Output width; by default the configured ``size``, which must be positive."""
+        if config.size <= 0:
+            raise ValueError(
+                f"layer {config.name!r} (type {config.type!r}) needs a positive size, "
+                f"got {config.size}"
+            )
+        return config.size
+
+    @classmethod
+    def weight_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, tuple]:
+        """Shape of the weight of each input that has one (``{input_index: dims}``)."""
+        return {}
+
+    @classmethod
+    def bias_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> tuple:
+        return (1, config.size)
+
+    @classmethod
+    def check_config(cls, config: LayerConfig, inputs: list[LayerConfig]) -> None:
+        n = len(inputs)
+        if n < cls.min_inputs or (cls.max_inputs is not None and n > cls.max_inputs):
+            want = (
+                f"{cls.min_inputs}" if cls.max_inputs == cls.min_inputs
+                else f"{cls.min_inputs}..{cls.max_inputs if cls.max_inputs else 'any'}"
+            )
+            raise ValueError(
+                f"layer {config.name!r} (type {config.type!r}) takes {want} inputs, got {n}"
+            )
+
+    # ---- run time ----
+    def __init__(self, config: LayerConfig):
+        self.config = config
+        self.name = config.name
+        self.size = config.size
+        self.activation = get_activation(config.active_type)
+        self.output = Argument()
+        self.inputs: list[Layer] = []
+        self.weights: list[Weight | None] = []
+        self.bias: Weight | None = None
+        self.need_gradient = True
+        self.pass_type = PASS_TEST
+        self.dtype = backend.get_default_dtype()
+        self._bufs: dict[str, Any] = {}
+        self._rng = np.random.RandomState(abs(hash(config.name)) % (2**31))
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.config.attrs.get(key, default)
+
+    def init(self, layer_map: dict[str, Layer], parameter_map: ParameterSet) -> None:
+        """Bind input layers and the weights of this layer's parameters."""
+        self.inputs = [layer_map[n] for n in self.config.input_layer_names]
+        self.weights = [
+            Weight(parameter_map[ic.input_parameter_name]) if ic.input_parameter_name else None
+            for ic in self.config.inputs
+        ]
+        if self.config.bias_parameter_name:
+            self.bias = Weight(parameter_map[self.config.bias_parameter_name])
+
+    @property
+    def parameters(self) -> list[Parameter]:
+        ws = [w for w in self.weights if w is not None]
+        if self.bias is not None:
+            ws.append(self.bias)
+        return [w.parameter for w in ws]
+
+    def get_input(self, i: int) -> Argument:
+        return self.inputs[i].output
+
+    def get_input_value(self, i: int):
+        return self.inputs[i].output.value
+
+    def get_input_grad(self, i: int):
+        """Gradient buffer of input ``i``, or None where that input needs no gradient."""
+        return self.inputs[i].output.grad
+
+    def get_output_value(self):
+        return self.output.value
+
+    def get_output_grad(self):
+        return self.output.grad
+
+    def scratch(self, key: str, shape: tuple, dtype=None):
+        """A named grow-only work buffer of ``shape`` (contents undefined)."""
+        dtype = np.dtype(dtype or self.dtype)
+        n = int(np.prod(shape))
+        buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype)
+        return buf[:n].reshape(shape)
+
+    def reserve_output(self, batch_size: int, size: int):
+        """Size the output (and its zeroed gradient) for this batch, reusing memory: buffers
+        grow when a batch is larger and are reused as views when it is smaller. Sequence
+        layout is inherited from input 0."""
+        self.output.value = self.scratch("value", (batch_size, size))
+        if self.need_gradient:
+            grad = self.scratch("grad", (batch_size, size))
+            grad[...] = 0
+            self.output.grad = grad
+        if self.inputs:
+            src = self.inputs[0].output
+            self.output.seq_starts = src.seq_starts
+            self.output.sub_seq_starts = src.sub_seq_starts
+        return self.output.value
+
+    def check_input_width(self, i: int, expected: int) -> None:
+        """ValueError naming this layer, the input and both widths when they differ."""
+        arg = self.get_input(i)
+        width = arg.value.shape[1] if arg.value is not None else None
+        if width != expected:
+            raise ValueError(
+                f"layer {self.name!r} ({self.type_name}): input {i} ({self.inputs[i].name!r}) "
+                f"has width {width}, expected {expected}"
+            )
+
+    def check_same_batch(self) -> int:
+        sizes = [inp.output.batch_size for inp in self.inputs]
+        if len(set(sizes)) > 1:
+            names = [inp.name for inp in self.inputs]
+            raise ValueError(
+                f"layer {self.name!r} ({self.type_name}): inputs {names} have different batch "
+                f"sizes {sizes}"
+            )
+        return sizes[0]
+
+    def forward(self, pass_type: str) -> None:
+        """Subclasses call this first, then compute and call ``forward_activation()``."""
+        self.pass_type = pass_type
+
+    def backward(self, callback: UpdateCallback | None = None) -> None:
+        """Subclasses call ``backward_activation()`` first, then accumulate gradients."""
+
+    def prefetch(self) -> dict[str, np.ndarray]:
+        """Rows of sparse parameters this batch needs, by parameter name (default: none)."""
+        return {}
+
+    def forward_activation(self) -> None:
+        value = self.output.value
+        if self.activation.needs_input:
+            pre = self.scratch("preact", value.shape)
+            pre[...] = value
+        self.activation.forward(value, self.output.seq_starts)
+        if self.config.drop_rate > 0:
+            self._forward_dropout(value)
+
+    def backward_activation(self) -> None:
+        grad = self.output.grad
+        if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
+            grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)
+        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if (
+            self.activation.needs_input
+        ) else None
+        self.activation.backward(pre, self.output.value, grad, self.output.seq_starts)
+
+    def _forward_dropout(self, value) -> None:
+        """Training: zero each unit with probability ``drop_rate``; test: scale by
+        ``1 - drop_rate`` (PaddlePaddle's non-inverted dropout)."""
+        rate = self.config.drop_rate
+        if self.pass_type == PASS_TEST:
+            value *= 1.0 - rate
+            return
+        if self.pass_type == PASS_GC:
+            self._rng.seed(12345)
+        mask = self.scratch("mask", value.shape)
+        mask[...] = self._rng.random_sample(value.shape) >= rate
+        value *= mask
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} size={self.size}>"

@@ -1,0 +1,129 @@
+"""The model description every front end produces: plain dataclasses with a JSON round trip.
+
+v1 configs (``Layer(...)``), the v2 API (``layer.fc(...)``) and the gradient-check harness all
+build a :class:`ModelConfig`; :class:`~sculler.core.network.Network` builds layers from it.
+Layer-specific settings (image height, a cost's ``coeff``, a custom layer's ``k``) live in
+``attrs`` so that adding a layer never touches this file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class ParameterConfig:
+    """A learnable parameter: shape, initializer and update settings.
+
+    ``initial_std=None`` means Paddle's smart default ``1/sqrt(dims[0])``; ``initial_strategy``
+    is ``"normal"`` (mean, std) or ``"uniform"`` (``initial_min``..``initial_max``).
+    ``None`` update settings fall back to the optimizer's.
+    """
+
+    name: str
+    dims: list[int]
+    initial_mean: float = 0.0
+    initial_std: float | None = None
+    initial_strategy: str = "normal"
+    initial_min: float | None = None
+    initial_max: float | None = None
+    learning_rate: float = 1.0
+    momentum: float | None = None
+    decay_rate: float | None = None
+    decay_rate_l1: float | None = None
+    gradient_clipping_threshold: float | None = None
+    is_static: bool = False
+    sparse_update: bool = False
+    sparse_remote_update: bool = False
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= int(d)
+        return n
+
+
+@dataclass
+class InputConfig:
+    """One input of a layer: the producing layer and, if the input has a weight, its name."""
+
+    input_layer_name: str
+    input_parameter_name: str | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LayerConfig:
+    name: str
+    type: str
+    size: int = 0
+    active_type: str = "linear"
+    inputs: list[InputConfig] = field(default_factory=list)
+    bias_parameter_name: str | None = None
+    drop_rate: float = 0.0
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input_layer_names(self) -> list[str]:
+        return [i.input_layer_name for i in self.inputs]
+
+
+@dataclass
+class EvaluatorConfig:
+    """An evaluator (metric) over some layers' outputs, e.g. ``classification_error``."""
+
+    name: str
+    type: str
+    input_layers: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    layers: list[LayerConfig] = field(default_factory=list)
+    parameters: list[ParameterConfig] = field(default_factory=list)
+    input_layer_names: list[str] = field(default_factory=list)
+    output_layer_names: list[str] = field(default_factory=list)
+    evaluators: list[EvaluatorConfig] = field(default_factory=list)
+
+    def layer(self, name: str) -> LayerConfig:
+        for lc in self.layers:
+            if lc.name == name:
+                return lc
+        raise KeyError(f"no layer named {name!r}; layers are {[lc.name for lc in self.layers]}")
+
+    def parameter(self, name: str) -> ParameterConfig:
+        for pc in self.parameters:
+            if pc.name == name:
+                return pc
+        raise KeyError(f"no parameter named {name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        layers = [
+            LayerConfig(**{**lc, "inputs": [InputConfig(**i) for i in lc["inputs"]]})
+            for lc in d.get("layers", [])
+        ]
+        return cls(
+            layers=layers,
+            parameters=[ParameterConfig(**p) for p in d.get("parameters", [])],
+            input_layer_names=list(d.get("input_layer_names", [])),
+            output_layer_names=list(d.get("output_layer_names", [])),
+            evaluators=[EvaluatorConfig(**e) for e in d.get("evaluators", [])],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelConfig:
+        return cls.from_dict(json.loads(text))
+
+
+PARAMETER_FIELDS = frozenset(f.name for f in fields(ParameterConfig))

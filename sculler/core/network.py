@@ -1,0 +1,157 @@
+"""``Network`` (PaddlePaddle's GradientMachine): layers built from a ModelConfig and run.
+
+The topology is compiled once into a flat list of bound layer calls; a batch walks that list
+forward and, in reverse, backward. Parameters come from a :class:`ParameterSet` so several
+networks (topologies) can share them by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from sculler import backend
+from sculler.core.argument import Argument
+from sculler.core.builder import topological_order
+from sculler.core.evaluator import create_evaluator
+from sculler.core.layer import PASS_TEST, Layer, get_layer_class
+from sculler.core.model_config import ModelConfig
+from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback
+
+
+class Network:
+    """Layers of one topology bound to a parameter set.
+
+    Args:
+        config: the model.
+        parameters: the set to take (or create) parameters from; a new one if None.
+        data_gradients: compute gradients w.r.t. data layers too (gradient checks).
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        parameters: ParameterSet | None = None,
+        data_gradients: bool = False,
+    ):
+        self.config = config
+        self.parameters = parameters if parameters is not None else ParameterSet()
+        order = topological_order(config.layers)
+        pconfigs = {pc.name: pc for pc in config.parameters}
+        self.layers: dict[str, Layer] = {}
+        for lc in order:
+            layer = get_layer_class(lc.type)(lc)
+            names = [ic.input_parameter_name for ic in lc.inputs if ic.input_parameter_name]
+            names += [lc.bias_parameter_name] if lc.bias_parameter_name else []
+            for pname in names:
+                if pname not in pconfigs:
+                    raise ValueError(
+                        f"layer {lc.name!r} uses parameter {pname!r}, which the model does not "
+                        "define"
+                    )
+                self.parameters.create(pconfigs[pname], owner=lc.name)
+            self.layers[lc.name] = layer
+        for layer in self.layers.values():
+            layer.init(self.layers, self.parameters)
+        self.order: list[Layer] = list(self.layers.values())
+        self._mark_need_gradient(data_gradients)
+        self.data_layers = [self.layers[n] for n in config.input_layer_names]
+        self.output_layers = [self.layers[n] for n in config.output_layer_names]
+        self._used = self._count_users()
+        self._forward_steps = [layer.forward for layer in self.order]
+        self._backward_steps = [
+            layer.backward for layer in reversed(self.order) if layer.need_gradient
+        ]
+        self.evaluators = [create_evaluator(e) for e in config.evaluators]
+
+    def _mark_need_gradient(self, data_gradients: bool) -> None:
+        for layer in self.order:
+            if layer.type_name == "data":
+                layer.need_gradient = data_gradients
+            else:
+                trainable = any(p.grad is not None for p in layer.parameters)
+                layer.need_gradient = trainable or any(i.need_gradient for i in layer.inputs)
+
+    def _count_users(self) -> dict[str, tuple[Parameter, int]]:
+        used: dict[str, tuple[Parameter, int]] = {}
+        for layer in self.order:
+            if not layer.need_gradient:
+                continue
+            for p in layer.parameters:
+                if p.grad is not None:
+                    used[p.name] = (p, used.get(p.name, (p, 0))[1] + 1)
+        return used
+
+    @property
+    def used_parameters(self) -> list[Parameter]:
+        """Parameters this network computes gradients for."""
+        return [p for p, _ in self._used.values()]
+
+    def get_layer(self, name: str) -> Layer:
+        try:
+            return self.layers[name]
+        except KeyError:
+            raise KeyError(f"no layer named {name!r}; layers are {list(self.layers)}") from None
+
+    def forward(
+        self, in_args: Mapping[str, Argument] | Sequence[Argument], pass_type: str = PASS_TEST
+    ) -> list[Argument]:
+        """Run the batch through every layer; returns the output layers' arguments."""
+        if isinstance(in_args, Mapping):
+            missing = [d.name for d in self.data_layers if d.name not in in_args]
+            if missing:
+                raise ValueError(f"no input given for data layers {missing}")
+            for d in self.data_layers:
+                d.set_input(in_args[d.name])
+        else:
+            if len(in_args) != len(self.data_layers):
+                raise ValueError(
+                    f"got {len(in_args)} input arguments for "
+                    f"{len(self.data_layers)} data layers {[d.name for d in self.data_layers]}"
+                )
+            for d, arg in zip(self.data_layers, in_args):
+                d.set_input(arg)
+        for step in self._forward_steps:
+            step(pass_type)
+        return [layer.output for layer in self.output_layers]
+
+    def backward(
+        self, callback: UpdateCallback | None = None, output_grads: Mapping | None = None
+    ) -> None:
+        """Back-propagate from the cost outputs (their gradient is 1 per sample), or from the
+        given ``output_grads`` (layer name -> dL/dy); each parameter's ``callback`` fires once
+        its last user has added its gradient."""
+        for p, n in self._used.values():
+            p.expect_users(n)
+        if output_grads is None:
+            for layer in self.output_layers:
+                if layer.is_cost and layer.output.grad is not None:
+                    layer.output.grad[...] = 1.0
+        else:
+            for name, grad in output_grads.items():
+                self.get_layer(name).output.grad[...] = grad
+        for step in self._backward_steps:
+            step(callback)
+
+    def zero_grad(self) -> None:
+        for p in self.used_parameters:
+            p.zero_grad()
+
+    def prefetch(self) -> dict[str, np.ndarray]:
+        """Rows of sparse parameters the current batch touches, merged over layers."""
+        rows: dict[str, list[np.ndarray]] = {}
+        for layer in self.order:
+            for name, r in layer.prefetch().items():
+                rows.setdefault(name, []).append(np.asarray(r))
+        return {k: np.unique(np.concatenate(v)) for k, v in rows.items()}
+
+    def cost_layers(self) -> list[Layer]:
+        return [layer for layer in self.output_layers if layer.is_cost]
+
+    def total_cost(self) -> float:
+        """Sum over cost outputs of the per-sample costs (a float64 host number)."""
+        total = 0.0
+        for layer in self.cost_layers():
+            total += float(backend.to_numpy(layer.output.value).sum(dtype=np.float64))
+        return total

@@ -1,0 +1,148 @@
+"""Parameters, per-layer weight views and the name -> parameter set shared by topologies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from sculler import backend
+from sculler.core.model_config import ParameterConfig
+
+UpdateCallback = Callable[["Parameter"], None]
+
+
+class Parameter:
+    """A learnable array with its gradient buffer and update bookkeeping.
+
+    Several layers (or topologies) may use one parameter; each calls :meth:`inc_update` once its
+    gradient contribution is in, and the callback fires once per batch, when the last user has
+    reported, so an update (or a send to a parameter server) can start before backward ends.
+    Sparse-update parameters track the rows a batch touched in ``touched_rows``.
+    """
+
+    def __init__(self, config: ParameterConfig, dtype=None):
+        self.config = config
+        self.name = config.name
+        dt = np.dtype(dtype or backend.get_default_dtype())
+        xp = backend.xp()
+        self.value = xp.zeros(tuple(config.dims), dtype=dt)
+        self.grad = None if config.is_static else xp.zeros_like(self.value)
+        self.touched_rows: list = []
+        self.users = 0
+        self._pending = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    def randomize(self, rng: np.random.RandomState) -> None:
+        """Initialise from the config: N(mean, std) or U(min, max); std defaults to
+        ``1/sqrt(dims[0])`` (PaddlePaddle's smart initialisation)."""
+        c = self.config
+        if c.initial_strategy == "uniform" or c.initial_min is not None:
+            lo = c.initial_min if c.initial_min is not None else -1.0
+            hi = c.initial_max if c.initial_max is not None else 1.0
+            vals = rng.uniform(lo, hi, size=self.shape)
+        else:
+            std = c.initial_std if c.initial_std is not None else 1.0 / np.sqrt(c.dims[0])
+            vals = c.initial_mean + std * rng.standard_normal(self.shape) if std else np.full(
+                self.shape, c.initial_mean
+            )
+        self.value[...] = backend.xp().asarray(vals, dtype=self.value.dtype)
+
+    def zero_grad(self) -> None:
+        if self.grad is None:
+            return
+        if self.config.sparse_update and self.touched_rows:
+            self.grad[self.touched_rows_array()] = 0
+        else:
+            self.grad[...] = 0
+        self.touched_rows = []
+
+    def touched_rows_array(self) -> np.ndarray:
+        """Unique rows the batch touched (sparse-update parameters)."""
+        if not self.touched_rows:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate([np.asarray(r).ravel() for r in self.touched_rows]))
+
+    def expect_users(self, n: int) -> None:
+        """Start a batch: ``n`` layers will report their gradient contribution."""
+        self._pending = n
+
+    def inc_update(self, callback: UpdateCallback | None) -> None:
+        """One user's gradient is complete; fire ``callback`` when it was the last one."""
+        self._pending -= 1
+        if self._pending == 0 and callback is not None:
+            callback(self)
+
+    def __repr__(self) -> str:
+        return f"Parameter({self.name!r}, shape={self.shape})"
+
+
+class Weight:
+    """A layer's view of a parameter, reshaped to the matrix shape the layer computes with."""
+
+    __slots__ = ("parameter", "w", "w_grad")
+
+    def __init__(self, parameter: Parameter, shape: tuple[int, ...] | None = None):
+        self.parameter = parameter
+        shape = shape or parameter.shape
+        self.w = parameter.value.reshape(shape)
+        self.w_grad = None if parameter.grad is None else parameter.grad.reshape(shape)
+
+
+class ParameterSet:
+    """Ordered map name -> :class:`Parameter`; one set can back many topologies, and the same
+    name always means the same parameter."""
+
+    def __init__(self, seed: int | None = None):
+        self._params: dict[str, Parameter] = {}
+        self._owners: dict[str, str] = {}
+        self._rng = np.random.RandomState(seed)
+
+    def create(self, config: ParameterConfig, owner: str = "?", dtype=None) -> Parameter:
+        """Return the parameter named ``config.name``, creating and initialising it if new.
+
+        Raises ValueError when the name exists with another shape, naming both users.
+        """
+        existing = self._params.get(config.name)
+        if existing is not None:
+            if list(existing.config.dims) != list(config.dims):
+                raise ValueError(
+                    f"parameter {config.name!r} is used by {self._owners[config.name]!r} with "
+                    f"shape {list(existing.config.dims)} and by {owner!r} with shape "
+                    f"{list(config.dims)}; shared parameters must have one shape"
+                )
+            return existing
+        p = Parameter(config, dtype=dtype)
+        p.randomize(self._rng)
+        self._params[config.name] = p
+        self._owners[config.name] = owner
+        return p
+
+    def __getitem__(self, name: str) -> Parameter:
+        try:
+            return self._params[name]
+        except KeyError:
+            raise KeyError(
+                f"no parameter named {name!r}; parameters are {list(self._params)}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._params
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def names(self) -> list[str]:
+        return list(self._params)
+
+    def values(self) -> list[Parameter]:
+        return list(self._params.values())
+
+    def owner(self, name: str) -> str:
+        return self._owners[name]

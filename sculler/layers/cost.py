@@ -1,0 +1,125 @@
+"""Cost layers: a per-sample cost column, and its gradient times the incoming one.
+
+Inputs are ``[prediction, label]`` and optionally a per-sample ``weight`` column. The output is
+``(batch, 1)``: ``coeff * weight_i * cost_i``. Backward multiplies by the output gradient (the
+network seeds it with 1 for cost outputs), so a batch's parameter gradient is the SUM of the
+per-sample gradients, as in PaddlePaddle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.layer import Layer, register_layer
+
+
+class CostLayer(Layer):
+    is_cost = True
+    min_inputs = 2
+    max_inputs = 3
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        return 1
+
+    def sample_cost(self, x, label_arg, out) -> None:
+        """Write each sample's cost into ``out`` (batch,)."""
+        raise NotImplementedError
+
+    def sample_grad(self, x, label_arg, dcost, dx) -> None:
+        """Add ``dcost_i * d cost_i / d x_i`` into ``dx``."""
+        raise NotImplementedError
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        out = self.reserve_output(batch, 1)
+        self.sample_cost(self.get_input_value(0), self.get_input(1), out[:, 0])
+        out *= self.attr("coeff", 1.0)
+        if len(self.inputs) == 3:
+            raw = self.scratch("raw_cost", out.shape)
+            raw[...] = out
+            out *= self._weight_column()
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        if len(self.inputs) == 3 and self.get_input_grad(2) is not None:
+            self.get_input_grad(2)[...] += self.output.grad * self._bufs["raw_cost"][
+                : self.output.grad.size
+            ].reshape(self.output.grad.shape)
+        dx = self.get_input_grad(0)
+        if dx is None:
+            return
+        dcost = self.scratch("dcost", self.output.grad.shape)
+        np.multiply(self.output.grad, self.attr("coeff", 1.0), out=dcost)
+        if len(self.inputs) == 3:
+            dcost *= self._weight_column()
+        self.sample_grad(self.get_input_value(0), self.get_input(1), dcost[:, 0], dx)
+
+    def _weight_column(self):
+        w = self.get_input_value(2)
+        if w is None or w.ndim != 2 or w.shape[1] != 1:
+            raise ValueError(
+                f"layer {self.name!r} ({self.type_name}): the weight input "
+                f"({self.inputs[2].name!r}) must be a (batch, 1) dense column"
+            )
+        return w
+
+    def label_ids(self, label_arg, num_classes: int):
+        ids = label_arg.ids
+        if ids is None:
+            raise ValueError(
+                f"layer {self.name!r} ({self.type_name}): label input ({self.inputs[1].name!r}) "
+                f"must carry integer ids, got {label_arg.describe()}"
+            )
+        if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+            bad = ids[(ids < 0) | (ids >= num_classes)][0]
+            raise ValueError(
+                f"layer {self.name!r} ({self.type_name}): label id {int(bad)} is out of range "
+                f"[0, {num_classes}) for input {self.inputs[0].name!r} of width {num_classes}"
+            )
+        return ids
+
+
+@register_layer("multi-class-cross-entropy", "multi_class_cross_entropy")
+class MultiClassCrossEntropy(CostLayer):
+    """``cost_i = -log p_i[label_i]`` for probabilities ``p`` (a softmax output);
+    ``dp_i[label_i] = -1 / p_i[label_i]``."""
+
+    def sample_cost(self, x, label_arg, out) -> None:
+        ids = self.label_ids(label_arg, x.shape[1])
+        p = x[np.arange(x.shape[0]), ids]
+        np.negative(np.log(p), out=out)
+
+    def sample_grad(self, x, label_arg, dcost, dx) -> None:
+        rows = np.arange(x.shape[0])
+        ids = label_arg.ids
+        dx[rows, ids] -= dcost / x[rows, ids]
+
+
+@register_layer("square_error")
+class SquareError(CostLayer):
+    """``cost_i = sum_j (x_ij - y_ij)^2`` (PaddlePaddle's sum of squares, no 1/2);
+    ``dx = 2 (x - y)``."""
+
+    def _target(self, label_arg, x):
+        y = label_arg.value
+        if y is None or y.shape != x.shape:
+            got = label_arg.describe()
+            raise ValueError(
+                f"layer {self.name!r} (square_error): label ({self.inputs[1].name!r}) must be "
+                f"dense with shape {tuple(x.shape)}, got {got}"
+            )
+        return y
+
+    def sample_cost(self, x, label_arg, out) -> None:
+        diff = self.scratch("diff", x.shape)
+        np.subtract(x, self._target(label_arg, x), out=diff)
+        np.einsum("ij,ij->i", diff, diff, out=out)
+
+    def sample_grad(self, x, label_arg, dcost, dx) -> None:
+        diff = self.scratch("diff", x.shape)
+        np.subtract(x, self._target(label_arg, x), out=diff)
+        diff *= (2.0 * dcost)[:, None]
+        dx += diff

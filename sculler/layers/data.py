@@ -1,0 +1,41 @@
+"""The ``data`` layer: where a batch enters the network."""
+
+from __future__ import annotations
+
+from sculler.core.argument import Argument
+from sculler.core.layer import Layer, register_layer
+
+
+@register_layer("data")
+class DataLayer(Layer):
+    """Holds the batch fed to it; checks its width. ``attrs`` may carry ``height``/``width``
+    (image data is ``dense_vector(C*H*W)``) and ``kind`` ("dense", "ids", "sparse", ...)."""
+
+    min_inputs = 0
+    max_inputs = 0
+
+    def set_input(self, arg: Argument) -> None:
+        if arg.value is not None and arg.value.shape[1] != self.size:
+            raise ValueError(
+                f"data layer {self.name!r} expects width {self.size}, got {arg.describe()}"
+            )
+        if arg.ids is not None and arg.ids.size and (
+            arg.ids.min() < 0 or arg.ids.max() >= self.size
+        ):
+            bad = arg.ids[(arg.ids < 0) | (arg.ids >= self.size)][0]
+            raise ValueError(
+                f"data layer {self.name!r}: id {int(bad)} is out of range [0, {self.size})"
+            )
+        out = self.output
+        out.value, out.ids = arg.value, arg.ids
+        out.seq_starts, out.sub_seq_starts = arg.seq_starts, arg.sub_seq_starts
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        out = self.output
+        if self.need_gradient and out.value is not None and not out.is_sparse:
+            grad = self.scratch("grad", out.value.shape)
+            grad[...] = 0
+            out.grad = grad
+        else:
+            out.grad = None

@@ -1,0 +1,70 @@
+"""Fully connected layer: ``y = f(sum_i x_i W_i + b)`` over one or more inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.layer import Layer, register_layer
+from sculler.math.blas import col_sum, gemm
+from sculler.math.sparse import csr_matmul, csr_t_matmul_rows
+
+
+@register_layer("fc")
+class FCLayer(Layer):
+    """Each input ``i`` (dense or CSR, width ``D_i``) has its own weight ``W_i`` (``D_i x size``).
+
+    Backward: ``dW_i += x_i^T dz``, ``dx_i += dz W_i^T``, ``db += sum_rows(dz)``. For a sparse
+    input only the rows of ``W_i`` it touches get gradient (and are what ``prefetch`` returns).
+    """
+
+    default_bias = True
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        return {i: (inp.size, config.size) for i, inp in enumerate(inputs)}
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        out = self.reserve_output(batch, self.size)
+        for i, weight in enumerate(self.weights):
+            x = self.get_input_value(i)
+            self.check_input_width(i, weight.w.shape[0])
+            beta = 0.0 if i == 0 else 1.0
+            if self.get_input(i).is_sparse:
+                csr_matmul(x, weight.w, out, beta=beta)
+            else:
+                gemm(x, weight.w, out, beta, self.scratch("prod", out.shape))
+        if self.bias is not None:
+            out += self.bias.w
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        dz = self.output.grad
+        if self.bias is not None and self.bias.w_grad is not None:
+            col_sum(dz, self.bias.w_grad)
+            self.bias.parameter.inc_update(callback)
+        for i, weight in enumerate(self.weights):
+            arg = self.get_input(i)
+            if weight.w_grad is not None:
+                if arg.is_sparse:
+                    rows, grad_rows = csr_t_matmul_rows(arg.value, dz)
+                    weight.w_grad[rows] += grad_rows
+                    weight.parameter.touched_rows.append(rows)
+                else:
+                    dw = self.scratch(f"dw{i}", weight.w.shape)
+                    gemm(arg.value.T, dz, weight.w_grad, 1.0, dw)
+            in_grad = self.get_input_grad(i)
+            if in_grad is not None:
+                gemm(dz, weight.w.T, in_grad, 1.0, self.scratch("dx", in_grad.shape))
+            if weight.w_grad is not None:
+                weight.parameter.inc_update(callback)
+
+    def prefetch(self) -> dict[str, np.ndarray]:
+        rows = {}
+        for i, weight in enumerate(self.weights):
+            arg = self.get_input(i)
+            if arg.is_sparse and weight.parameter.config.sparse_remote_update:
+                rows[weight.parameter.name] = np.unique(arg.value.indices)
+        return rows

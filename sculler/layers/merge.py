@@ -1,0 +1,81 @@
+"""Layers that merge inputs: ``concat`` (side by side) and ``addto`` (elementwise sum)."""
+
+from __future__ import annotations
+
+from sculler.core.layer import Layer, register_layer
+from sculler.math.blas import col_sum
+
+
+class _BiasMixin:
+    def _backward_bias(self, callback) -> None:
+        if self.bias is not None and self.bias.w_grad is not None:
+            col_sum(self.output.grad, self.bias.w_grad)
+            self.bias.parameter.inc_update(callback)
+
+
+@register_layer("concat")
+class ConcatLayer(_BiasMixin, Layer):
+    """``y = f([x_1, x_2, ...] + b)``: inputs side by side; width is the sum of input widths."""
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        return sum(inp.size for inp in inputs)
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        out = self.reserve_output(self.check_same_batch(), self.size)
+        col = 0
+        for i, inp in enumerate(self.inputs):
+            self.check_input_width(i, inp.size)
+            out[:, col : col + inp.size] = self.get_input_value(i)
+            col += inp.size
+        if self.bias is not None:
+            out += self.bias.w
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        self._backward_bias(callback)
+        col = 0
+        for i, inp in enumerate(self.inputs):
+            grad = self.get_input_grad(i)
+            if grad is not None:
+                grad += self.output.grad[:, col : col + inp.size]
+            col += inp.size
+
+
+@register_layer("addto")
+class AddtoLayer(_BiasMixin, Layer):
+    """``y = f(sum_i x_i + b)``; all inputs have the same width. With ``drop_rate`` this is
+    PaddlePaddle's dropout layer."""
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        sizes = {inp.size for inp in inputs}
+        if len(sizes) != 1:
+            raise ValueError(
+                f"layer {config.name!r} (addto): inputs {[i.name for i in inputs]} have "
+                f"different sizes {[i.size for i in inputs]}"
+            )
+        return sizes.pop()
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        out = self.reserve_output(self.check_same_batch(), self.size)
+        for i in range(len(self.inputs)):
+            self.check_input_width(i, self.size)
+            if i == 0:
+                out[...] = self.get_input_value(0)
+            else:
+                out += self.get_input_value(i)
+        if self.bias is not None:
+            out += self.bias.w
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        self._backward_bias(callback)
+        for i in range(len(self.inputs)):
+            grad = self.get_input_grad(i)
+            if grad is not None:
+                grad += self.output.grad

@@ -1,0 +1,100 @@
+"""CSR batches: sparse rows times a dense weight, and the weight's row gradient.
+
+A sparse batch ``X`` (batch x dim, CSR) meets a dense ``W`` (dim x size): ``Y = X W`` only
+reads the rows of ``W`` that ``X`` touches, and ``dW = X^T dY`` only writes those rows, which
+is what makes sparse row updates and parameter-server row prefetch possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sculler.backend import get_array_module
+
+
+@dataclass
+class CsrMatrix:
+    """Compressed sparse rows; ``data=None`` means every stored value is 1 (sparse binary)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray | None
+    shape: tuple[int, int]
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def row_ids(self) -> np.ndarray:
+        """The row of every stored entry."""
+        return np.repeat(np.arange(self.shape[0]), np.diff(self.indptr))
+
+    def rows(self, start: int, stop: int) -> CsrMatrix:
+        lo, hi = int(self.indptr[start]), int(self.indptr[stop])
+        return CsrMatrix(
+            self.indptr[start : stop + 1] - lo,
+            self.indices[lo:hi],
+            None if self.data is None else self.data[lo:hi],
+            (stop - start, self.shape[1]),
+        )
+
+    def toarray(self, dtype=np.float64) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=dtype)
+        vals = 1.0 if self.data is None else self.data
+        np.add.at(out, (self.row_ids, self.indices), vals)
+        return out
+
+    @classmethod
+    def from_rows(cls, rows: list, dim: int, with_values: bool, dtype=np.float32) -> CsrMatrix:
+        """From per-sample lists: column ids, or (column id, value) pairs when ``with_values``."""
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        if with_values:
+            flat = [p for r in rows for p in r]
+            cols = np.asarray([p[0] for p in flat], dtype=np.int64)
+            data = np.asarray([p[1] for p in flat], dtype=dtype)
+        else:
+            cols = np.asarray([c for r in rows for c in r], dtype=np.int64)
+            data = None
+        if cols.size and (cols.min() < 0 or cols.max() >= dim):
+            bad = cols[(cols < 0) | (cols >= dim)][0]
+            raise ValueError(f"sparse column id {bad} is outside [0, {dim})")
+        return cls(indptr, cols, data, (len(rows), dim))
+
+
+def csr_matmul(x: CsrMatrix, w, out, beta: float = 0.0):
+    """``out = X @ W + beta * out`` for a CSR ``X``; returns ``out``."""
+    xp = get_array_module(w)
+    gathered = w[x.indices]
+    if x.data is not None:
+        gathered *= x.data[:, None]
+    if beta == 0.0:
+        out[...] = 0
+    elif beta != 1.0:
+        out *= beta
+    nonempty = np.flatnonzero(np.diff(x.indptr))
+    if nonempty.size:
+        sums = xp.add.reduceat(gathered, xp.asarray(x.indptr[nonempty]), axis=0)
+        out[nonempty] += sums
+    return out
+
+
+def csr_t_matmul_rows(x: CsrMatrix, dy):
+    """Row gradient of ``W`` for ``Y = X W``: returns ``(rows, grad_rows)`` with
+    ``grad_rows[k] = sum_i X[i, rows[k]] * dY[i]`` (the only nonzero rows of ``X^T dY``)."""
+    xp = get_array_module(dy)
+    rows, inverse = np.unique(x.indices, return_inverse=True)
+    contrib = dy[x.row_ids]
+    if x.data is not None:
+        contrib = contrib * x.data[:, None]
+    grad_rows = xp.zeros((rows.size, dy.shape[1]), dtype=dy.dtype)
+    xp.add.at(grad_rows, inverse, contrib)
+    return rows, grad_rows
+
+
+def csr_matmul_t(dy, w, x: CsrMatrix):
+    """Gradient w.r.t. the stored values of ``X`` for ``Y = X W``: ``dX_ij = dY_i . W_j``."""
+    return (dy[x.row_ids] * w[x.indices]).sum(axis=1)

@@ -1,0 +1,324 @@
+"""``check_layer_grad``: PaddlePaddle's testLayerGrad for Sculler layers, built-in or your own.
+
+The layer under test gets one data layer per declared input, random inputs of each kind and
+random parameters, all in float64. The objective is ``J = sum(w * y)`` over its output ``y``
+(``w`` random with ``use_weight``, since e.g. softmax rows always sum to one; ones otherwise).
+Backward's gradient of ``J`` w.r.t. every differentiable input and every parameter is compared
+with central differences ``(J(v + eps) - J(v - eps)) / (2 eps)`` element by element. The check
+also asserts that forward is deterministic, that buffers reused across a smaller then a larger
+batch give the same results as a fresh network, and that the config survives a JSON round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sculler import backend
+from sculler.core.argument import Argument
+from sculler.core.builder import ModelBuilder
+from sculler.core.layer import PASS_GC
+from sculler.core.model_config import InputConfig, LayerConfig, ModelConfig
+from sculler.core.network import Network
+from sculler.core.parameter import ParameterSet
+from sculler.math.sparse import CsrMatrix
+
+DENSE_KINDS = ("data", "sequence_data", "hassub_sequence_data")
+
+
+@dataclass
+class InputDef:
+    """One input of the layer under test: its kind, width (or number of classes) and extras.
+
+    ``low``/``high`` bound dense values (keep them away from kinks and poles); ``nnz`` is the
+    number of nonzeros per row of sparse inputs; ``attrs`` become the input's config attrs;
+    ``param`` are attributes of the input's weight (e.g. ``{"sparse_update": True}``).
+    """
+
+    kind: str
+    size: int
+    name: str | None = None
+    low: float = -1.0
+    high: float = 1.0
+    nnz: int = 3
+    attrs: dict[str, Any] = field(default_factory=dict)
+    param: dict[str, Any] | None = None
+
+    @property
+    def differentiable(self) -> bool:
+        return self.kind in DENSE_KINDS
+
+
+def _kind(kind: str):
+    def make(size: int, **kw: Any) -> InputDef:
+        return InputDef(kind, size, **kw)
+
+    make.__name__ = "INPUT_" + kind.upper()
+    make.__doc__ = f"An input of kind {kind!r} and width (or class count) ``size``."
+    return make
+
+
+INPUT_DATA = _kind("data")
+INPUT_LABEL = _kind("label")
+INPUT_DATA_TARGET = _kind("data_target")
+INPUT_SEQUENCE_DATA = _kind("sequence_data")
+INPUT_HASSUB_SEQUENCE_DATA = _kind("hassub_sequence_data")
+INPUT_SEQUENCE_LABEL = _kind("sequence_label")
+INPUT_SPARSE_NON_VALUE_DATA = _kind("sparse_non_value_data")
+INPUT_SPARSE_FLOAT_VALUE_DATA = _kind("sparse_float_value_data")
+
+
+@dataclass
+class TestConfig:
+    """The layer's settings (``size``, ``active_type``, ``drop_rate``, and any other key goes
+    to ``attrs``), its inputs, and whether it has a bias (None = the layer type's default)."""
+
+    layer: dict[str, Any] = field(default_factory=dict)
+    inputs: list[InputDef] = field(default_factory=list)
+    bias: bool | dict | None = None
+
+    __test__ = False  # not a pytest test class
+
+
+class GradientCheckError(AssertionError):
+    """Backward disagrees with finite differences (or forward is not reproducible)."""
+
+
+@dataclass
+class GradCheckReport:
+    """Worst relative error per checked tensor (``"input 0"``, ``"parameter _x.w0"``)."""
+
+    layer_type: str
+    errors: dict[str, float]
+
+    @property
+    def max_error(self) -> float:
+        return max(self.errors.values(), default=0.0)
+
+
+def _seq_starts(rng, total: int, max_len: int = 4) -> np.ndarray:
+    starts = [0]
+    while starts[-1] < total:
+        starts.append(min(total, starts[-1] + int(rng.randint(1, max_len + 1))))
+    return np.asarray(starts, dtype=np.int64)
+
+
+def _sub_starts(rng, seq_starts: np.ndarray) -> np.ndarray:
+    subs = [0]
+    for s, e in zip(seq_starts[:-1], seq_starts[1:]):
+        inner = _seq_starts(rng, int(e - s), 2)[1:] + s
+        subs.extend(int(v) for v in inner)
+    return np.asarray(subs, dtype=np.int64)
+
+
+def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool) -> Argument:
+    """A random argument of kind ``d.kind`` with ``batch`` rows (time steps for sequences)."""
+    dtype = backend.get_default_dtype()
+    arg = Argument()
+    if d.kind in ("label", "sequence_label"):
+        arg.ids = rng.randint(0, d.size, size=batch).astype(np.int64)
+    elif d.kind.startswith("sparse"):
+        rows = [np.sort(rng.choice(d.size, size=min(d.nnz, d.size), replace=False))
+                for _ in range(batch)]
+        if d.kind == "sparse_float_value_data":
+            rows = [[(int(c), float(rng.uniform(d.low, d.high))) for c in r] for r in rows]
+        arg.value = CsrMatrix.from_rows(
+            rows, d.size, d.kind == "sparse_float_value_data", dtype=dtype
+        )
+    else:
+        shape = (d.size, batch) if trans else (batch, d.size)
+        value = rng.uniform(d.low, d.high, size=shape).astype(dtype)
+        arg.value = value.T if trans else value
+    if d.kind.startswith("sequence") or d.kind == "hassub_sequence_data":
+        arg.seq_starts = _seq_starts(rng, batch)
+    if d.kind == "hassub_sequence_data":
+        arg.sub_seq_starts = _sub_starts(rng, arg.seq_starts)
+    return arg
+
+
+def build_test_model(config: TestConfig, layer_type: str) -> ModelConfig:
+    """The model: one data layer per input feeding a layer named ``test_layer``."""
+    b = ModelBuilder()
+    names = []
+    for i, d in enumerate(config.inputs):
+        name = d.name or f"layer_{i}"
+        names.append(name)
+        b.add_layer(LayerConfig(name, "data", size=d.size, attrs={"kind": d.kind}))
+    settings = dict(config.layer)
+    lc = LayerConfig(
+        name="test_layer",
+        type=layer_type,
+        size=int(settings.pop("size", 0)),
+        active_type=settings.pop("active_type", "linear"),
+        drop_rate=float(settings.pop("drop_rate", 0.0)),
+        inputs=[InputConfig(n, attrs=dict(d.attrs)) for n, d in zip(names, config.inputs)],
+        attrs=settings,
+    )
+    b.add_layer(lc, weight_attrs=[d.param for d in config.inputs], bias_attr=config.bias)
+    return b.build(["test_layer"], input_layer_names=names)
+
+
+class _Harness:
+    def __init__(self, model: ModelConfig, config: TestConfig, trans: bool, seed: int):
+        self.model, self.config, self.trans = model, config, trans
+        self.rng = np.random.RandomState(seed)
+        self.params = ParameterSet(seed=seed)
+        self.net = Network(model, self.params, data_gradients=True)
+        self.layer = self.net.get_layer("test_layer")
+
+    def inputs(self, batch: int) -> list[Argument]:
+        return [make_input(d, batch, self.rng, self.trans) for d in self.config.inputs]
+
+    def run(self, net: Network, args: list[Argument], weight) -> tuple[np.ndarray, dict]:
+        """Forward + backward with dJ/dy = weight; returns (output, gradients)."""
+        net.zero_grad()
+        out = net.forward(args, PASS_GC)[0].value.copy()
+        net.backward(output_grads={"test_layer": weight})
+        grads = {}
+        for i, (d, dl) in enumerate(zip(self.config.inputs, net.data_layers)):
+            if d.differentiable:
+                grads[f"input {i} ({dl.name})"] = dl.output.grad.copy()
+        for p in net.used_parameters:
+            grads[f"parameter {p.name}"] = p.grad.copy()
+        return out, grads
+
+
+def check_layer_grad(
+    config: TestConfig | dict,
+    layer_type: str,
+    batch_size: int = 10,
+    trans: bool = False,
+    use_weight: bool = False,
+    *,
+    eps: float = 1e-5,
+    rtol: float = 1e-6,
+    max_elements: int = 300,
+    seed: int = 1,
+) -> GradCheckReport:
+    """Check a layer's backward against finite differences, in float64.
+
+    Args:
+        config: a :class:`TestConfig` or a dict ``{"size": 4, "inputs": [INPUT_DATA(5)], ...}``.
+        layer_type: the registered type name.
+        batch_size: rows (time steps for sequence inputs).
+        trans: feed dense inputs as transposed (non-contiguous) views.
+        use_weight: weight the output sum randomly (needed when outputs sum to a constant).
+        eps, rtol: finite-difference step and the largest allowed relative error.
+        max_elements: check at most this many (random) elements of each tensor.
+
+    Returns a :class:`GradCheckReport`; raises :class:`GradientCheckError` naming the layer,
+    the input or parameter, the worst element and both values when ``rtol`` is exceeded.
+
+    Example::
+
+        check_layer_grad(TestConfig({"size": 4, "active_type": "tanh"}, [INPUT_DATA(5)]), "fc")
+    """
+    if isinstance(config, dict):
+        settings = dict(config)
+        config = TestConfig(
+            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None)
+        )
+    with backend.default_dtype(np.float64):
+        model = build_test_model(config, layer_type)
+        if ModelConfig.from_json(model.to_json()) != model:
+            raise GradientCheckError(f"{layer_type}: config does not survive a JSON round trip")
+        h = _Harness(model, config, trans, seed)
+        small_args = h.inputs(max(1, batch_size // 2))
+        args = h.inputs(batch_size)
+        _check_reuse(h, small_args, args, use_weight)
+        out = h.net.forward(args, PASS_GC)[0].value
+        weight = _weights(h.rng, out.shape, use_weight)
+        out, analytic = h.run(h.net, args, weight)
+        again = h.net.forward(args, PASS_GC)[0].value
+        if not np.array_equal(out, again):
+            raise GradientCheckError(
+                f"layer test_layer ({layer_type}): forward is not deterministic "
+                f"(max change {np.abs(out - again).max():.3g} between two identical calls)"
+            )
+        errors = {}
+        for key, grad in analytic.items():
+            value = _value_of(h, key)
+            errors[key] = _compare(h, key, value, grad, args, weight, eps, rtol, max_elements,
+                                   layer_type)
+    return GradCheckReport(layer_type, errors)
+
+
+def _weights(rng, shape, use_weight: bool):
+    return rng.uniform(0.1, 1.0, size=shape) if use_weight else np.ones(shape)
+
+
+def _value_of(h: _Harness, key: str):
+    if key.startswith("parameter "):
+        return h.params[key.split(" ", 1)[1]].value
+    i = int(key.split()[1])
+    return h.net.data_layers[i].output.value
+
+
+def _objective(h: _Harness, args, weight) -> float:
+    out = h.net.forward(args, PASS_GC)[0].value
+    return float(np.sum(out * weight))
+
+
+def _compare(h, key, value, grad, args, weight, eps, rtol, max_elements, layer_type) -> float:
+    n = value.size
+    picks = np.arange(n) if n <= max_elements else h.rng.choice(n, max_elements, replace=False)
+    worst = (0.0, None, 0.0, 0.0)
+    for k in picks:
+        idx = np.unravel_index(int(k), value.shape)
+        orig = value[idx]
+        value[idx] = orig + eps
+        up = _objective(h, args, weight)
+        value[idx] = orig - eps
+        down = _objective(h, args, weight)
+        value[idx] = orig
+        numeric = (up - down) / (2 * eps)
+        a = float(grad[idx])
+        err = abs(a - numeric) / max(abs(a), abs(numeric), 1e-3)
+        if err > worst[0] or worst[1] is None:
+            worst = (err, idx, a, numeric)
+    err, idx, a, numeric = worst
+    if err > rtol:
+        raise GradientCheckError(
+            f"layer test_layer ({layer_type}): gradient of {key} is wrong at index "
+            f"{tuple(int(i) for i in idx)}: backward gives {a:.10g}, finite differences give "
+            f"{numeric:.10g} (relative error {err:.3g} > {rtol:g})"
+        )
+    return err
+
+
+def _check_reuse(h: _Harness, small_args, args, use_weight: bool) -> None:
+    """Run a smaller batch first, then the full one: results must equal a fresh network's."""
+    fresh = Network(h.model, _copy_params(h.params), data_gradients=True)
+    h.run(h.net, small_args, _output_weight(h, small_args, use_weight))
+    weight = _output_weight(h, args, use_weight)
+    out_full, grads_full = h.run(h.net, args, weight)
+    ref_out, ref_grads = h.run(fresh, args, weight)
+    if out_full.shape != ref_out.shape or not np.allclose(out_full, ref_out, rtol=1e-12,
+                                                          atol=1e-12):
+        raise GradientCheckError(
+            f"layer test_layer ({h.layer.type_name}): output after a smaller batch differs from "
+            "a fresh network's; reserve_output/buffer reuse is broken"
+        )
+    for key, g in ref_grads.items():
+        if not np.allclose(grads_full[key], g, rtol=1e-12, atol=1e-12):
+            raise GradientCheckError(
+                f"layer test_layer ({h.layer.type_name}): gradient of {key} after a smaller "
+                "batch differs from a fresh network's; buffers are not reset between batches"
+            )
+
+
+def _output_weight(h: _Harness, args, use_weight: bool):
+    """dJ/dy for ``args``: shaped like the layer's output for that batch."""
+    out = h.net.forward(args, PASS_GC)[0].value
+    return _weights(np.random.RandomState(7), out.shape, use_weight)
+
+
+def _copy_params(params: ParameterSet) -> ParameterSet:
+    fresh = ParameterSet()
+    for name in params:
+        p = params[name]
+        q = fresh.create(p.config, owner=params.owner(name), dtype=p.value.dtype)
+        q.value[...] = p.value
+    return fresh

@@ -1,0 +1,76 @@
+"""The gradient check must catch a wrong backward: a deliberately broken fc layer."""
+
+import re
+
+import pytest
+
+from sculler.core.layer import register_layer
+from sculler.layers.fc import FCLayer
+from sculler.testing import INPUT_DATA, GradientCheckError, check_layer_grad
+
+
+@register_layer("test_broken_fc")
+class BrokenFC(FCLayer):
+    """fc whose backward forgets the activation derivative: dz is taken as dy."""
+
+    def backward_activation(self) -> None:
+        pass
+
+
+@register_layer("test_broken_bias_fc")
+class BrokenBiasFC(FCLayer):
+    """fc whose bias gradient is doubled."""
+
+    def backward(self, callback=None) -> None:
+        super().backward(callback)
+        self.bias.w_grad *= 2
+
+
+@register_layer("test_nondeterministic_fc")
+class NondeterministicFC(FCLayer):
+    def forward(self, pass_type):
+        super().forward(pass_type)
+        self.output.value += self._rng.random_sample(self.output.value.shape) * 1e-3
+
+
+def test_wrong_activation_derivative_is_caught():
+    config = {"size": 4, "active_type": "tanh", "inputs": [INPUT_DATA(5)]}
+    with pytest.raises(GradientCheckError) as err:
+        check_layer_grad(config, "test_broken_fc", 8)
+    msg = str(err.value)
+    assert "test_broken_fc" in msg
+    assert re.search(r"index \(\d+, \d+\)", msg)
+    assert "backward gives" in msg and "finite differences give" in msg
+
+
+def test_wrong_parameter_gradient_names_the_parameter():
+    with pytest.raises(GradientCheckError, match=r"parameter _test_layer\.wbias"):
+        check_layer_grad({"size": 3, "inputs": [INPUT_DATA(4)]}, "test_broken_bias_fc", 8)
+
+
+def test_nondeterministic_forward_is_caught():
+    with pytest.raises(GradientCheckError, match="deterministic|fresh network"):
+        check_layer_grad({"size": 3, "inputs": [INPUT_DATA(4)]}, "test_nondeterministic_fc", 8)
+
+
+def test_correct_layer_passes_with_small_error():
+    report = check_layer_grad({"size": 4, "active_type": "tanh", "inputs": [INPUT_DATA(5)]},
+                              "fc", 8)
+    assert 0 <= report.max_error < 1e-6
+
+
+@register_layer("test_stale_addto")
+class StaleAddto(FCLayer):
+    """fc that accumulates into its output buffer without resetting it between batches."""
+
+    def forward(self, pass_type):
+        self.pass_type = pass_type
+        out = self.reserve_output(self.check_same_batch(), self.size)
+        out += self.get_input_value(0) @ self.weights[0].w
+        self.forward_activation()
+
+
+def test_stale_buffer_between_batches_is_caught():
+    with pytest.raises(GradientCheckError, match="fresh network|deterministic"):
+        check_layer_grad({"size": 3, "bias": False, "inputs": [INPUT_DATA(4)]},
+                         "test_stale_addto", 8)
