@@ -351,10 +351,12 @@ class PipeReader:
         proc = subprocess.Popen(shlex.split(self.command), stdout=subprocess.PIPE)
         text = codecs.getincrementaldecoder("utf-8")()
         remained = ""
+        finished = False
         try:
             while True:
-                buf = proc.stdout.read(self.bufsize)
+                buf = proc.stdout.read1(self.bufsize)  # what is there; no waiting for a full buffer
                 if not buf:
+                    finished = True
                     break
                 if dec is not None:
                     buf = dec.decompress(buf)
@@ -368,6 +370,8 @@ class PipeReader:
                 yield remained
         finally:
             proc.stdout.close()
+            if not finished:  # the consumer stopped early: do not wait for the command
+                proc.kill()
             code = proc.wait()
         if code != 0:
             raise RuntimeError(f"command {self.command!r} exited with status {code}")

@@ -150,3 +150,9 @@ def test_pipe_reader_errors(tmp_path):
         rd.pipe_reader("cat x", file_type="zip")
     with pytest.raises(RuntimeError, match="status"):
         list(rd.pipe_reader(f"cat {tmp_path / 'missing'}")())
+
+
+def test_pipe_reader_early_stop_kills_command():
+    it = rd.pipe_reader("sh -c 'echo first; sleep 30'")()
+    assert next(it) == "first"
+    it.close()  # returns at once instead of waiting 30 s for the command
