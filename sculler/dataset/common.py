@@ -1,0 +1,92 @@
+"""Download cache shared by the data sets (``paddle.v2.dataset.common``).
+
+Files live in ``DATA_HOME/<module_name>/<file name>`` where ``DATA_HOME`` is
+``~/.cache/sculler/dataset`` unless the environment variable ``SCULLER_DATA_HOME`` says
+otherwise. A cached file is trusted only if its md5 matches the one the data set module
+pins; downloads go to a temporary file that is renamed into place once complete, so an
+interrupted download never leaves a truncated file under the final name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.request
+
+__all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
+
+RETRY_LIMIT = 3
+
+
+def _default_data_home() -> str:
+    env = os.environ.get("SCULLER_DATA_HOME")
+    if env:
+        return os.path.expanduser(env)
+    return os.path.expanduser(os.path.join("~", ".cache", "sculler", "dataset"))
+
+
+DATA_HOME = _default_data_home()
+
+
+class DownloadError(RuntimeError):
+    """A file could not be fetched with the expected md5 after several tries."""
+
+
+def md5file(path: str | os.PathLike) -> str:
+    """Hex md5 digest of a file, read in 1 MiB chunks."""
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fetch(url: str, dirname: str) -> str:
+    """Download ``url`` into a new temporary file in ``dirname`` and return its path."""
+    fd, tmp = tempfile.mkstemp(dir=dirname, prefix=".download-")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+            for chunk in iter(lambda: resp.read(1 << 20), b""):
+                out.write(chunk)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def download(url: str, module_name: str, md5sum: str, save_name: str | None = None) -> str:
+    """Path of the cached copy of ``url``, downloading it when missing or corrupt.
+
+    Args:
+        url: where the file lives.
+        module_name: the data set's sub-directory of ``DATA_HOME``.
+        md5sum: expected hex md5 of the file.
+        save_name: file name in the cache (default: the last part of ``url``).
+
+    Raises:
+        DownloadError: after ``RETRY_LIMIT`` attempts that failed or gave another md5;
+            the message names the URL, the expected and the last received md5.
+    """
+    dirname = os.path.join(DATA_HOME, module_name)
+    os.makedirs(dirname, exist_ok=True)
+    filename = os.path.join(dirname, save_name or url.rstrip("/").split("/")[-1])
+    if os.path.exists(filename) and md5file(filename) == md5sum:
+        return filename
+    got, last_error = None, None
+    for _ in range(RETRY_LIMIT):
+        try:
+            tmp = _fetch(url, dirname)
+        except OSError as exc:
+            last_error = exc
+            continue
+        got = md5file(tmp)
+        if got == md5sum:
+            os.replace(tmp, filename)
+            return filename
+        os.unlink(tmp)
+    detail = f"last error: {last_error}" if got is None else f"got md5 {got}"
+    raise DownloadError(
+        f"could not download {url} with md5 {md5sum} after {RETRY_LIMIT} tries ({detail}); "
+        f"check the network, or place the file at {filename} by hand"
+    )
