@@ -410,3 +410,19 @@ def test_model_average_is_stored():
     ma = O.ModelAverage(average_window=0.5, max_average_window=100)
     opt = O.Adam(model_average=ma)
     assert opt.model_average.max_average_window == 100
+
+
+def test_sparse_decayed_adagrad_decays_old_statistics_by_rho_power():
+    lr, rho, eps = 0.1, 0.5, 1e-6
+    opt = O.DecayedAdaGrad(rho=rho, epsilon=eps, learning_rate=lr)
+    table = np.ones((2, 2))
+    g1, g2 = np.array([[0.4, -0.2]]), np.array([[0.1, 0.3]])
+    opt.update("e", table, g1.copy(), rows=[0])
+    opt.finish_batch(1)
+    opt.finish_batch(1)
+    opt.update("e", table, g2.copy(), rows=[0])
+    E = g1[0] ** 2                                   # first sight: full square
+    ref = 1 - lr * g1[0] / np.sqrt(E + eps)
+    E = rho**2 * E + (1 - rho) * g2[0] ** 2          # seen 2 batches ago
+    close(table[0], ref - lr * g2[0] / np.sqrt(E + eps))
+    close(table[1], [1, 1])

@@ -36,11 +36,11 @@ def momentum_step(value: Any, grad: Any, mom: Any | None, lr: float, momentum: f
     if decay:
         xp.multiply(value, decay, out=tmp)
         tmp += grad
+        tmp *= lr
     else:
-        tmp[...] = grad
+        xp.multiply(grad, lr, out=tmp)
     if lr_vec is not None:
         tmp *= lr_vec
-    tmp *= lr
     if mom is None:
         value -= tmp
         return
