@@ -327,6 +327,9 @@ class Optimizer:
             raise ValueError(f"parameter {key!r}: a row update needs a 2-D value and a grad of "
                              f"shape (len(rows), {value.shape[-1]}), got value {value.shape}, "
                              f"grad {grad.shape}, {rows.shape[0]} rows")
+        if xp.unique(rows).shape[0] != rows.shape[0]:
+            raise ValueError(f"parameter {key!r}: rows must be unique (sum the gradients of "
+                             "repeated ids first)")
         if clip:
             K.clip_by_value(grad, -clip, clip)
         st = self._state(key, value, mu)

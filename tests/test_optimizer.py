@@ -247,6 +247,8 @@ def test_sparse_bad_shapes():
         opt.update("e", np.zeros((3, 2)), np.zeros((2, 2)), rows=[0])
     with pytest.raises(TypeError, match="integer"):
         opt.update("e", np.zeros((3, 2)), np.zeros((1, 2)), rows=np.array([0.5]))
+    with pytest.raises(ValueError, match="unique"):
+        opt.update("e", np.zeros((3, 2)), np.zeros((2, 2)), rows=[1, 1])
 
 
 # ---------------------------------------------------------------- state dict round trip
@@ -426,3 +428,19 @@ def test_sparse_decayed_adagrad_decays_old_statistics_by_rho_power():
     E = rho**2 * E + (1 - rho) * g2[0] ** 2          # seen 2 batches ago
     close(table[0], ref - lr * g2[0] / np.sqrt(E + eps))
     close(table[1], [1, 1])
+
+
+def test_sparse_rmsprop_decays_both_statistics_by_rho_power():
+    lr, rho, eps = 0.1, 0.5, 1e-6
+    opt = O.RMSProp(rho=rho, epsilon=eps, learning_rate=lr)
+    table = np.ones((2, 2))
+    g1, g2 = np.array([0.4, -0.2]), np.array([0.1, 0.3])
+    opt.update("e", table, g1[None].copy(), rows=[1])
+    for _ in range(3):
+        opt.finish_batch(1)
+    opt.update("e", table, g2[None].copy(), rows=[1])
+    Eg2, Eg = g1**2, (1 - rho) * g1
+    ref = 1 - lr * g1 / np.sqrt(Eg2 - Eg**2 + eps)
+    Eg2 = rho**3 * Eg2 + (1 - rho) * g2**2
+    Eg = rho**3 * Eg + (1 - rho) * g2
+    close(table[1], ref - lr * g2 / np.sqrt(Eg2 - Eg**2 + eps))
