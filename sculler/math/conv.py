@@ -29,8 +29,10 @@ def pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
         out = (int(value), int(value))
     else:
         try:
+            if isinstance(value, str):
+                raise TypeError
             out = tuple(int(v) for v in value)
-        except TypeError:
+        except (TypeError, ValueError):
             raise TypeError(
                 f"{name} must be an integer or a (y, x) pair of integers, got {value!r}"
             ) from None
