@@ -50,6 +50,8 @@ def _padded(x, k, st, pad, out_hw, fill):
     n, c, h, w = x.shape
     hp = max(h + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
     wp = max(w + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    if (hp, wp) == (h, w):
+        return x
     xpad = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
     xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x
     return xpad
@@ -115,13 +117,14 @@ def max_pool2d_forward(
     xpad = _padded(x, k, st, pad, (oh, ow), -xp.inf if x.dtype.kind == "f" else low)
     y = xp.full((x.shape[0], x.shape[1], oh, ow), -xp.inf, dtype=x.dtype)
     argmax = xp.full(y.shape, -1, dtype=xp.int32)
+    better = xp.empty(y.shape, dtype=bool)
     for i in range(k[0]):
         for j in range(k[1]):
             sy, sx = _tap(i, j, st, (oh, ow))
             v = xpad[:, :, sy, sx]
-            better = v > y
-            y = xp.where(better, v, y)
-            argmax[better] = i * k[1] + j
+            better = xp.greater(v, y, out=better)
+            xp.copyto(argmax, i * k[1] + j, where=better)
+            xp.maximum(y, v, out=y)
     if x.dtype.kind == "f":
         y[argmax < 0] = low
     return y, argmax
