@@ -1,0 +1,473 @@
+"""Convolution kernels on NCHW arrays: output sizes, im2col/col2im and conv forward/backward.
+
+A convolution is one GEMM per group on an unfolded input (im2col), as in PaddlePaddle's
+``ExpandConvLayer``: ``y[f, (n, p)] = sum_k w[f, k] * cols[k, (n, p)]`` with
+``k = (c, i, j)`` running over input channels of the group and the ``kh x kw`` filter taps.
+The transposed convolution (Paddle's ``trans=True``, ``ConvTransLayer``) is the
+backward-data pass of a convolution and vice versa.
+
+Every stride / padding / dilation argument is an int (both axes) or a ``(y, x)`` pair.
+Unfolding loops over the ``kh * kw`` filter taps (each a strided slice of the whole batch),
+never over pixels, so the same code runs on numpy and cupy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sculler.backend import get_array_module
+
+IntPair = int | Sequence[int]
+
+
+def pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
+    """Normalise an int or a ``(y, x)`` pair to a tuple of two ints ``>= minimum``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if int(value) != value:
+            raise TypeError(f"{name} must be an integer or a (y, x) pair, got {value!r}")
+        out = (int(value), int(value))
+    else:
+        try:
+            if isinstance(value, str):
+                raise TypeError
+            out = tuple(int(v) for v in value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{name} must be an integer or a (y, x) pair of integers, got {value!r}"
+            ) from None
+        if len(out) != 2:
+            raise ValueError(f"{name} must be an integer or a (y, x) pair, got {value!r}")
+    if min(out) < minimum:
+        raise ValueError(f"{name} must be >= {minimum} on both axes, got {value!r}")
+    return out
+
+
+def geometry(stride: IntPair, padding: IntPair, dilation: IntPair = 1):
+    """Validated ``(y, x)`` pairs for stride (>= 1), padding (>= 0) and dilation (>= 1)."""
+    return pair(stride, "stride", 1), pair(padding, "padding"), pair(dilation, "dilation", 1)
+
+
+def conv_output_size(
+    img: int,
+    filter: int,
+    padding: int,
+    stride: int,
+    dilation: int = 1,
+    caffe_mode: bool = True,
+) -> int:
+    """Output length along one axis, Paddle's ``cnn_output_size``.
+
+    ``out = 1 + floor((img + 2*padding - ((filter-1)*dilation + 1)) / stride)``; with
+    ``caffe_mode=False`` the floor becomes a ceil (Paddle's pooling convention, which keeps
+    a last partial window).
+
+    Example:
+        >>> conv_output_size(28, 5, 0, 1), conv_output_size(7, 2, 0, 2, caffe_mode=False)
+        (24, 4)
+    """
+    if stride < 1 or filter < 1 or dilation < 1 or padding < 0:
+        raise ValueError(
+            f"need filter >= 1, stride >= 1, dilation >= 1, padding >= 0; got filter={filter}, "
+            f"stride={stride}, dilation={dilation}, padding={padding}"
+        )
+    span = img + 2 * padding - ((filter - 1) * dilation + 1)
+    steps = span // stride if caffe_mode else -(-span // stride)
+    out = 1 + steps
+    if out < 1:
+        raise ValueError(
+            f"image size {img} with padding {padding} is smaller than the dilated filter "
+            f"{(filter - 1) * dilation + 1}: no output; pad more or use a smaller filter"
+        )
+    return out
+
+
+def conv_image_size(
+    output: int, filter: int, padding: int, stride: int, dilation: int = 1, caffe_mode: bool = True
+) -> int:
+    """Image length a transposed convolution produces, Paddle's ``cnn_image_size``.
+
+    ``img = (output - 1)*stride + (filter-1)*dilation + 1 - 2*padding`` (+1 when not caffe_mode).
+    """
+    img = (output - 1) * stride + (filter - 1) * dilation + 1 - 2 * padding
+    if not caffe_mode:
+        img += 1
+    if img < 1:
+        raise ValueError(
+            f"transposed convolution of size {output} with filter {filter}, stride {stride}, "
+            f"padding {padding} gives an empty image; reduce the padding"
+        )
+    return img
+
+
+def _tap_slices(i: int, j: int, dil, stride, out_hw) -> tuple[slice, slice]:
+    y0, x0 = i * dil[0], j * dil[1]
+    return (
+        slice(y0, y0 + stride[0] * (out_hw[0] - 1) + 1, stride[0]),
+        slice(x0, x0 + stride[1] * (out_hw[1] - 1) + 1, stride[1]),
+    )
+
+
+def _out_hw(h, w, k, st, pad, dil, output_size):
+    oh = conv_output_size(h, k[0], pad[0], st[0], dil[0])
+    ow = conv_output_size(w, k[1], pad[1], st[1], dil[1])
+    if output_size is None:
+        return oh, ow
+    ry, rx = (int(v) for v in output_size)
+    if not (1 <= ry <= oh and 1 <= rx <= ow):
+        raise ValueError(
+            f"output_size {tuple(output_size)} must lie between (1, 1) and the full output "
+            f"size {(oh, ow)} of a {h}x{w} image"
+        )
+    return ry, rx
+
+
+def im2col(
+    x: Any,
+    kernel: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    output_size: Sequence[int] | None = None,
+) -> Any:
+    """Unfold image patches into the columns of a matrix (zero padding).
+
+    ``cols[(c, i, j), (n, oy, ox)] = xpad[n, c, oy*sy + i*dy, ox*sx + j*dx]``; rows are ordered
+    like ``w.reshape(F, -1)`` so a convolution is ``w2d @ cols``.
+
+    Args:
+        x: ``(N, C, H, W)`` images.
+        kernel: filter size ``(kh, kw)`` or an int.
+        stride, padding, dilation: ints or ``(y, x)`` pairs.
+        output_size: ``(oh, ow)`` to unfold, at most the :func:`conv_output_size` default
+            (a transposed convolution in non-caffe mode keeps fewer windows).
+
+    Returns:
+        ``(C*kh*kw, N*oh*ow)`` array.
+
+    Example:
+        >>> import numpy as np
+        >>> im2col(np.arange(9.0).reshape(1, 1, 3, 3), 2).shape
+        (4, 4)
+    """
+    xp = get_array_module(x)
+    if x.ndim != 4:
+        raise ValueError(f"im2col expects NCHW images (4 dims), got shape {x.shape}")
+    kh, kw = pair(kernel, "kernel", 1)
+    st, pad, dil = geometry(stride, padding, dilation)
+    n, c, h, w = x.shape
+    oh, ow = _out_hw(h, w, (kh, kw), st, pad, dil, output_size)
+    if pad != (0, 0):
+        xpad = xp.zeros((n, c, h + 2 * pad[0], w + 2 * pad[1]), dtype=x.dtype)
+        xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x
+    else:
+        xpad = x
+    cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
+            cols[:, i, j] = xpad[:, :, sy, sx].transpose(1, 0, 2, 3)
+    return cols.reshape(c * kh * kw, n * oh * ow)
+
+
+def col2im(
+    cols: Any,
+    x_shape: Sequence[int],
+    kernel: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    output_size: Sequence[int] | None = None,
+) -> Any:
+    """Fold columns back into images, summing overlapping patches (the adjoint of im2col).
+
+    ``x[n, c, y, x] = sum over (i, j, oy, ox) landing on (y, x) of cols[(c, i, j), (n, oy, ox)]``;
+    contributions that land in the padding are dropped.
+
+    Args:
+        cols: ``(C*kh*kw, N*oh*ow)`` array as made by :func:`im2col`.
+        x_shape: ``(N, C, H, W)`` of the images to rebuild.
+        kernel, stride, padding, dilation, output_size: as for :func:`im2col`.
+
+    Returns:
+        ``(N, C, H, W)`` array, freshly allocated.
+    """
+    xp = get_array_module(cols)
+    n, c, h, w = (int(v) for v in x_shape)
+    kh, kw = pair(kernel, "kernel", 1)
+    st, pad, dil = geometry(stride, padding, dilation)
+    oh, ow = _out_hw(h, w, (kh, kw), st, pad, dil, output_size)
+    if cols.shape != (c * kh * kw, n * oh * ow):
+        raise ValueError(
+            f"col2im: cols has shape {cols.shape}, expected {(c * kh * kw, n * oh * ow)} for "
+            f"images {tuple(x_shape)} and kernel {(kh, kw)}"
+        )
+    c6 = cols.reshape(c, kh, kw, n, oh, ow)
+    xpad = xp.zeros((n, c, h + 2 * pad[0], w + 2 * pad[1]), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
+            xpad[:, :, sy, sx] += c6[:, i, j].transpose(1, 0, 2, 3)
+    if pad == (0, 0):
+        return xpad
+    return xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w].copy()
+
+
+def _check_conv(x_shape, w_shape, groups: int) -> None:
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(
+            f"convolution expects NCHW input and (F, C/groups, kh, kw) weights, got input "
+            f"{tuple(x_shape)} and weight {tuple(w_shape)}"
+        )
+    if groups < 1 or x_shape[1] % groups or w_shape[0] % groups:
+        raise ValueError(
+            f"groups={groups} must divide both the input channels {x_shape[1]} and the "
+            f"filters {w_shape[0]}"
+        )
+    if w_shape[1] * groups != x_shape[1]:
+        raise ValueError(
+            f"weight shape {tuple(w_shape)} expects {w_shape[1] * groups} input channels "
+            f"(C/groups={w_shape[1]}, groups={groups}), but the input has {x_shape[1]}"
+        )
+
+
+def _accumulate(out, value, name: str):
+    if out is None:
+        return value
+    if out.shape != value.shape:
+        raise ValueError(f"{name}: out has shape {out.shape}, expected {value.shape}")
+    out += value
+    return out
+
+
+def conv2d_forward(
+    x: Any,
+    w: Any,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out: Any = None,
+    output_size: Sequence[int] | None = None,
+) -> Any:
+    """2-D convolution (cross-correlation), one GEMM per group.
+
+    ``y[n, f, oy, ox] = sum_{c in group(f), i, j} w[f, c, i, j] *
+    xpad[n, c, oy*sy + i*dy, ox*sx + j*dx]``, output size from :func:`conv_output_size`
+    (caffe mode). No bias: layers add it.
+
+    Args:
+        x: ``(N, C, H, W)`` input.
+        w: ``(F, C/groups, kh, kw)`` filters; filter ``f`` sees channel group ``f // (F/groups)``.
+        stride, padding, dilation: ints or ``(y, x)`` pairs.
+        groups: number of channel groups.
+        out: optional ``(N, F, oh, ow)`` buffer, overwritten.
+        output_size: optional ``(oh, ow)`` no larger than the default (see :func:`im2col`).
+
+    Returns:
+        ``(N, F, oh, ow)`` output (``out`` when given).
+
+    Example:
+        >>> import numpy as np
+        >>> conv2d_forward(np.ones((2, 3, 7, 5)), np.ones((4, 3, 3, 3)), padding=1).shape
+        (2, 4, 7, 5)
+    """
+    xp = get_array_module(x, w)
+    _check_conv(x.shape, w.shape, groups)
+    nf, cg, kh, kw = w.shape
+    n = x.shape[0]
+    st, pad, dil = geometry(stride, padding, dilation)
+    oh, ow = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
+    cols = im2col(x, (kh, kw), st, pad, dil, (oh, ow))
+    w2 = w.reshape(groups, nf // groups, cg * kh * kw)
+    c3 = cols.reshape(groups, cg * kh * kw, n * oh * ow)
+    y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, N*P)
+    y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
+    if out is None:
+        return xp.ascontiguousarray(y)
+    if out.shape != y.shape:
+        raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {y.shape}")
+    out[...] = y
+    return out
+
+
+def _grouped_gemm(xp, a, b, trans_a: bool, trans_b: bool):
+    """``out[g] = op(a[g]) @ op(b[g])``, one 2-D BLAS GEMM per group.
+
+    numpy's batched ``matmul`` does not reach BLAS for every stride pattern (a 25 x 36864
+    transposed operand ran ~100x slower), so each group is a plain 2-D product.
+    """
+    outs = []
+    for g in range(a.shape[0]):
+        ag = a[g].T if trans_a else a[g]
+        bg = b[g].T if trans_b else b[g]
+        outs.append(ag @ bg)
+    return outs[0][None] if len(outs) == 1 else xp.stack(outs)
+
+
+def _dy_matrix(dy, groups: int):
+    nf = dy.shape[1]
+    return dy.transpose(1, 0, 2, 3).reshape(groups, nf // groups, -1)
+
+
+def conv2d_backward_data(
+    dy: Any,
+    w: Any,
+    x_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out: Any = None,
+) -> Any:
+    """Gradient of :func:`conv2d_forward` with respect to its input.
+
+    ``dx = col2im(w2d^T @ dy2d)`` per group.
+
+    Args:
+        dy: ``(N, F, oh, ow)`` output gradient.
+        w: ``(F, C/groups, kh, kw)`` filters.
+        x_shape: ``(N, C, H, W)`` of the forward input (needed: with stride > 1 several
+            image sizes give the same output size).
+        out: optional ``(N, C, H, W)`` buffer; the gradient is ADDED to it (``+=``), since an
+            input feeding several layers sums their gradients.
+
+    Returns:
+        ``dx`` (``out`` when given).
+    """
+    xp = get_array_module(dy, w)
+    _check_conv(x_shape, w.shape, groups)
+    nf, cg, kh, kw = w.shape
+    w2 = w.reshape(groups, nf // groups, cg * kh * kw)
+    dcols = _grouped_gemm(xp, w2, _dy_matrix(dy, groups), True, False)
+    dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), stride, padding,
+                dilation, dy.shape[2:])
+    return _accumulate(out, dx, "conv2d_backward_data")
+
+
+def conv2d_backward_filter(
+    x: Any,
+    dy: Any,
+    w_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out: Any = None,
+) -> Any:
+    """Gradient of :func:`conv2d_forward` with respect to its filters.
+
+    ``dw2d = dy2d @ cols^T`` per group, ``cols = im2col(x)``.
+
+    Args:
+        x: ``(N, C, H, W)`` forward input.
+        dy: ``(N, F, oh, ow)`` output gradient.
+        w_shape: ``(F, C/groups, kh, kw)``.
+        out: optional buffer of shape ``w_shape``; the gradient is ADDED to it (``+=``),
+            because parameter gradients accumulate over shared uses and batches.
+
+    Returns:
+        ``dw`` (``out`` when given).
+    """
+    xp = get_array_module(x, dy)
+    w_shape = tuple(int(v) for v in w_shape)
+    _check_conv(x.shape, w_shape, groups)
+    nf, cg, kh, kw = w_shape
+    cols = im2col(x, (kh, kw), stride, padding, dilation, dy.shape[2:])
+    c3 = cols.reshape(groups, cg * kh * kw, -1)
+    dw = _grouped_gemm(xp, _dy_matrix(dy, groups), c3, False, True).reshape(w_shape)
+    return _accumulate(out, dw, "conv2d_backward_filter")
+
+
+def conv2d_transpose_output_shape(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    caffe_mode: bool = True,
+) -> tuple[int, int, int, int]:
+    """``(N, F, H', W')`` of a transposed convolution, sizes from :func:`conv_image_size`."""
+    st, pad, dil = geometry(stride, padding, dilation)
+    n, _, h, w = x_shape
+    kh, kw = w_shape[2], w_shape[3]
+    return (
+        int(n),
+        int(w_shape[1]) * groups,
+        conv_image_size(h, kh, pad[0], st[0], dil[0], caffe_mode),
+        conv_image_size(w, kw, pad[1], st[1], dil[1], caffe_mode),
+    )
+
+
+def conv2d_transpose_forward(
+    x: Any,
+    w: Any,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    caffe_mode: bool = True,
+    out: Any = None,
+) -> Any:
+    """Transposed convolution ("deconvolution", Paddle's ``trans=True``).
+
+    It is the input-gradient of a convolution that maps ``F`` channels to ``C``:
+    ``y = conv2d_backward_data(x, w, y_shape)``, so ``y[n, f, oy*sy + i*dy - py, ...] +=
+    w[c, f', i, j] * x[n, c, oy, ox]``.
+
+    Args:
+        x: ``(N, C, H, W)`` input.
+        w: ``(C, F/groups, kh, kw)`` filters (the same layout as torch's ``conv_transpose2d``).
+        caffe_mode: ``False`` adds one row/column, inverting the ceil output size.
+        out: optional ``(N, F, H', W')`` buffer, overwritten.
+
+    Returns:
+        ``(N, F, H', W')`` with sizes from :func:`conv2d_transpose_output_shape`.
+    """
+    y_shape = conv2d_transpose_output_shape(x.shape, w.shape, stride, padding, dilation, groups,
+                                            caffe_mode)
+    y = conv2d_backward_data(x, w, y_shape, stride, padding, dilation, groups)
+    if out is None:
+        return y
+    if out.shape != y.shape:
+        raise ValueError(f"conv2d_transpose_forward: out has shape {out.shape}, expected {y.shape}")
+    out[...] = y
+    return out
+
+
+def conv2d_transpose_backward_data(
+    dy: Any,
+    w: Any,
+    x_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out: Any = None,
+) -> Any:
+    """Input gradient of :func:`conv2d_transpose_forward`: a plain convolution of ``dy``.
+
+    ``x_shape`` is the ``(N, C, H, W)`` forward input; ``out`` (a buffer of that shape) is
+    ADDED to when given.
+    """
+    dx = conv2d_forward(dy, w, stride, padding, dilation, groups, output_size=x_shape[2:])
+    return _accumulate(out, dx, "conv2d_transpose_backward_data")
+
+
+def conv2d_transpose_backward_filter(
+    x: Any,
+    dy: Any,
+    w_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    out: Any = None,
+) -> Any:
+    """Filter gradient of :func:`conv2d_transpose_forward` (``out`` is ADDED to when given).
+
+    With ``y = conv^T(x; w)``, ``<dy, y> = <conv(dy; w), x>``, so the gradient is the
+    convolution filter gradient with ``dy`` as input and ``x`` as output gradient.
+    """
+    return conv2d_backward_filter(dy, x, w_shape, stride, padding, dilation, groups, out)

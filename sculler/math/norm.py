@@ -1,0 +1,290 @@
+"""Normalisation kernels: batch norm, cross-map response norm (LRN) and maxout.
+
+Semantics follow PaddlePaddle's engine:
+
+- ``BatchNormalizationLayer``: statistics per channel over ``N*H*W`` (or over ``N`` for
+  ``(N, C)`` input), biased variance, ``epsilon = 1e-5``, moving statistics updated as
+  ``moving = moving * fraction + batch * (1 - fraction)`` (``moving_average_fraction``,
+  default 0.9) with the biased batch variance.
+- ``CrossMapNormal`` (``img_cmrnorm_layer``, ``cmrnorm-projection``):
+  ``y = x * (1 + scale/size * sum of x^2 over `size` neighbouring channels)^(-power)``; the
+  user's ``scale`` is divided by ``size`` (``parse_norm``), and the window of channel ``c``
+  is ``[c - (size-1)//2, c - (size-1)//2 + size)`` clipped to the channels.
+- ``MaxOutLayer``: output channel ``o`` is the max of input channels
+  ``o*groups ... o*groups + groups - 1``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sculler.backend import get_array_module
+
+BN_EPSILON = 1e-5
+
+
+def _bn_axes(x) -> tuple[int, ...]:
+    if x.ndim == 2:
+        return (0,)
+    if x.ndim == 4:
+        return (0, 2, 3)
+    raise ValueError(f"batch norm expects (N, C) or (N, C, H, W) input, got shape {x.shape}")
+
+
+def _per_channel(v, x):
+    """Reshape a (C,) vector to broadcast against x's channel axis."""
+    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def batch_norm_forward(
+    x: Any,
+    scale: Any,
+    bias: Any,
+    moving_mean: Any,
+    moving_var: Any,
+    use_global_stats: bool = False,
+    moving_average_fraction: float = 0.9,
+    epsilon: float = BN_EPSILON,
+) -> tuple[Any, Any, Any]:
+    """Batch normalisation: ``y = scale * (x - mean) / sqrt(var + eps) + bias`` per channel.
+
+    In training (``use_global_stats=False``) ``mean``/``var`` are the batch statistics over
+    every axis but the channel one, and ``moving_mean``/``moving_var`` are UPDATED IN PLACE:
+    ``m = m * f + batch * (1 - f)``. With ``use_global_stats=True`` (inference, or Paddle's
+    ``use_global_stats``) the moving statistics are used and left untouched.
+
+    Args:
+        x: ``(N, C, H, W)`` or ``(N, C)`` input.
+        scale, bias: ``(C,)`` gamma and beta (``bias`` may be None).
+        moving_mean, moving_var: ``(C,)`` running statistics.
+        use_global_stats: normalise with the moving statistics.
+        moving_average_fraction: ``f`` above.
+        epsilon: added to the variance.
+
+    Returns:
+        ``(y, x_hat, inv_std)``: output, the normalised input and ``1/sqrt(var + eps)``
+        (``(C,)``); keep the last two for :func:`batch_norm_backward`.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.arange(8.0).reshape(2, 2, 2)[:, :, :, None]
+        >>> mm, mv = np.zeros(2), np.ones(2)
+        >>> y, _, _ = batch_norm_forward(x, np.ones(2), np.zeros(2), mm, mv)
+        >>> round(float(y.mean()), 6), np.round(mm, 6).tolist()
+        (0.0, [0.25, 0.45])
+    """
+    xp = get_array_module(x)
+    axes = _bn_axes(x)
+    c = x.shape[1]
+    for name, v in (("scale", scale), ("moving_mean", moving_mean), ("moving_var", moving_var)):
+        if v.shape != (c,):
+            raise ValueError(f"batch norm: {name} has shape {v.shape}, expected ({c},)")
+    if use_global_stats:
+        mean = moving_mean
+        var = xp.maximum(moving_var, 0)
+    else:
+        mean = x.mean(axis=axes)
+        var = ((x - _per_channel(mean, x)) ** 2).mean(axis=axes)
+        f = moving_average_fraction
+        moving_mean *= f
+        moving_mean += (1 - f) * mean
+        moving_var *= f
+        moving_var += (1 - f) * var
+    inv_std = (1.0 / xp.sqrt(var + epsilon)).astype(x.dtype)
+    x_hat = (x - _per_channel(mean, x)) * _per_channel(inv_std, x)
+    y = x_hat * _per_channel(scale, x)
+    if bias is not None:
+        y += _per_channel(bias, x)
+    return y, x_hat, inv_std
+
+
+def batch_norm_backward(
+    dy: Any,
+    x_hat: Any,
+    inv_std: Any,
+    scale: Any,
+    use_global_stats: bool = False,
+    dx: Any = None,
+    dscale: Any = None,
+    dbias: Any = None,
+) -> tuple[Any, Any, Any]:
+    """Gradients of :func:`batch_norm_forward`.
+
+    ``dbias = sum(dy)``, ``dscale = sum(dy * x_hat)``; with batch statistics
+    ``dx = scale * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat))``, with global
+    statistics (constants) ``dx = scale * inv_std * dy``. Sums and means run over all axes
+    but the channel one.
+
+    Args:
+        dy: output gradient, shaped like the input.
+        x_hat, inv_std: as returned by the forward.
+        scale: ``(C,)`` gamma.
+        use_global_stats: must match the forward.
+        dx, dscale, dbias: optional buffers the gradients are ADDED to (``+=``).
+
+    Returns:
+        ``(dx, dscale, dbias)`` (the given buffers where given).
+    """
+    axes = _bn_axes(dy)
+    g_bias = dy.sum(axis=axes)
+    g_scale = (dy * x_hat).sum(axis=axes)
+    k = _per_channel(scale * inv_std, dy)
+    if use_global_stats:
+        g_x = dy * k
+    else:
+        m = dy.size // dy.shape[1]
+        g_x = (dy - _per_channel(g_bias / m, dy) - x_hat * _per_channel(g_scale / m, dy)) * k
+    results = []
+    for buf, val, name in ((dx, g_x, "dx"), (dscale, g_scale, "dscale"), (dbias, g_bias, "dbias")):
+        if buf is None:
+            results.append(val)
+            continue
+        if buf.shape != val.shape:
+            raise ValueError(f"batch_norm_backward: {name} has shape {buf.shape}, "
+                             f"expected {val.shape}")
+        buf += val
+        results.append(buf)
+    return tuple(results)
+
+
+def _channel_window_sum(a, lo: int, hi: int):
+    """``s[:, c] = sum of a[:, c-lo ... c+hi]`` (clipped to the channels), one add per offset."""
+    c = a.shape[1]
+    s = a.copy()
+    for d in range(1, lo + 1):
+        s[:, d:] += a[:, : c - d]
+    for d in range(1, hi + 1):
+        s[:, : c - d] += a[:, d:]
+    return s
+
+
+def _check_cmr(x, size: int):
+    if x.ndim != 4:
+        raise ValueError(f"cross-map norm expects NCHW input (4 dims), got shape {x.shape}")
+    if int(size) != size or size < 1:
+        raise ValueError(f"cross-map norm size must be a positive integer, got {size!r}")
+
+
+def cross_map_norm_forward(x: Any, size: int, scale: float, power: float) -> tuple[Any, Any]:
+    """Local response normalisation across channels (Paddle's ``img_cmrnorm_layer``).
+
+    ``denom[c] = 1 + scale/size * sum_{c' in window(c)} x[c']^2``, ``y = x * denom^(-power)``,
+    ``window(c) = [c - (size-1)//2, c - (size-1)//2 + size)`` clipped to the channels.
+
+    Args:
+        x: ``(N, C, H, W)`` input.
+        size: number of channels in the window.
+        scale: the ``scale`` (alpha) given to ``img_cmrnorm_layer``; divided by ``size`` here,
+            as Paddle's ``parse_norm`` does. A config that already stores ``alpha/size``
+            (Paddle's ``NormConfig.scale``) must pass ``stored * size``.
+        power: the exponent (beta).
+
+    Returns:
+        ``(y, denom)``; keep ``denom`` for :func:`cross_map_norm_backward`.
+
+    Example:
+        >>> import numpy as np
+        >>> y, d = cross_map_norm_forward(np.ones((1, 3, 1, 1)), 3, 3.0, 1.0)
+        >>> y.ravel().tolist()
+        [0.3333333333333333, 0.25, 0.3333333333333333]
+    """
+    _check_cmr(x, size)
+    lo = (size - 1) // 2
+    denom = _channel_window_sum(x * x, lo, size - 1 - lo)
+    denom *= scale / size
+    denom += 1.0
+    return x * denom ** (-power), denom
+
+
+def cross_map_norm_backward(
+    dy: Any,
+    x: Any,
+    y: Any,
+    denom: Any,
+    size: int,
+    scale: float,
+    power: float,
+    out: Any = None,
+) -> Any:
+    """Input gradient of :func:`cross_map_norm_forward`.
+
+    ``dx[c] = dy[c] * denom[c]^(-power) - 2 * scale/size * power * x[c] *
+    sum_{c' : c in window(c')} dy[c'] * y[c'] / denom[c']``.
+
+    Args:
+        dy: output gradient; x, y, denom: forward input, output and saved denominator;
+            size, scale, power: as in the forward.
+        out: optional buffer the gradient is ADDED to.
+
+    Returns:
+        ``dx`` (``out`` when given).
+    """
+    _check_cmr(x, size)
+    lo = (size - 1) // 2
+    t = _channel_window_sum(dy * y / denom, size - 1 - lo, lo)
+    dx = dy * denom ** (-power) - (2.0 * scale / size * power) * x * t
+    if out is None:
+        return dx
+    if out.shape != dx.shape:
+        raise ValueError(f"cross_map_norm_backward: out has shape {out.shape}, "
+                         f"expected {dx.shape}")
+    out += dx
+    return out
+
+
+def _check_maxout(x, groups: int):
+    if x.ndim != 4:
+        raise ValueError(f"maxout expects NCHW input (4 dims), got shape {x.shape}")
+    if groups < 1 or x.shape[1] % groups:
+        raise ValueError(
+            f"maxout groups={groups} must be a positive divisor of the channels {x.shape[1]}"
+        )
+
+
+def maxout_forward(x: Any, groups: int) -> tuple[Any, Any]:
+    """Maxout over consecutive channel groups: ``y[:, o] = max_k x[:, o*groups + k]``.
+
+    Args:
+        x: ``(N, C, H, W)``, ``C`` divisible by ``groups``.
+        groups: channels pooled into one output channel.
+
+    Returns:
+        ``(y, idx)``: ``y`` is ``(N, C/groups, H, W)``; ``idx`` (int32, same shape) the
+        winning ``k`` (first on ties), for :func:`maxout_backward`.
+
+    Example:
+        >>> import numpy as np
+        >>> y, idx = maxout_forward(np.array([1.0, 3, 2, 0]).reshape(1, 4, 1, 1), 2)
+        >>> y.ravel().tolist(), idx.ravel().tolist()
+        ([3.0, 2.0], [1, 0])
+    """
+    _check_maxout(x, groups)
+    xp = get_array_module(x)
+    n, c, h, w = x.shape
+    x5 = x.reshape(n, c // groups, groups, h, w)
+    idx = x5.argmax(axis=2).astype(xp.int32)
+    return x5.max(axis=2), idx
+
+
+def maxout_backward(dy: Any, idx: Any, groups: int, out: Any = None) -> Any:
+    """Input gradient of maxout: ``dx[:, o*groups + idx] += dy[:, o]``, zero elsewhere.
+
+    Args:
+        dy: ``(N, C/groups, H, W)`` output gradient; idx: from :func:`maxout_forward`.
+        out: optional ``(N, C, H, W)`` buffer the gradient is ADDED to.
+
+    Returns:
+        ``dx`` (``out`` when given).
+    """
+    xp = get_array_module(dy)
+    n, co, h, w = dy.shape
+    dx5 = xp.zeros((n, co, groups, h, w), dtype=dy.dtype)
+    for k in range(groups):
+        dx5[:, :, k] = xp.where(idx == k, dy, 0)
+    dx = dx5.reshape(n, co * groups, h, w)
+    if out is None:
+        return dx
+    if out.shape != dx.shape:
+        raise ValueError(f"maxout_backward: out has shape {out.shape}, expected {dx.shape}")
+    out += dx
+    return out

@@ -1,0 +1,244 @@
+"""Max and average pooling on NCHW arrays, PaddlePaddle's ``PoolProjection`` semantics.
+
+Window ``(oy, ox)`` covers rows ``oy*sy - py ... oy*sy - py + ky - 1`` (columns alike),
+clipped to the image. The output size is :func:`sculler.math.conv.conv_output_size` with
+``caffe_mode=not ceil_mode``; Paddle pools in ceil mode, which keeps a last partial window.
+The kernels loop over the ``ky * kx`` window taps (a strided slice of the whole batch each),
+never over pixels.
+
+Max pooling returns, beside the output, the tap (``i * kx + j``) that won each window; the
+backward routes the gradient to that one input (the first maximum in row-major order on
+ties). A window that lies entirely in the padding (ceil mode with padding can make one) gives
+the dtype's lowest value, like Paddle's ``-FLT_MAX``, and no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sculler.backend import get_array_module
+from sculler.math.conv import IntPair, conv_output_size, pair
+
+
+def pool_output_shape(
+    x_shape: Sequence[int],
+    size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    ceil_mode: bool = True,
+) -> tuple[int, int, int, int]:
+    """``(N, C, oh, ow)`` of a pooling with window ``size``.
+
+    ``o = 1 + ceil((img + 2*pad - size) / stride)`` (floor when ``ceil_mode=False``).
+    """
+    if len(x_shape) != 4:
+        raise ValueError(f"pooling expects NCHW input (4 dims), got shape {tuple(x_shape)}")
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    n, c, h, w = x_shape
+    return (
+        int(n),
+        int(c),
+        conv_output_size(h, k[0], pad[0], st[0], caffe_mode=not ceil_mode),
+        conv_output_size(w, k[1], pad[1], st[1], caffe_mode=not ceil_mode),
+    )
+
+
+def _padded(x, k, st, pad, out_hw, fill):
+    """x inside a frame big enough for every window, filled with ``fill``."""
+    xp = get_array_module(x)
+    n, c, h, w = x.shape
+    hp = max(h + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
+    wp = max(w + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    if (hp, wp) == (h, w):
+        return x
+    xpad = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
+    xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x
+    return xpad
+
+
+def _tap(i, j, st, out_hw):
+    return (
+        slice(i, i + st[0] * (out_hw[0] - 1) + 1, st[0]),
+        slice(j, j + st[1] * (out_hw[1] - 1) + 1, st[1]),
+    )
+
+
+def _scatter_taps(dy_taps, x_shape, k, st, pad, out_hw, out, name):
+    """Sum per-tap gradients ``dy_taps(i, j)`` back onto the input grid (+= into out)."""
+    n, c, h, w = x_shape
+    first = dy_taps(0, 0)
+    xp = get_array_module(first)
+    hp = max(h + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
+    wp = max(w + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    gpad = xp.zeros((n, c, hp, wp), dtype=first.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            sy, sx = _tap(i, j, st, out_hw)
+            gpad[:, :, sy, sx] += first if i == j == 0 else dy_taps(i, j)
+    dx = gpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w]
+    if out is None:
+        return dx.copy()
+    if out.shape != tuple(x_shape):
+        raise ValueError(f"{name}: out has shape {out.shape}, expected {tuple(x_shape)}")
+    out += dx
+    return out
+
+
+def max_pool2d_forward(
+    x: Any,
+    size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    ceil_mode: bool = True,
+) -> tuple[Any, Any]:
+    """Max pooling: ``y[n, c, oy, ox] = max over the clipped window of x``.
+
+    Args:
+        x: ``(N, C, H, W)`` input.
+        size: window ``(ky, kx)`` or an int; stride, padding: ints or ``(y, x)`` pairs.
+        ceil_mode: Paddle's default ``True`` (see :func:`pool_output_shape`).
+
+    Returns:
+        ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax``, int32 of the same
+        shape, the winning tap ``i * kx + j`` of each window (``-1`` for an empty window).
+        Keep ``argmax`` for :func:`max_pool2d_backward`.
+
+    Example:
+        >>> import numpy as np
+        >>> y, idx = max_pool2d_forward(np.arange(16.0).reshape(1, 1, 4, 4), 2, 2)
+        >>> y[0, 0].tolist(), idx[0, 0].tolist()
+        ([[5.0, 7.0], [13.0, 15.0]], [[3, 3], [3, 3]])
+    """
+    xp = get_array_module(x)
+    _, _, oh, ow = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    low = xp.finfo(x.dtype).min if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    xpad = _padded(x, k, st, pad, (oh, ow), -xp.inf if x.dtype.kind == "f" else low)
+    y = xp.full((x.shape[0], x.shape[1], oh, ow), -xp.inf, dtype=x.dtype)
+    argmax = xp.full(y.shape, -1, dtype=xp.int32)
+    better = xp.empty(y.shape, dtype=bool)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            sy, sx = _tap(i, j, st, (oh, ow))
+            v = xpad[:, :, sy, sx]
+            better = xp.greater(v, y, out=better)
+            xp.copyto(argmax, i * k[1] + j, where=better)
+            xp.maximum(y, v, out=y)
+    if x.dtype.kind == "f":
+        y[argmax < 0] = low
+    return y, argmax
+
+
+def max_pool2d_backward(
+    dy: Any,
+    argmax: Any,
+    x_shape: Sequence[int],
+    size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    out: Any = None,
+) -> Any:
+    """Input gradient of max pooling: ``dx[winner of window] += dy[window]``.
+
+    Args:
+        dy: ``(N, C, oh, ow)`` output gradient.
+        argmax: the tap indices :func:`max_pool2d_forward` returned.
+        x_shape: ``(N, C, H, W)`` of the forward input; size/stride/padding as in forward.
+        out: optional ``x_shape`` buffer the gradient is ADDED to.
+
+    Returns:
+        ``dx`` (``out`` when given).
+    """
+    if argmax.shape != dy.shape:
+        raise ValueError(f"argmax shape {argmax.shape} does not match dy shape {dy.shape}")
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    out_hw = dy.shape[2:]
+    zero = dy.dtype.type(0)
+    xp = get_array_module(dy)
+
+    def taps(i, j):
+        return xp.where(argmax == i * k[1] + j, dy, zero)
+
+    return _scatter_taps(taps, tuple(x_shape), k, st, pad, out_hw, out, "max_pool2d_backward")
+
+
+def _avg_divisor(xp, img, k, st, pad, n_out, exclude_mode, dtype):
+    """Per-output-position window length along one axis (Paddle's poolSize factor)."""
+    start = xp.arange(n_out) * st - pad
+    end = xp.minimum(start + k, img + pad)
+    if exclude_mode:
+        return (xp.minimum(end, img) - xp.maximum(start, 0)).clip(0).astype(dtype)
+    return (end - start).astype(dtype)
+
+
+def avg_pool2d_forward(
+    x: Any,
+    size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    ceil_mode: bool = True,
+    exclude_mode: bool = True,
+) -> Any:
+    """Average pooling: ``y = (sum of x over the clipped window) / count``.
+
+    ``count`` is the number of image cells in the window when ``exclude_mode`` (Paddle's
+    default), else the window clipped to the padded image ``[-pad, img + pad)`` (Paddle's
+    older behaviour, padded cells count as zeros). An empty window gives 0.
+
+    Args:
+        x: ``(N, C, H, W)`` input; size/stride/padding/ceil_mode as in max pooling.
+        exclude_mode: whether padded cells are left out of the divisor.
+
+    Returns:
+        ``(N, C, oh, ow)`` output.
+
+    Example:
+        >>> import numpy as np
+        >>> avg_pool2d_forward(np.arange(9.0).reshape(1, 1, 3, 3), 2, 2)[0, 0].tolist()
+        [[2.0, 3.5], [6.5, 8.0]]
+    """
+    xp = get_array_module(x)
+    _, _, oh, ow = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    xpad = _padded(x, k, st, pad, (oh, ow), 0)
+    y = xp.zeros((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            sy, sx = _tap(i, j, st, (oh, ow))
+            y += xpad[:, :, sy, sx]
+    y /= _divisor(xp, x.shape, k, st, pad, (oh, ow), exclude_mode, x.dtype)
+    return y
+
+
+def _divisor(xp, x_shape, k, st, pad, out_hw, exclude_mode, dtype):
+    dh = _avg_divisor(xp, x_shape[2], k[0], st[0], pad[0], out_hw[0], exclude_mode, dtype)
+    dw = _avg_divisor(xp, x_shape[3], k[1], st[1], pad[1], out_hw[1], exclude_mode, dtype)
+    return xp.maximum(dh[:, None] * dw[None, :], 1)
+
+
+def avg_pool2d_backward(
+    dy: Any,
+    x_shape: Sequence[int],
+    size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    exclude_mode: bool = True,
+    out: Any = None,
+) -> Any:
+    """Input gradient of average pooling: each window cell gets ``dy / count``.
+
+    Args:
+        dy: ``(N, C, oh, ow)`` output gradient.
+        x_shape: ``(N, C, H, W)`` of the forward input; the rest as in forward.
+        out: optional ``x_shape`` buffer the gradient is ADDED to.
+
+    Returns:
+        ``dx`` (``out`` when given).
+    """
+    xp = get_array_module(dy)
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    out_hw = dy.shape[2:]
+    g = dy / _divisor(xp, tuple(x_shape), k, st, pad, out_hw, exclude_mode, dy.dtype)
+    return _scatter_taps(lambda i, j: g, tuple(x_shape), k, st, pad, out_hw, out,
+                         "avg_pool2d_backward")

@@ -1,0 +1,186 @@
+"""Batch norm, cross-map norm and maxout against loops, finite differences and torch."""
+
+import numpy as np
+import pytest
+
+from sculler.math.norm import (
+    batch_norm_backward,
+    batch_norm_forward,
+    cross_map_norm_backward,
+    cross_map_norm_forward,
+    maxout_backward,
+    maxout_forward,
+)
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def numeric_grad(f, a, eps=1e-6):
+    g = np.zeros_like(a)
+    flat, gflat = a.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        fp = f()
+        flat[i] = old - eps
+        fm = f()
+        flat[i] = old
+        gflat[i] = (fp - fm) / (2 * eps)
+    return g
+
+
+def bn_loop(x, gamma, beta, eps=1e-5):
+    """Per-channel loop: E[x], E[x^2] - E[x]^2, as Paddle's calMeanAndStd."""
+    y = np.empty_like(x)
+    means, vars_ = [], []
+    for c in range(x.shape[1]):
+        v = x[:, c]
+        m = v.mean()
+        var = max((v * v).mean() - m * m, 0.0)
+        y[:, c] = gamma[c] * (v - m) / np.sqrt(var + eps) + beta[c]
+        means.append(m)
+        vars_.append(var)
+    return y, np.array(means), np.array(vars_)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 5), (6, 4)])
+def test_batch_norm_forward_and_moving_stats(shape):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape) * 2 + 1
+    c = shape[1]
+    gamma, beta = rng.standard_normal(c), rng.standard_normal(c)
+    mm0, mv0 = rng.standard_normal(c), rng.random(c) + 0.5
+    mm, mv = mm0.copy(), mv0.copy()
+    y, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm, mv, moving_average_fraction=0.8)
+    ref, m, v = bn_loop(x, gamma, beta)
+    np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(mm, 0.8 * mm0 + 0.2 * m, rtol=1e-12)
+    np.testing.assert_allclose(mv, 0.8 * mv0 + 0.2 * v, rtol=1e-12)
+    y32, _, _ = batch_norm_forward(x.astype(np.float32), gamma.astype(np.float32),
+                                   beta.astype(np.float32), mm0.astype(np.float32),
+                                   mv0.astype(np.float32))
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_global_stats_use_and_keep_moving_values():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 4, 5))
+    mm, mv = rng.standard_normal(3), rng.random(3) + 0.5
+    before = (mm.copy(), mv.copy())
+    y, _, _ = batch_norm_forward(x, np.ones(3), None, mm, mv, use_global_stats=True)
+    np.testing.assert_allclose(y, (x - mm[:, None, None]) / np.sqrt(mv[:, None, None] + 1e-5))
+    np.testing.assert_array_equal(mm, before[0])
+    np.testing.assert_array_equal(mv, before[1])
+
+
+@pytest.mark.parametrize("global_stats", [False, True])
+def test_batch_norm_backward_matches_finite_differences(global_stats):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 2, 3, 2))
+    gamma, beta = rng.standard_normal(2), rng.standard_normal(2)
+    mm, mv = rng.standard_normal(2), rng.random(2) + 0.5
+    r = rng.standard_normal(x.shape)
+
+    def loss():
+        y, _, _ = batch_norm_forward(x, gamma, beta, mm.copy(), mv.copy(), global_stats)
+        return (y * r).sum()
+
+    _, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm.copy(), mv.copy(), global_stats)
+    dx, dg, db = batch_norm_backward(r, x_hat, inv_std, gamma, global_stats)
+    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dg, numeric_grad(loss, gamma), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(db, numeric_grad(loss, beta), rtol=1e-6, atol=1e-7)
+    bufs = (np.ones_like(x), np.ones(2), np.ones(2))
+    res = batch_norm_backward(r, x_hat, inv_std, gamma, global_stats, *bufs)
+    assert all(a is b for a, b in zip(res, bufs))
+    np.testing.assert_allclose(bufs[1], dg + 1)
+
+
+def test_batch_norm_rejects_wrong_parameter_shape():
+    with pytest.raises(ValueError, match=r"scale has shape \(2,\), expected \(3,\)"):
+        batch_norm_forward(np.zeros((2, 3, 2, 2)), np.ones(2), None, np.zeros(3), np.ones(3))
+
+
+def cmr_loop(x, size, scale, power):
+    """Paddle's CrossMapNormal: window [c - (size-1)//2, c - (size-1)//2 + size)."""
+    n, c, h, w = x.shape
+    y = np.empty_like(x)
+    start = -((size - 1) // 2)
+    for ch in range(c):
+        lo, hi = max(ch + start, 0), min(ch + start + size, c)
+        denom = 1 + scale / size * (x[:, lo:hi] ** 2).sum(axis=1)
+        y[:, ch] = x[:, ch] * denom ** (-power)
+    return y
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 5])
+def test_cross_map_norm_forward_and_backward(size):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 3, 5))
+    scale, power = 0.7, 0.75
+    y, denom = cross_map_norm_forward(x, size, scale, power)
+    np.testing.assert_allclose(y, cmr_loop(x, size, scale, power), rtol=1e-12)
+    y32, _ = cross_map_norm_forward(x.astype(np.float32), size, scale, power)
+    np.testing.assert_allclose(y32, y, rtol=1e-5, atol=1e-6)
+    xs = x[:, :, :2, :2].copy()
+    ys, ds = cross_map_norm_forward(xs, size, scale, power)
+    r = rng.standard_normal(xs.shape)
+    dx = cross_map_norm_backward(r, xs, ys, ds, size, scale, power)
+    num = numeric_grad(lambda: (cross_map_norm_forward(xs, size, scale, power)[0] * r).sum(), xs)
+    np.testing.assert_allclose(dx, num, rtol=1e-6, atol=1e-8)
+    buf = np.ones_like(xs)
+    assert cross_map_norm_backward(r, xs, ys, ds, size, scale, power, out=buf) is buf
+    np.testing.assert_allclose(buf, dx + 1)
+
+
+def test_maxout_forward_backward():
+    rng = np.random.default_rng(4)
+    x = rng.permutation(2 * 6 * 3 * 5).reshape(2, 6, 3, 5) / 10.0
+    y, idx = maxout_forward(x, 3)
+    ref = np.stack([x[:, 3 * o : 3 * o + 3].max(axis=1) for o in range(2)], axis=1)
+    np.testing.assert_array_equal(y, ref)
+    r = rng.standard_normal(y.shape)
+    dx = maxout_backward(r, idx, 3)
+    np.testing.assert_allclose(dx, numeric_grad(lambda: (maxout_forward(x, 3)[0] * r).sum(), x),
+                               atol=1e-8)
+    buf = np.ones_like(x)
+    maxout_backward(r, idx, 3, out=buf)
+    np.testing.assert_allclose(buf, dx + 1)
+    with pytest.raises(ValueError, match="groups=4 must be a positive divisor"):
+        maxout_forward(x, 4)
+
+
+@needs_torch
+def test_batch_norm_and_lrn_match_torch():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 7, 3))
+    gamma, beta = rng.standard_normal(5), rng.standard_normal(5)
+    mm, mv = np.zeros(5), np.ones(5)
+    y, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm, mv)
+    tx = torch.tensor(x, requires_grad=True)
+    tg, tb = torch.tensor(gamma, requires_grad=True), torch.tensor(beta, requires_grad=True)
+    tmm, tmv = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    ty = torch.nn.functional.batch_norm(tx, tmm, tmv, tg, tb, True, 0.1, 1e-5)
+    dy = rng.standard_normal(y.shape)
+    ty.backward(torch.tensor(dy))
+    np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(mm, tmm.numpy(), atol=1e-12)  # torch's momentum = 1 - fraction
+    dx, dg, db = batch_norm_backward(dy, x_hat, inv_std, gamma)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(dg, tg.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(db, tb.grad.numpy(), atol=1e-10)
+
+    # Paddle (odd size) = torch LRN with k=1 and the same alpha (both divide alpha by size)
+    tx.grad = None
+    yl, denom = cross_map_norm_forward(x, 3, 0.6, 0.75)
+    tl = torch.nn.functional.local_response_norm(tx, 3, alpha=0.6, beta=0.75, k=1.0)
+    tl.backward(torch.tensor(dy))
+    np.testing.assert_allclose(yl, tl.detach().numpy(), atol=1e-10)
+    dxl = cross_map_norm_backward(dy, x, yl, denom, 3, 0.6, 0.75)
+    np.testing.assert_allclose(dxl, tx.grad.numpy(), atol=1e-10)

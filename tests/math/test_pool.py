@@ -1,0 +1,181 @@
+"""Pooling kernels against Paddle-style loops, finite differences and (if present) torch."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sculler.math.pool import (
+    avg_pool2d_backward,
+    avg_pool2d_forward,
+    max_pool2d_backward,
+    max_pool2d_forward,
+    pool_output_shape,
+)
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def _p(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def pool_loop(x, size, stride, padding, mode, ceil_mode=True, exclude_mode=True):
+    """Reference pooling written after Paddle's maxPoolForward / avgPoolForward loops."""
+    (ky, kx), (sy, sx), (py, px) = _p(size), _p(stride), _p(padding)
+    n, c, h, w = x.shape
+    rnd = math.ceil if ceil_mode else math.floor
+    oh = 1 + rnd((h + 2 * py - ky) / sy)
+    ow = 1 + rnd((w + 2 * px - kx) / sx)
+    y = np.zeros((n, c, oh, ow), x.dtype)
+    for oy in range(oh):
+        for ox in range(ow):
+            hs, ws = oy * sy - py, ox * sx - px
+            he, we = min(hs + ky, h + py), min(ws + kx, w + px)
+            count = (he - hs) * (we - ws)
+            hs, ws, he, we = max(hs, 0), max(ws, 0), min(he, h), min(we, w)
+            win = x[:, :, hs:he, ws:we]
+            if mode == "max":
+                y[:, :, oy, ox] = win.max(axis=(2, 3))
+            else:
+                if exclude_mode:
+                    count = (he - hs) * (we - ws)
+                y[:, :, oy, ox] = win.sum(axis=(2, 3)) / count
+    return y
+
+
+def numeric_grad(f, a, eps=1e-6):
+    g = np.zeros_like(a)
+    flat, gflat = a.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        fp = f()
+        flat[i] = old - eps
+        fm = f()
+        flat[i] = old
+        gflat[i] = (fp - fm) / (2 * eps)
+    return g
+
+
+# (size, stride, padding)
+CASES = [
+    (2, 2, 0),
+    (3, 2, 0),
+    (3, 2, 1),
+    ((3, 2), (1, 2), (1, 0)),
+    (2, 3, 0),  # stride > size
+]
+
+
+def test_output_shape_uses_ceil_by_default():
+    assert pool_output_shape((1, 1, 7, 5), 2, 2) == (1, 1, 4, 3)
+    assert pool_output_shape((1, 1, 7, 5), 2, 2, ceil_mode=False) == (1, 1, 3, 2)
+    assert pool_output_shape((2, 3, 28, 28), 2, 2) == (2, 3, 14, 14)
+
+
+@pytest.mark.parametrize("size, stride, padding", CASES)
+@pytest.mark.parametrize("ceil_mode", [True, False])
+def test_forward_matches_loop(size, stride, padding, ceil_mode):
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 5))
+    y, idx = max_pool2d_forward(x, size, stride, padding, ceil_mode)
+    np.testing.assert_allclose(y, pool_loop(x, size, stride, padding, "max", ceil_mode))
+    assert idx.shape == y.shape and idx.min() >= 0
+    for exclude in (True, False):
+        ya = avg_pool2d_forward(x, size, stride, padding, ceil_mode, exclude)
+        ref = pool_loop(x, size, stride, padding, "avg", ceil_mode, exclude)
+        np.testing.assert_allclose(ya, ref, rtol=1e-12, atol=1e-12)
+        ya32 = avg_pool2d_forward(x.astype(np.float32), size, stride, padding, ceil_mode, exclude)
+        np.testing.assert_allclose(ya32, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_exclude_mode_changes_only_padded_windows():
+    x = np.ones((1, 1, 3, 3))
+    inc = avg_pool2d_forward(x, 2, 2, 1, exclude_mode=False)
+    exc = avg_pool2d_forward(x, 2, 2, 1, exclude_mode=True)
+    assert exc[0, 0, 0, 0] == 1.0 and inc[0, 0, 0, 0] == 0.25
+    # ceil mode leaves a window wholly in the padding: 0 for avg, lowest float for max
+    assert exc[0, 0, 2, 2] == 0.0
+    y, idx = max_pool2d_forward(x, 2, 2, 1)
+    assert y[0, 0, 2, 2] == np.finfo(np.float64).min and idx[0, 0, 2, 2] == -1
+    dx = max_pool2d_backward(np.ones_like(y), idx, x.shape, 2, 2, 1)
+    assert dx.sum() == (idx >= 0).sum()
+
+
+def test_max_argmax_picks_first_of_ties():
+    x = np.zeros((1, 1, 2, 2))
+    y, idx = max_pool2d_forward(x, 2, 2)
+    assert idx.item() == 0
+    dx = max_pool2d_backward(np.full_like(y, 3.0), idx, x.shape, 2, 2)
+    assert dx.tolist() == [[[[3.0, 0.0], [0.0, 0.0]]]]
+
+
+@pytest.mark.parametrize("size, stride, padding", CASES)
+def test_backward_matches_finite_differences(size, stride, padding):
+    rng = np.random.default_rng(1)
+    # a permutation keeps every value distinct, so max pooling has no ties or kinks
+    x = rng.permutation(2 * 2 * 7 * 5).reshape(2, 2, 7, 5) / 10.0
+    y, idx = max_pool2d_forward(x, size, stride, padding)
+    r = rng.standard_normal(y.shape)
+    dx = max_pool2d_backward(r, idx, x.shape, size, stride, padding)
+    num = numeric_grad(lambda: (max_pool2d_forward(x, size, stride, padding)[0] * r).sum(), x)
+    np.testing.assert_allclose(dx, num, atol=1e-7)
+    for exclude in (True, False):
+        da = avg_pool2d_backward(r, x.shape, size, stride, padding, exclude)
+        num = numeric_grad(
+            lambda e=exclude: (avg_pool2d_forward(x, size, stride, padding, True, e) * r).sum(), x
+        )
+        np.testing.assert_allclose(da, num, atol=1e-7)
+
+
+def test_backward_accumulates_into_out():
+    x = np.random.default_rng(2).standard_normal((2, 3, 7, 5))
+    y, idx = max_pool2d_forward(x, 3, 2, 1)
+    dy = np.ones_like(y)
+    buf = np.full_like(x, 2.0)
+    assert max_pool2d_backward(dy, idx, x.shape, 3, 2, 1, out=buf) is buf
+    np.testing.assert_allclose(buf, 2.0 + max_pool2d_backward(dy, idx, x.shape, 3, 2, 1))
+    buf = np.full_like(x, 2.0)
+    avg_pool2d_backward(dy, x.shape, 3, 2, 1, out=buf)
+    np.testing.assert_allclose(buf, 2.0 + avg_pool2d_backward(dy, x.shape, 3, 2, 1))
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="NCHW"):
+        max_pool2d_forward(np.zeros((3, 5, 5)), 2, 2)
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        avg_pool2d_forward(np.zeros((1, 1, 5, 5)), 0, 2)
+
+
+@needs_torch
+@pytest.mark.parametrize("size, stride, padding", [(2, 2, 0), (3, 2, 1), ((3, 2), (2, 1), (1, 1))])
+def test_matches_torch(size, stride, padding):
+    # torch's ceil_mode drops a last window starting in the right padding; Paddle keeps it,
+    # so compare in floor mode and in ceil mode on sizes where both agree.
+    rng = np.random.default_rng(3)
+    x = rng.permutation(2 * 3 * 7 * 5).reshape(2, 3, 7, 5) / 7.0
+    for ceil_mode in (False, True):
+        y, idx = max_pool2d_forward(x, size, stride, padding, ceil_mode)
+        tx = torch.tensor(x, requires_grad=True)
+        ty = torch.nn.functional.max_pool2d(tx, size, stride, padding, ceil_mode=ceil_mode)
+        if ty.shape != y.shape:
+            continue
+        dy = rng.standard_normal(y.shape)
+        ty.backward(torch.tensor(dy))
+        np.testing.assert_allclose(y, ty.detach().numpy())
+        np.testing.assert_allclose(max_pool2d_backward(dy, idx, x.shape, size, stride, padding),
+                                   tx.grad.numpy(), atol=1e-12)
+        for exclude in (True, False):
+            tx.grad = None
+            ta = torch.nn.functional.avg_pool2d(tx, size, stride, padding, ceil_mode,
+                                                count_include_pad=not exclude)
+            ta.backward(torch.tensor(dy))
+            ya = avg_pool2d_forward(x, size, stride, padding, ceil_mode, exclude)
+            np.testing.assert_allclose(ya, ta.detach().numpy(), atol=1e-12)
+            da = avg_pool2d_backward(dy, x.shape, size, stride, padding, exclude)
+            np.testing.assert_allclose(da, tx.grad.numpy(), atol=1e-12)
