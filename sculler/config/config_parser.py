@@ -1,0 +1,292 @@
+"""The v1 configuration front end: ``Layer(...)``, ``Input(...)``, ``@config_layer`` and
+``parse_config``.
+
+A v1 config is a Python file run top to bottom; each ``Layer(name=..., type=..., inputs=...)``
+call adds a layer to the config being parsed (inputs must be defined first, as in PaddlePaddle).
+Parameter shapes come from the layer class registered for ``type``; a ``@config_layer`` wrapper
+class (the seed tutorial's style) may also declare them with ``create_input_parameter`` /
+``create_bias_parameter``, and they are then checked against the layer class.
+
+Example::
+
+    Layer(name="input", type="data", size=64)
+    Layer(name="fc1", type="fc", size=32, active_type="tanh", inputs=[Input("input")])
+    Outputs("fc1")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import runpy
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from sculler.core.builder import ModelBuilder
+from sculler.core.layer import get_layer_class
+from sculler.core.model_config import (
+    PARAMETER_FIELDS,
+    EvaluatorConfig,
+    InputConfig,
+    LayerConfig,
+    ModelConfig,
+)
+
+_PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    """What ``parse_config`` returns: the model and the ``settings(...)`` of the file."""
+
+    model_config: ModelConfig
+    settings: dict[str, Any]
+
+
+class _ParseContext:
+    def __init__(self, config_args: dict[str, str]):
+        self.builder = ModelBuilder()
+        self.layers: dict[str, LayerConfig] = {}
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.settings: dict[str, Any] = {}
+        self.config_args = config_args
+        self.counters: dict[str, int] = {}
+
+
+_local = threading.local()
+_CONFIG_LAYERS: dict[str, type[LayerBase]] = {}
+
+
+def _context() -> _ParseContext:
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        raise RuntimeError(
+            "v1 config functions (Layer, Input, outputs, ...) run inside parse_config(path) "
+            "or a `with config_scope():` block"
+        )
+    return ctx
+
+
+@contextlib.contextmanager
+def config_scope(config_args: dict[str, str] | None = None) -> Iterator[_ParseContext]:
+    """Collect the layers declared inside the block (``parse_config`` uses this)."""
+    old = getattr(_local, "ctx", None)
+    _local.ctx = _ParseContext(dict(config_args or {}))
+    try:
+        yield _local.ctx
+    finally:
+        _local.ctx = old
+
+
+def unique_name(kind: str) -> str:
+    """PaddlePaddle's generated names: ``__fc_layer_0__``, ``__fc_layer_1__``, ..."""
+    ctx = _context()
+    n = ctx.counters.get(kind, 0)
+    ctx.counters[kind] = n + 1
+    return f"__{kind}_{n}__"
+
+
+def config_layer(type_name: str):
+    """Register a config wrapper class for ``type_name`` (used by ``Layer(type=...)``)."""
+
+    def deco(cls: type[LayerBase]) -> type[LayerBase]:
+        _CONFIG_LAYERS[type_name] = cls
+        return cls
+
+    return deco
+
+
+class Input:
+    """An input of a layer: the producing layer's name plus its weight's settings
+    (``parameter_name``, ``initial_std``, ``learning_rate``, ``sparse_update``, ...).
+    Any other keyword becomes the input's config attr (e.g. projection settings)."""
+
+    def __init__(self, input_layer_name: str, parameter_name: str | None = None, **kwargs: Any):
+        self.input_layer_name = input_layer_name
+        self.parameter_name = parameter_name
+        self.param_attrs = {k: v for k, v in kwargs.items() if k in _PARAM_KEYS}
+        self.attrs = {k: v for k, v in kwargs.items() if k not in _PARAM_KEYS}
+        self.format = self.attrs.pop("format", None)
+        self.nnz = self.attrs.pop("nnz", None)
+
+
+class Bias:
+    """Settings of a layer's bias: ``Bias(parameter_name="b", initial_std=0.0, ...)``."""
+
+    def __init__(self, parameter_name: str | None = None, **kwargs: Any):
+        unknown = set(kwargs) - _PARAM_KEYS
+        if unknown:
+            raise TypeError(f"Bias: unknown settings {sorted(unknown)}")
+        self.attrs = dict(kwargs)
+        if parameter_name:
+            self.attrs["name"] = parameter_name
+
+
+def _as_inputs(inputs: Any) -> list[Input]:
+    if inputs is None:
+        return []
+    if isinstance(inputs, (str, Input)):
+        inputs = [inputs]
+    return [i if isinstance(i, Input) else Input(i) for i in inputs]
+
+
+class LayerBase:
+    """Base of v1 config wrappers: holds the ``LayerConfig`` being declared.
+
+    Subclasses (registered with ``@config_layer``) call ``super().__init__(name, type, size,
+    inputs=inputs, **xargs)`` and then ``create_input_parameter`` / ``create_bias_parameter``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        type: str,  # noqa: A002 - PaddlePaddle's keyword
+        size: int = 0,
+        inputs: Any = None,
+        active_type: str = "",
+        drop_rate: float = 0.0,
+        bias: Any = None,
+        **xargs: Any,
+    ):
+        ctx = _context()
+        if name in ctx.layers:
+            raise ValueError(f"layer {name!r} is defined twice")
+        self.inputs = _as_inputs(inputs)
+        for i, inp in enumerate(self.inputs):
+            if inp.input_layer_name not in ctx.layers:
+                raise ValueError(
+                    f"layer {name!r} takes input {inp.input_layer_name!r} (input {i}), which is "
+                    "not defined yet; v1 configs define a layer's inputs before the layer"
+                )
+        self.config = LayerConfig(
+            name=name,
+            type=type,
+            size=int(size or 0),
+            active_type=active_type or "linear",
+            inputs=[
+                InputConfig(inp.input_layer_name, inp.parameter_name, dict(inp.attrs))
+                for inp in self.inputs
+            ],
+            drop_rate=float(drop_rate),
+            attrs=dict(xargs),
+        )
+        self.weight_attrs: list[dict | None] = [
+            {**inp.param_attrs, **({"sparse_update": True} if inp.format else {})} or None
+            for inp in self.inputs
+        ]
+        self.bias_attr: Any = bias.attrs if isinstance(bias, Bias) else bias
+        self._declared_dims: dict[Any, list[int]] = {}
+
+    def get_input_layer(self, index: int) -> LayerConfig:
+        return _context().layers[self.inputs[index].input_layer_name]
+
+    def create_input_parameter(self, input_index: int, psize: int, dims=None, sparse=None,
+                               format=None) -> None:  # noqa: A002 - PaddlePaddle's keyword
+        """Declare input ``input_index``'s weight (``psize`` values of shape ``dims``)."""
+        dims = list(dims) if dims is not None else [psize // self.config.size, self.config.size]
+        self._declared_dims[input_index] = dims
+        attrs = dict(self.weight_attrs[input_index] or {})
+        if sparse:
+            attrs["sparse_update"] = True
+        self.weight_attrs[input_index] = attrs
+
+    def create_bias_parameter(self, bias: Any, size: int, dims=None) -> None:
+        """Declare the bias (``bias`` False for none, True or a ``Bias`` for one)."""
+        if bias is False:
+            self.bias_attr = False
+            return
+        self._declared_dims["bias"] = list(dims) if dims is not None else [1, size]
+        self.bias_attr = bias.attrs if isinstance(bias, Bias) else True
+
+    def _register(self) -> None:
+        ctx = _context()
+        inputs = [ctx.layers[n] for n in self.config.input_layer_names]
+        cls = get_layer_class(self.config.type)
+        cls.check_config(self.config, inputs)
+        self.config.size = int(cls.infer_size(self.config, inputs))
+        computed = dict(cls.weight_dims(self.config, inputs))
+        if self.bias_attr is not False and "bias" in self._declared_dims:
+            computed["bias"] = cls.bias_dims(self.config, inputs)
+        for key, dims in self._declared_dims.items():
+            if key in computed and list(computed[key]) != list(dims):
+                raise ValueError(
+                    f"config wrapper of layer {self.config.name!r} ({self.config.type}) declares "
+                    f"{'the bias' if key == 'bias' else f'weight {key}'} with shape {dims}, but "
+                    f"the layer computes with shape {list(computed[key])}"
+                )
+        ctx.builder.add_layer(self.config, self.weight_attrs, self.bias_attr)
+        ctx.layers[self.config.name] = self.config
+        if self.config.type == "data":
+            ctx.inputs.append(self.config.name)
+
+
+def Layer(name: str, type: str, **xargs: Any) -> LayerConfig:  # noqa: N802,A002 - Paddle's API
+    """Declare a layer: ``Layer(name="fc1", type="fc", size=64, inputs=[Input("pool3")])``."""
+    cls = _CONFIG_LAYERS.get(type)
+    layer = cls(name=name, **xargs) if cls is not None else LayerBase(name, type, **xargs)
+    layer._register()
+    return layer.config
+
+
+def Inputs(*names: str) -> None:  # noqa: N802 - Paddle's API
+    """Set the order of the data layers (default: the order they were declared)."""
+    _context().inputs = list(names)
+
+
+def Outputs(*names: str) -> None:  # noqa: N802 - Paddle's API
+    _context().outputs = list(names)
+
+
+def Evaluator(name: str, type: str, inputs: list[str], **attrs: Any) -> None:  # noqa: N802,A002
+    _context().builder.add_evaluator(EvaluatorConfig(name, type, list(inputs), attrs))
+
+
+def Settings(**kwargs: Any) -> None:  # noqa: N802 - Paddle's API
+    _context().settings.update(kwargs)
+
+
+def get_config_arg(name: str, arg_type: type, default: Any = None) -> Any:
+    """A ``--config_args name=value`` setting, converted to ``arg_type``."""
+    raw = _context().config_args.get(name)
+    if raw is None:
+        return default
+    if arg_type is bool:
+        return raw.lower() in ("1", "true", "yes", "on")
+    return arg_type(raw)
+
+
+def _parse_args(config_args: str | dict | None) -> dict[str, str]:
+    if isinstance(config_args, dict):
+        return {k: str(v) for k, v in config_args.items()}
+    pairs = [p for p in (config_args or "").split(",") if p.strip()]
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ValueError(f"config_args entries look like name=value, got {p!r}")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def finish_config(ctx: _ParseContext) -> ModelConfig:
+    """Build the ModelConfig of what ``ctx`` collected (outputs default to the last layer)."""
+    outputs = ctx.outputs or ([list(ctx.layers)[-1]] if ctx.layers else [])
+    if not outputs:
+        raise ValueError("the config declares no layer")
+    return ctx.builder.build(outputs, input_layer_names=ctx.inputs)
+
+
+def parse_config(path: str | os.PathLike, config_args: str | dict | None = None) -> TrainerConfig:
+    """Run a v1 config file and return its model and settings.
+
+    Args:
+        path: the config file (Python).
+        config_args: ``"name=value,name2=value2"`` (or a dict) read by ``get_config_arg``.
+    """
+    with config_scope(_parse_args(config_args)) as ctx:
+        runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+        model = finish_config(ctx)
+        return TrainerConfig(model, dict(ctx.settings))
