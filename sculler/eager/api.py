@@ -139,5 +139,15 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
     return result
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "Any", "Sequence", "np", "run_backward")]
+__all__ = [
+    'Parameter', 'Tensor', 'abs', 'add', 'arange', 'argmax', 'argmin', 'assign', 'bool',
+    'cast', 'clip', 'clone', 'concat', 'divide', 'equal', 'exp', 'eye', 'flatten',
+    'float16', 'float32', 'float64', 'full', 'full_like', 'gather', 'grad', 'greater_equal',
+    'greater_than', 'int32', 'int64', 'int8', 'is_grad_enabled', 'less_equal', 'less_than',
+    'linspace', 'log', 'log_softmax', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum',
+    'mm', 'multiply', 'neg', 'no_grad', 'normal', 'not_equal', 'ones', 'ones_like', 'pow',
+    'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'randperm', 'reciprocal', 'relu',
+    'reshape', 'scale', 'seed', 'set_grad_enabled', 'sigmoid', 'softmax', 'split', 'sqrt',
+    'square', 'squeeze', 'stack', 'subtract', 'sum', 't', 'tanh', 'to_tensor', 'transpose',
+    'uint8', 'uniform', 'unsqueeze', 'where', 'zeros', 'zeros_like',
+]

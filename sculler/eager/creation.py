@@ -1,4 +1,4 @@
-"""Tensor creation: ``to_tensor``, ``zeros``/``ones``/``full``, ``arange``, random tensors, ``seed``.
+"""Tensor creation: ``to_tensor``, ``zeros``/``ones``/``full``, ``arange``, random, ``seed``.
 
 Float tensors default to the backend's default dtype (float32); dtypes are given as strings
 ("float32", "int64", ...) or numpy dtypes. Random tensors come from one generator that

@@ -1,4 +1,4 @@
-"""Parameter initializers: callables ``init(shape, dtype) -> ndarray`` drawing from ``seed``'s RNG."""
+"""Parameter initializers: callables ``init(shape, dtype) -> ndarray`` from ``seed``'s RNG."""
 
 from __future__ import annotations
 
