@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,7 +126,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
         else:
             garrs.append(g._array if isinstance(g, Tensor) else np.asarray(g))
     capture = {id(x): [x, None] for x in ins}
-    run_backward(outs, garrs, bool(retain_graph), capture)
+    run_backward(outs, garrs, builtins.bool(retain_graph), capture)
     result = []
     for i, x in enumerate(ins):
         g = capture[id(x)][1]

@@ -64,7 +64,10 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
     elif hasattr(data, "__array_namespace__") and not isinstance(data, np.ndarray):
         arr = data.copy()
     else:
-        arr = np.array(data)
+        try:
+            arr = np.array(data)
+        except ValueError:
+            arr = np.empty(0, dtype=object)
         if arr.dtype == object:
             raise TypeError(f"to_tensor cannot convert {type(data).__name__} with ragged or "
                             "non-numeric content; pass a number, a nested list of equal "

@@ -61,12 +61,13 @@ class no_grad:  # noqa: N801 - Paddle's name
 
     def __new__(cls, func: Callable | None = None):
         self = super().__new__(cls)
+        self._old = []
         if func is not None:  # used bare as ``@no_grad``
             return self(func)
         return self
 
     def __init__(self, func: Callable | None = None) -> None:
-        self._old: list[bool] = []
+        pass  # state is set in __new__, which also handles the bare-decorator form
 
     def __enter__(self) -> None:
         self._old.append(set_grad_enabled_flag(False))
