@@ -64,13 +64,24 @@ class PyLayerContext:
         self._materialize = bool(value)
 
 
-def _tensors_in(values: Any) -> list[Tensor]:
+def _tensors_in(values: Any, groups: list | None = None) -> list[Tensor]:
+    """Tensors among ``values`` and inside list/tuple values (one level), in order.
+
+    ``groups`` receives, per tensor-bearing value, None for a Tensor or the number of
+    tensors in a list: backward returns one entry per value (a list for a list).
+    """
     found = []
     for v in values:
         if isinstance(v, Tensor):
             found.append(v)
+            if groups is not None:
+                groups.append(None)
         elif isinstance(v, list | tuple):
-            found.extend(e for e in v if isinstance(e, Tensor))
+            inner = [e for e in v if isinstance(e, Tensor)]
+            if inner:
+                found.extend(inner)
+                if groups is not None:
+                    groups.append(len(inner))
     return found
 
 
@@ -102,9 +113,10 @@ class PyLayer:
                 f"PyLayer {cls.__name__} does not define forward(ctx, *args); add a "
                 "@staticmethod forward")
         ctx = PyLayerContext()
-        ins = _tensors_in(args)
+        groups: list = []
+        ins = _tensors_in(args, groups)
         if kwargs:
-            ins += _tensors_in(kwargs.values())
+            ins += _tensors_in(kwargs.values(), groups)
         enabled = STATE.enabled
         STATE.enabled = False
         try:
@@ -144,7 +156,7 @@ class PyLayer:
             out = _rebuild(out, mapping)
         non_diff = {id(mapping.get(id(t), t)) for t in ctx._non_diff}
         nd_flags = [id(o) in non_diff for o in outs]
-        node = Node(_make_backward(cls, ctx, outs, nd_flags, ins),
+        node = Node(_make_backward(cls, ctx, outs, nd_flags, ins, groups),
                     tuple(None if x.stop_gradient else x for x in ins), len(outs))
         for i, o in enumerate(outs):
             if not nd_flags[i]:
@@ -161,8 +173,8 @@ def _describe(out: Any) -> str:
 
 
 def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
-                   ins: list) -> Any:
-    n_out, n_in = len(outs), len(ins)
+                   ins: list, groups: list) -> Any:
+    n_out, n_in, n_args = len(outs), len(ins), len(groups)
     shapes = [x._array.shape for x in ins]
 
     def fn(gs: Any) -> tuple:
@@ -183,24 +195,30 @@ def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
             res = cls.backward(ctx, *grads)
         finally:
             STATE.enabled = enabled
-        if res is None:
-            return (None,) * n_in
-        if isinstance(res, Tensor):
+        if res is None or isinstance(res, Tensor):
             res = (res,)
         elif not isinstance(res, list | tuple):
             raise ValueError(
                 f"{cls.__name__}.backward returned a {type(res).__name__}; it must return a "
-                f"Tensor, None, or a tuple/list of {n_in} gradients (one per input tensor)")
-        if len(res) != n_in:
-            flat = []
-            for r in res:
-                flat.extend(r) if isinstance(r, list | tuple) else flat.append(r)
-            if len(flat) != n_in:
+                f"Tensor, or a tuple/list of {n_args} gradients (one per input tensor, a list "
+                "for a list of tensors, None for no gradient)")
+        if len(res) != n_args:
+            raise ValueError(
+                f"{cls.__name__}.backward returned {len(res)} gradients but forward received "
+                f"{n_args} tensor inputs; return exactly one gradient (or None) per input")
+        flat = []
+        for i, (r, k) in enumerate(zip(res, groups)):
+            if k is None:
+                flat.append(r)
+            elif r is None:
+                flat.extend([None] * k)
+            elif isinstance(r, list | tuple) and len(r) == k:
+                flat.extend(r)
+            else:
                 raise ValueError(
-                    f"{cls.__name__}.backward returned {len(res)} gradients but forward "
-                    f"received {n_in} input tensors; return exactly one gradient (or None) "
-                    "per input tensor")
-            res = flat
+                    f"{cls.__name__}.backward: input {i} is a list of {k} tensors, so its "
+                    f"gradient must be a list of {k} gradients, got {_describe(r)}")
+        res = flat
         arrays = []
         for i, r in enumerate(res):
             if r is None:

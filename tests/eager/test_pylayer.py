@@ -183,8 +183,27 @@ def test_none_gradient_leaves_input_grad_none():
     assert x.grad is None
     np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
     x2, y2 = _leaf([2]), _leaf([2], 1)
-    _two_input_layer(lambda dz: None).apply(x2, y2).sum().backward()
+    _two_input_layer(lambda dz: (None, None)).apply(x2, y2).sum().backward()
     assert x2.grad is None and y2.grad is None
+
+
+def test_backward_returning_none_altogether():
+    """None counts as one gradient (as Paddle): fine for one input, an error for two."""
+
+    class One(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, dy):
+            return None
+
+    x = _leaf([2])
+    One.apply(x).sum().backward()
+    assert x.grad is None
+    with pytest.raises(ValueError, match="returned 1 gradients but forward received 2"):
+        _two_input_layer(lambda dz: None).apply(_leaf([2]), _leaf([2], 1)).sum().backward()
 
 
 def test_non_tensor_arguments_pass_through_positionally_and_by_keyword():
@@ -214,13 +233,21 @@ def test_list_of_tensors_gets_one_gradient_per_tensor():
 
         @staticmethod
         def backward(ctx, dy):
-            return [dy * 1.0, dy * 1.0], dy * 0.0 + 5.0
+            return [dy * 1.0, dy * 2.0], dy * 0.0 + 5.0
 
     a, b, w = _leaf([2]), _leaf([2], 1), _leaf([2], 2)
     SumList.apply([a, b], w).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), [1.0, 1.0])
-    np.testing.assert_allclose(b.grad.numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(b.grad.numpy(), [2.0, 2.0])
     np.testing.assert_allclose(w.grad.numpy(), [5.0, 5.0])
+
+    class FlatList(SumList):
+        @staticmethod
+        def backward(ctx, dy):
+            return dy, dy, dy  # Paddle wants a list in the list argument's position
+
+    with pytest.raises(ValueError, match="returned 3 gradients but forward received 2"):
+        FlatList.apply([_leaf([2]), _leaf([2], 1)], _leaf([2], 2)).sum().backward()
 
 
 def test_backward_not_called_when_no_input_needs_gradient():
