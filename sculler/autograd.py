@@ -174,7 +174,7 @@ def _describe(out: Any) -> str:
 
 def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
                    ins: list, groups: list) -> Any:
-    n_out, n_in, n_args = len(outs), len(ins), len(groups)
+    n_out, n_args = len(outs), len(groups)
     shapes = [x._array.shape for x in ins]
 
     def fn(gs: Any) -> tuple:
