@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import get_array_module, get_default_dtype
 from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
 from sculler.math import activation as act
@@ -106,9 +106,17 @@ def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
                    lambda g, a, b, o: g * a)
 
 
+def _true_divide(a: Any, b: Any) -> Any:
+    out = a / b
+    if out.dtype == np.float64 and getattr(a, "dtype", np.dtype("f8")).kind in "iub" and \
+            getattr(b, "dtype", np.dtype("f8")).kind in "iub":
+        out = out.astype(get_default_dtype())  # int / int gives the default float (Paddle)
+    return out
+
+
 def divide(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x / y``; d/dx = 1/y, d/dy = -x/y^2."""
-    return _binary(x, y, lambda a, b: a / b, lambda g, a, b, o: g / b,
+    return _binary(x, y, _true_divide, lambda g, a, b, o: g / b,
                    lambda g, a, b, o: -g * o / b)
 
 

@@ -9,6 +9,7 @@ this protocol: ``t._array`` (updated in place), ``t.grad`` (None or a Tensor), `
 from __future__ import annotations
 
 import itertools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -148,9 +149,11 @@ class Tensor:
         Paddle). The graph is freed afterwards unless ``retain_graph``.
         """
         if self.stop_gradient:
-            raise RuntimeError(
-                f"backward() on tensor {self.name} with stop_gradient=True: nothing in its "
-                "history needs a gradient; set stop_gradient=False on an input first")
+            warnings.warn(
+                f"backward() on tensor {self.name} with stop_gradient=True does nothing: no "
+                "input in its history has stop_gradient=False (Paddle also returns silently)",
+                stacklevel=2)
+            return
         if grad_tensor is None:
             g = get_array_module(self._array).ones_like(self._array)
         else:

@@ -116,7 +116,7 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     """Softmax cross entropy with hard int labels of shape [N] or [N, 1] (Paddle 2.x).
 
     ``loss_i = -log(softmax(input_i)[label_i])``; 'mean' averages over rows whose label is
-    not ``ignore_index``; 'none' returns shape [N, 1].
+    not ``ignore_index``; 'none' returns the label's shape ([N] or [N, 1]).
     """
     _check_reduction(reduction)
     if soft_label or weight is not None or not use_softmax:
@@ -130,6 +130,7 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     if lab.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy labels must be integers (hard labels), got dtype "
                         f"{lab.dtype}")
+    label_shape = lab.shape
     if lab.ndim == a.ndim:
         if lab.shape[-1] != 1:
             raise ValueError(f"cross_entropy label shape {list(lab.shape)} does not fit input"
@@ -155,7 +156,7 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     elif reduction == "sum":
         out = xp.asarray(loss.sum(), dtype=a.dtype)
     else:
-        out = loss[..., None].astype(a.dtype)
+        out = loss.reshape(label_shape).astype(a.dtype)
 
     def fn(g):
         probs = xp.exp(shifted - logz)
@@ -166,7 +167,7 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         elif reduction == "sum":
             scale = g * valid
         else:
-            scale = g[..., 0] * valid
+            scale = g.reshape(valid.shape) * valid
         return (probs * scale[..., None],)
 
     return ops._make(out, (input,), fn)

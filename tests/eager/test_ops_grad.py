@@ -138,7 +138,8 @@ def test_cross_entropy_matches_manual_formula():
     masked = paddle.to_tensor(np.array([0, -100, 1, 2, -100]))
     want_masked = -logp[[0, 2, 3], [0, 1, 2]].mean()
     assert np.isclose(F.cross_entropy(x, masked).item(), want_masked)
-    assert F.cross_entropy(x, LABELS, reduction="none").shape == [5, 1]
+    assert F.cross_entropy(x, LABELS, reduction="none").shape == [5]
+    assert F.cross_entropy(x, LABELS.reshape([5, 1]), reduction="none").shape == [5, 1]
 
 
 @pytest.mark.parametrize("kernel", ["tanh", "sigmoid", "relu", "exp", "log", "softmax"])

@@ -63,6 +63,11 @@ def test_reflected_ops_and_scalars_keep_dtype():
     np.testing.assert_allclose(x.grad.numpy(), -3 - 1 / v**2 + np.log(2) * 2**v, rtol=1e-6)
 
 
+def test_int_division_gives_default_float():
+    q = paddle.to_tensor([1, 3]) / paddle.to_tensor([2, 2])
+    assert q.dtype == np.float32 and q.tolist() == [0.5, 1.5]
+
+
 def test_comparisons_return_bool_tensors_without_grad():
     x = _leaf([1.0, 2.0, 3.0])
     m = x > 1.5
