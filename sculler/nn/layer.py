@@ -46,6 +46,7 @@ class Layer:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_sub_layers", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistable", set())
         object.__setattr__(self, "_param_counts", {"w": 0, "b": 0})
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_dtype", dtype)
@@ -55,13 +56,14 @@ class Layer:
         if "_parameters" not in self.__dict__:
             raise RuntimeError(f"{type(self).__name__}: call super().__init__() before "
                                f"assigning attribute {name!r}")
+        was_buffer = name in self._buffers
         for d in (self._parameters, self._sub_layers, self._buffers):
             d.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Layer):
             self._sub_layers[name] = value
-        elif isinstance(value, Tensor) and name in self.__dict__.get("_buffer_names", ()):
+        elif isinstance(value, Tensor) and was_buffer:
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -92,7 +94,10 @@ class Layer:
 
     def register_buffer(self, name: str, tensor: Tensor, persistable: bool = True) -> None:
         """A non-trainable tensor saved in ``state_dict`` (e.g. running statistics)."""
-        tensor.persistable = persistable
+        if persistable:
+            self._non_persistable.discard(name)
+        else:
+            self._non_persistable.add(name)
         self._buffers[name] = tensor
 
     def full_name(self) -> str:
@@ -168,7 +173,7 @@ class Layer:
                 if p is not None:
                     out[f"{path}.{name}" if path else name] = p
             for name, b in layer._buffers.items():
-                if b is not None and b.persistable:
+                if b is not None and name not in layer._non_persistable:
                     out[f"{path}.{name}" if path else name] = b
         return out
 

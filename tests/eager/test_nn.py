@@ -134,3 +134,13 @@ def test_layer_without_super_init_raises_clearly():
 
     with pytest.raises(RuntimeError, match="super"):
         Bad()
+
+
+def test_buffers_are_saved_and_reassignable():
+    layer = nn.Layer()
+    layer.register_buffer("mean", paddle.zeros([2]))
+    layer.register_buffer("scratch", paddle.zeros([1]), persistable=False)
+    layer.mean = paddle.ones([2])
+    assert list(layer.state_dict()) == ["mean"]
+    assert layer.state_dict()["mean"].tolist() == [1.0, 1.0]
+    assert layer.parameters() == []
