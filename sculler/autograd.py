@@ -1,0 +1,257 @@
+"""``PyLayer``: user-defined ops with a hand-written backward, as ``paddle.autograd.PyLayer``.
+
+A subclass defines static ``forward(ctx, *args, **kwargs)`` and ``backward(ctx, *grads)``
+and is run with ``apply``. The forward runs without recording; one graph node links the
+output tensors to the input tensors. For outputs ``y_k`` of inputs ``x_i``, backward gets
+``dL/dy_k`` (one per output tensor) and returns ``dL/dx_i`` (one per input tensor).
+
+Example::
+
+    class CusTanh(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            y = sculler.tanh(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            (y,) = ctx.saved_tensor()
+            return dy * (1 - sculler.square(y))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sculler.eager.engine import STATE, Node, run_backward
+from sculler.eager.tensor import Tensor
+
+__all__ = ["PyLayer", "PyLayerContext", "backward"]
+
+_wrap = Tensor._from_array
+
+
+class PyLayerContext:
+    """What forward hands to backward: saved tensors, flags and any attribute you set."""
+
+    def __init__(self) -> None:
+        self._saved: tuple = ()
+        self._non_diff: tuple = ()
+        self._not_inplace: tuple = ()
+        self._materialize = True
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep ``tensors`` for backward (read them back with :meth:`saved_tensor`)."""
+        self._saved = tensors
+
+    def saved_tensor(self) -> tuple:
+        """The tensors given to :meth:`save_for_backward`, in order."""
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        """Outputs that get no gradient: they have ``stop_gradient=True`` and backward
+        receives zeros for them."""
+        self._non_diff = tensors
+
+    def mark_not_inplace(self, *tensors: Tensor) -> None:
+        """Inputs returned as outputs are wrapped in new tensors; recorded for Paddle parity."""
+        self._not_inplace = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """True (default): unused outputs get zero gradients in backward; False: None."""
+        self._materialize = bool(value)
+
+
+def _tensors_in(values: Any, groups: list | None = None) -> list[Tensor]:
+    """Tensors among ``values`` and inside list/tuple values (one level), in order.
+
+    ``groups`` receives, per tensor-bearing value, None for a Tensor or the number of
+    tensors in a list: backward returns one entry per value (a list for a list).
+    """
+    found = []
+    for v in values:
+        if isinstance(v, Tensor):
+            found.append(v)
+            if groups is not None:
+                groups.append(None)
+        elif isinstance(v, list | tuple):
+            inner = [e for e in v if isinstance(e, Tensor)]
+            if inner:
+                found.extend(inner)
+                if groups is not None:
+                    groups.append(len(inner))
+    return found
+
+
+def _rebuild(out: Any, mapping: dict) -> Any:
+    if isinstance(out, Tensor):
+        return mapping.get(id(out), out)
+    return type(out)(_rebuild(e, mapping) if isinstance(e, Tensor | list | tuple) else e
+                     for e in out)
+
+
+class PyLayer:
+    """Base class of user-defined ops; see the module docstring for the contract."""
+
+    @staticmethod
+    def forward(ctx: PyLayerContext, *args: Any, **kwargs: Any) -> Any:
+        """Compute the outputs (tensors, possibly mixed with other values)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: PyLayerContext, *args: Any) -> Any:
+        """Map one gradient per output tensor to one gradient per input tensor."""
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward`` without recording and link its output tensors to its inputs."""
+        if cls.forward is PyLayer.forward:
+            raise NotImplementedError(
+                f"PyLayer {cls.__name__} does not define forward(ctx, *args); add a "
+                "@staticmethod forward")
+        ctx = PyLayerContext()
+        groups: list = []
+        ins = _tensors_in(args, groups)
+        if kwargs:
+            ins += _tensors_in(kwargs.values(), groups)
+        enabled = STATE.enabled
+        STATE.enabled = False
+        try:
+            out = cls.forward(ctx, *args, **kwargs)
+        finally:
+            STATE.enabled = enabled
+        if isinstance(out, Tensor):
+            outs = [out]
+        elif isinstance(out, list | tuple):
+            outs = _tensors_in(out)
+        else:
+            outs = []
+        if not outs:
+            raise ValueError(
+                f"{cls.__name__}.forward returned {_describe(out)}; it must return at least "
+                "one Tensor (alone or in a tuple/list with other values)")
+        if not enabled:
+            return out
+        for x in ins:
+            if not x.stop_gradient:
+                break
+        else:
+            return out
+        mapping = {}
+        in_ids = {id(x) for x in ins}
+        for i, o in enumerate(outs):
+            if id(o) in in_ids or o._node is not None or not o.stop_gradient:
+                if o._node is None and not o.stop_gradient and id(o) in in_ids:
+                    raise ValueError(
+                        f"{cls.__name__}.forward returned its input leaf tensor {o.name} "
+                        "(stop_gradient=False) unchanged; return a new tensor, e.g. "
+                        "x.clone() or x * 1")
+                new = _wrap(o._array)
+                mapping[id(o)] = new
+                outs[i] = new
+        if mapping:
+            out = _rebuild(out, mapping)
+        non_diff = {id(mapping.get(id(t), t)) for t in ctx._non_diff}
+        nd_flags = [id(o) in non_diff for o in outs]
+        node = Node(_make_backward(cls, ctx, outs, nd_flags, ins, groups),
+                    tuple(None if x.stop_gradient else x for x in ins), len(outs))
+        for i, o in enumerate(outs):
+            if not nd_flags[i]:
+                o.stop_gradient = False
+                o._node = node
+                o._out_idx = i
+        return out
+
+
+def _describe(out: Any) -> str:
+    if isinstance(out, list | tuple):
+        return f"{type(out).__name__} of ({', '.join(type(e).__name__ for e in out)})"
+    return type(out).__name__
+
+
+def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
+                   ins: list, groups: list) -> Any:
+    n_out, n_args = len(outs), len(groups)
+    shapes = [x._array.shape for x in ins]
+
+    def fn(gs: Any) -> tuple:
+        if n_out == 1:
+            gs = (gs,)
+        grads = []
+        for g, o, nd in zip(gs, outs, nd_flags):
+            if g is None:
+                if nd or ctx._materialize:
+                    grads.append(_wrap(o._array * 0))
+                else:
+                    grads.append(None)
+            else:
+                grads.append(_wrap(g))
+        enabled = STATE.enabled
+        STATE.enabled = False
+        try:
+            res = cls.backward(ctx, *grads)
+        finally:
+            STATE.enabled = enabled
+        if res is None or isinstance(res, Tensor):
+            res = (res,)
+        elif not isinstance(res, list | tuple):
+            raise ValueError(
+                f"{cls.__name__}.backward returned a {type(res).__name__}; it must return a "
+                f"Tensor, or a tuple/list of {n_args} gradients (one per input tensor, a list "
+                "for a list of tensors, None for no gradient)")
+        if len(res) != n_args:
+            raise ValueError(
+                f"{cls.__name__}.backward returned {len(res)} gradients but forward received "
+                f"{n_args} tensor inputs; return exactly one gradient (or None) per input")
+        flat = []
+        for i, (r, k) in enumerate(zip(res, groups)):
+            if k is None:
+                flat.append(r)
+            elif r is None:
+                flat.extend([None] * k)
+            elif isinstance(r, list | tuple) and len(r) == k:
+                flat.extend(r)
+            else:
+                raise ValueError(
+                    f"{cls.__name__}.backward: input {i} is a list of {k} tensors, so its "
+                    f"gradient must be a list of {k} gradients, got {_describe(r)}")
+        res = flat
+        arrays = []
+        for i, r in enumerate(res):
+            if r is None:
+                arrays.append(None)
+            elif isinstance(r, Tensor):
+                if r._array.shape != shapes[i]:
+                    raise ValueError(
+                        f"{cls.__name__}.backward: gradient {i} has shape {r.shape}, "
+                        f"expected the input's shape {list(shapes[i])}")
+                arrays.append(r._array)
+            else:
+                raise ValueError(
+                    f"{cls.__name__}.backward: gradient {i} is a {type(r).__name__}; "
+                    "expected a Tensor or None")
+        return arrays
+
+    return fn
+
+
+def backward(tensors: Sequence[Tensor] | Tensor, grad_tensors: Any = None,
+             retain_graph: bool = False) -> None:
+    """Backpropagate from several tensors at once (``grad_tensors`` default to ones)."""
+    ts = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None:
+        gts = [None] * len(ts)
+    else:
+        gts = [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
+    if len(gts) != len(ts):
+        raise ValueError(f"grad_tensors has {len(gts)} entries, expected {len(ts)}")
+    for t in ts:
+        if not isinstance(t, Tensor) or t.stop_gradient:
+            raise ValueError("backward: every tensor must be a Tensor with "
+                             "stop_gradient=False")
+    garrs = [t._array * 0 + 1 if g is None else (g._array if isinstance(g, Tensor) else g)
+             for t, g in zip(ts, gts)]
+    run_backward(ts, garrs, retain_graph)

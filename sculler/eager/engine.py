@@ -1,0 +1,218 @@
+"""The tape autograd engine: graph nodes, grad mode and the reverse-mode sweep.
+
+Every op that runs with grad enabled and has an input with ``stop_gradient=False`` creates
+one :class:`Node` holding a closure ``fn`` (output gradients -> input gradients) and the
+input tensors. ``backward`` walks the nodes reachable from the roots in topological order
+(Kahn's algorithm on consumer counts), so each node runs once with its fully summed output
+gradient: for ``y = f(x)``, ``dL/dx = sum over consumers of dL/dy * dy/dx``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+class _GradState:
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+
+STATE = _GradState()
+
+
+class Node:
+    """One recorded op: ``fn(grad)`` returns one gradient (or None) per entry of ``inputs``.
+
+    ``inputs`` holds the input tensors that need a gradient and None for the others;
+    ``fn`` receives a single array when ``n_out == 1``, else a list with None for outputs
+    no gradient reached. ``fn`` is None once the graph has been freed.
+    """
+
+    __slots__ = ("fn", "inputs", "n_out")
+
+    def __init__(self, fn: Callable, inputs: tuple, n_out: int = 1) -> None:
+        self.fn = fn
+        self.inputs = inputs
+        self.n_out = n_out
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops currently record the graph for backward."""
+    return STATE.enabled
+
+
+def set_grad_enabled_flag(flag: bool) -> bool:
+    old = STATE.enabled
+    STATE.enabled = bool(flag)
+    return old
+
+
+class no_grad:  # noqa: N801 - Paddle's name
+    """Run ops without recording the graph; a context manager and a decorator.
+
+    Example: ``with sculler.no_grad(): y = x * 2`` gives ``y.stop_gradient == True``.
+    """
+
+    def __new__(cls, func: Callable | None = None):
+        self = super().__new__(cls)
+        self._old = []
+        if func is not None:  # used bare as ``@no_grad``
+            return self(func)
+        return self
+
+    def __init__(self, func: Callable | None = None) -> None:
+        pass  # state is set in __new__, which also handles the bare-decorator form
+
+    def __enter__(self) -> None:
+        self._old.append(set_grad_enabled_flag(False))
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.enabled = self._old.pop()
+
+    def __call__(self, func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return func(*args, **kwargs)
+
+        return wrapper
+
+
+class set_grad_enabled:  # noqa: N801 - Paddle's name
+    """Enable or disable recording inside a ``with`` block (``mode`` False = no_grad)."""
+
+    def __init__(self, mode: bool) -> None:
+        self._old = set_grad_enabled_flag(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.enabled = self._old
+
+
+FREED_MSG = (
+    "Trying to run backward through a graph whose buffers were already freed by an "
+    "earlier backward(); pass retain_graph=True to the first backward if you need to "
+    "backpropagate through the same graph twice."
+)
+
+
+def _accumulate_leaf(t: Any, g: Any) -> None:
+    """dL/dt += g for a leaf tensor; the first gradient is copied so it is owned by t."""
+    cur = t.grad
+    if cur is None:
+        xp_arr = np.array(g, dtype=t._array.dtype, copy=True) if isinstance(
+            g, np.ndarray | np.generic) else g.astype(t._array.dtype, copy=True)
+        t.grad = type(t)._from_array(xp_arr.reshape(t._array.shape))
+    else:
+        cur._array += g
+
+
+def run_backward(
+    roots: Sequence[Any],
+    root_grads: Sequence[Any],
+    retain_graph: bool = False,
+    capture: dict | None = None,
+) -> None:
+    """Backpropagate ``root_grads`` from ``roots`` through the recorded graph.
+
+    Without ``capture`` the gradients of leaves with ``stop_gradient=False`` accumulate into
+    their ``.grad``. With ``capture`` (``{id(tensor): [tensor, grad]}``, used by
+    :func:`grad`) only the captured tensors' gradients are summed there; ``.grad`` is left
+    untouched. Unless ``retain_graph`` the visited nodes are freed.
+    """
+    node_grads: dict[Node, list] = {}
+    roots_nodes: list[Node] = []
+    cap_nodes: dict[Node, list] = {}
+    if capture:
+        for entry in capture.values():
+            n = entry[0]._node
+            if n is not None:
+                cap_nodes.setdefault(n, []).append(entry)
+    for t, g in zip(roots, root_grads):
+        n = t._node
+        if n is None:
+            if capture is not None:
+                entry = capture.get(id(t))
+                if entry is not None:
+                    entry[1] = g if entry[1] is None else entry[1] + g
+            elif not t.stop_gradient:
+                _accumulate_leaf(t, g)
+            continue
+        if n.fn is None:
+            raise RuntimeError(FREED_MSG)
+        buf = node_grads.get(n)
+        if buf is None:
+            buf = node_grads[n] = [None] * n.n_out
+            roots_nodes.append(n)
+        i = t._out_idx
+        buf[i] = g if buf[i] is None else buf[i] + g
+
+    deps: dict[Node, int] = {}
+    stack = list(roots_nodes)
+    while stack:
+        n = stack.pop()
+        for x in n.inputs:
+            if x is not None:
+                m = x._node
+                if m is not None:
+                    c = deps.get(m)
+                    if c is None:
+                        deps[m] = 1
+                        stack.append(m)
+                    else:
+                        deps[m] = c + 1
+
+    ready = [n for n in roots_nodes if n not in deps]
+    while ready:
+        n = ready.pop()
+        buf = node_grads.pop(n, None)
+        fn = n.fn
+        inputs = n.inputs
+        if fn is None:
+            raise RuntimeError(FREED_MSG)
+        if cap_nodes and n in cap_nodes:
+            for entry in cap_nodes[n]:
+                g = buf[entry[0]._out_idx] if buf is not None else None
+                if g is not None:
+                    entry[1] = g if entry[1] is None else entry[1] + g
+        if buf is None or (n.n_out == 1 and buf[0] is None):
+            in_grads = (None,) * len(inputs)
+        elif n.n_out == 1:
+            in_grads = fn(buf[0])
+        else:
+            in_grads = fn(buf)
+        if not retain_graph:
+            n.fn = None
+            n.inputs = ()
+        for x, g in zip(inputs, in_grads):
+            if x is None:
+                continue
+            m = x._node
+            if m is None:
+                if g is None:
+                    continue
+                if capture is not None:
+                    entry = capture.get(id(x))
+                    if entry is not None:
+                        entry[1] = g if entry[1] is None else entry[1] + g
+                elif not x.stop_gradient:
+                    _accumulate_leaf(x, g)
+                continue
+            if g is not None:
+                b = node_grads.get(m)
+                if b is None:
+                    b = node_grads[m] = [None] * m.n_out
+                i = x._out_idx
+                b[i] = g if b[i] is None else b[i] + g
+            c = deps[m] - 1
+            deps[m] = c
+            if c == 0:
+                ready.append(m)

@@ -1,0 +1,24 @@
+"""Eager neural-network modules (Paddle 2.x ``paddle.nn``)."""
+
+from sculler.nn import functional, initializer
+from sculler.nn.common import (
+    Dropout,
+    Embedding,
+    Flatten,
+    Linear,
+    LogSoftmax,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Softmax,
+    Softsign,
+    Tanh,
+)
+from sculler.nn.layer import Layer, ParamAttr
+from sculler.nn.loss import CrossEntropyLoss, L1Loss, MSELoss
+
+__all__ = [
+    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "L1Loss", "Layer", "Linear",
+    "LogSoftmax", "MSELoss", "ParamAttr", "ReLU", "Sequential", "Sigmoid", "Softmax",
+    "Softsign", "Tanh", "functional", "initializer",
+]

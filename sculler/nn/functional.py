@@ -1,0 +1,173 @@
+"""Functional forms of the nn ops: activations, linear, embedding, dropout and losses.
+
+``cross_entropy`` follows Paddle 2.x: softmax over ``axis`` then the negative log-likelihood
+of hard int labels, ``loss_i = -log softmax(x_i)[label_i]``, averaged over the non-ignored
+rows (reduction='mean'). Its gradient is fused: ``dx_i = (softmax(x_i) - onehot_i) * dloss_i``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sculler.backend import get_array_module
+from sculler.eager import ops
+from sculler.eager.creation import get_rng
+from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
+    log_softmax,
+    relu,
+    sigmoid,
+    softmax,
+    softsign,
+    tanh,
+)
+from sculler.eager.tensor import Tensor
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
+           name: str | None = None) -> Tensor:
+    """``x @ weight + bias`` with weight of shape [in, out] (Paddle's layout)."""
+    out = ops.matmul(x, weight)
+    return out if bias is None else ops.add(out, bias)
+
+
+def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
+              sparse: bool = False, name: str | None = None) -> Tensor:
+    """Rows ``weight[x]``; rows equal to ``padding_idx`` output zeros and get no gradient."""
+    ids = x._array if isinstance(x, Tensor) else get_array_module(weight._array).asarray(x)
+    w = weight._array
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"embedding ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
+        raise ValueError(f"embedding ids must lie in [0, {w.shape[0]}), got values in "
+                         f"[{int(ids.min())}, {int(ids.max())}]")
+    xp = get_array_module(w)
+    out = w[ids]
+    pad = None
+    if padding_idx is not None:
+        pad = padding_idx % w.shape[0]
+        out[ids == pad] = 0
+
+    def fn(g):
+        gw = xp.zeros_like(w)
+        if pad is not None:
+            g = g * (ids != pad)[..., None]
+        xp.add.at(gw, ids, g)
+        return (gw,)
+
+    return ops._make(out, (weight,), fn)
+
+
+def dropout(x: Tensor, p: float = 0.5, axis: Any = None, training: bool = True,
+            mode: str = "upscale_in_train", name: str | None = None) -> Tensor:
+    """Zero each element with probability ``p``; survivors scale by 1/(1-p) in training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
+    if mode not in ("upscale_in_train", "downscale_in_infer"):
+        raise ValueError(f"dropout mode must be 'upscale_in_train' or "
+                         f"'downscale_in_infer', got {mode!r}")
+    if not training:
+        return x if mode == "upscale_in_train" else ops.scale(x, 1.0 - p)
+    if p == 1.0:
+        return ops.multiply(x, 0.0)
+    keep = get_rng().random(x._array.shape) >= p
+    xp = get_array_module(x._array)
+    mask = xp.asarray(keep).astype(x._array.dtype)
+    if mode == "upscale_in_train":
+        mask /= 1.0 - p
+    return ops.multiply(x, Tensor._from_array(mask))
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return ops.mean(loss)
+    if reduction == "sum":
+        return ops.sum(loss)
+    return loss
+
+
+def mse_loss(input: Tensor, label: Tensor, reduction: str = "mean",  # noqa: A002
+             name: str | None = None) -> Tensor:
+    """Squared error ``(input - label)^2``, reduced by mean (default), sum or none."""
+    _check_reduction(reduction)
+    if input.shape != label.shape:
+        raise ValueError(f"mse_loss: input shape {input.shape} and label shape "
+                         f"{label.shape} differ")
+    return _reduce(ops.square(ops.subtract(input, label)), reduction)
+
+
+def l1_loss(input: Tensor, label: Tensor, reduction: str = "mean",  # noqa: A002
+            name: str | None = None) -> Tensor:
+    """Absolute error ``|input - label|``."""
+    _check_reduction(reduction)
+    return _reduce(ops.abs(ops.subtract(input, label)), reduction)
+
+
+def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  # noqa: A002
+                  ignore_index: int = -100, reduction: str = "mean",
+                  soft_label: bool = False, axis: int = -1, use_softmax: bool = True,
+                  name: str | None = None) -> Tensor:
+    """Softmax cross entropy with hard int labels of shape [N] or [N, 1] (Paddle 2.x).
+
+    ``loss_i = -log(softmax(input_i)[label_i])``; 'mean' averages over rows whose label is
+    not ``ignore_index``; 'none' returns the label's shape ([N] or [N, 1]).
+    """
+    _check_reduction(reduction)
+    if soft_label or weight is not None or not use_softmax:
+        raise NotImplementedError("cross_entropy supports hard labels with use_softmax=True "
+                                  "and no class weights")
+    a = input._array
+    if axis not in (-1, a.ndim - 1):
+        raise NotImplementedError("cross_entropy supports axis=-1 only")
+    xp = get_array_module(a)
+    lab = label._array if isinstance(label, Tensor) else xp.asarray(label)
+    if lab.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy labels must be integers (hard labels), got dtype "
+                        f"{lab.dtype}")
+    label_shape = lab.shape
+    if lab.ndim == a.ndim:
+        if lab.shape[-1] != 1:
+            raise ValueError(f"cross_entropy label shape {list(lab.shape)} does not fit input"
+                             f" shape {list(a.shape)}; expected {list(a.shape[:-1])} or "
+                             f"{list(a.shape[:-1]) + [1]}")
+        lab = lab[..., 0]
+    if lab.shape != a.shape[:-1]:
+        raise ValueError(f"cross_entropy label shape {list(lab.shape)} does not fit input "
+                         f"shape {list(a.shape)}")
+    n_cls = a.shape[-1]
+    valid = lab != ignore_index
+    safe = xp.where(valid, lab, 0)
+    if safe.size and (safe.min() < 0 or safe.max() >= n_cls):
+        raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values in "
+                         f"[{int(safe.min())}, {int(safe.max())}]")
+    shifted = a - a.max(axis=-1, keepdims=True)
+    logz = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = xp.take_along_axis(shifted, safe[..., None], axis=-1)
+    loss = (logz - picked)[..., 0] * valid
+    count = max(int(valid.sum()), 1)
+    if reduction == "mean":
+        out = xp.asarray(loss.sum() / count, dtype=a.dtype)
+    elif reduction == "sum":
+        out = xp.asarray(loss.sum(), dtype=a.dtype)
+    else:
+        out = loss.reshape(label_shape).astype(a.dtype)
+
+    def fn(g):
+        probs = xp.exp(shifted - logz)
+        xp.put_along_axis(probs, safe[..., None],
+                          xp.take_along_axis(probs, safe[..., None], axis=-1) - 1.0, axis=-1)
+        if reduction == "mean":
+            scale = (g / count) * valid
+        elif reduction == "sum":
+            scale = g * valid
+        else:
+            scale = g.reshape(valid.shape) * valid
+        return (probs * scale[..., None],)
+
+    return ops._make(out, (input,), fn)

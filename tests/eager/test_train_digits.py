@@ -1,0 +1,63 @@
+"""Eager training end to end: an MLP with a PyLayer tanh and a hand-written SGD loop."""
+
+import numpy as np
+import pytest
+
+import sculler as paddle
+from sculler.autograd import PyLayer
+
+load_digits = pytest.importorskip("sklearn.datasets").load_digits
+
+
+class PyTanh(PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        y = paddle.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensor()
+        return dy * (1 - paddle.square(y))
+
+
+class MLP(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = paddle.nn.Linear(64, 64)
+        self.fc2 = paddle.nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(PyTanh.apply(self.fc1(x)))
+
+
+@pytest.mark.slow
+def test_mlp_with_pylayer_tanh_reaches_95_percent_on_digits():
+    digits = load_digits()
+    x = (digits.data / 8.0 - 1.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    perm = np.random.RandomState(0).permutation(1797)
+    train, test = perm[:1437], perm[1437:]
+    paddle.seed(0)
+    model = MLP()
+    loss_fn = paddle.nn.CrossEntropyLoss()
+    rng = np.random.RandomState(1)
+    lr = 0.1
+    for _epoch in range(15):
+        order = rng.permutation(train)
+        for start in range(0, len(order), 32):
+            idx = order[start:start + 32]
+            loss = loss_fn(model(paddle.to_tensor(x[idx])), paddle.to_tensor(y[idx]))
+            loss.backward()
+            with paddle.no_grad():
+                for p in model.parameters():
+                    p._array -= lr * p.grad._array
+                    p.clear_grad()
+    assert loss.dtype == np.float32
+    model.eval()
+    with paddle.no_grad():
+        logits = model(paddle.to_tensor(x[test]))
+    acc = float((logits.argmax(axis=1).numpy() == y[test]).mean())
+    print(f"digits test accuracy {acc:.4f}")
+    assert acc >= 0.95, f"test accuracy {acc:.3f}"
