@@ -25,6 +25,8 @@ PASS_TEST = "test"
 PASS_GC = "gc"  # gradient check: training semantics with a fixed dropout mask
 
 _REGISTRY: dict[str, type[Layer]] = {}
+# types whose class lives above the engine (front ends); imported on first use
+_DEFERRED = {"py_layer": "sculler.eager.layer_bridge"}
 
 
 def register_layer(*type_names: str):
@@ -43,8 +45,12 @@ def get_layer_class(type_name: str) -> type[Layer]:
     """The class registered as ``type_name``; an unknown name lists the close matches."""
     cls = _REGISTRY.get(type_name)
     if cls is None:
+        import importlib
+
         import sculler.layers  # noqa: F401 - registers the built-in layers
 
+        if type_name in _DEFERRED:
+            importlib.import_module(_DEFERRED[type_name])
         cls = _REGISTRY.get(type_name)
     if cls is None:
         close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)

@@ -1,0 +1,82 @@
+"""A PyLayer written for eager mode runs as an engine layer and passes check_layer_grad."""
+
+import numpy as np
+import pytest
+
+import sculler as paddle
+from sculler.autograd import PyLayer
+from sculler.eager.layer_bridge import py_layer_path
+from sculler.testing import INPUT_DATA, GradientCheckError, check_layer_grad
+
+
+class CusTanh(PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        y = paddle.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensor()
+        return dy * (1 - paddle.square(y))
+
+
+class ScaledProduct(PyLayer):
+    """y = scale * a * b, two inputs and a keyword argument."""
+
+    @staticmethod
+    def forward(ctx, a, b, scale=1.0):
+        ctx.save_for_backward(a, b)
+        ctx.scale = scale
+        return a * b * scale
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, b = ctx.saved_tensor()
+        return dy * b * ctx.scale, dy * a * ctx.scale
+
+
+class WrongTanh(CusTanh):
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensor()
+        return dy * (1 - y)
+
+
+@pytest.mark.parametrize("cls, inputs, kwargs", [
+    (CusTanh, [INPUT_DATA(4)], {}),
+    (ScaledProduct, [INPUT_DATA(3), INPUT_DATA(3)], {"scale": 0.7}),
+])
+def test_py_layer_gradient(cls, inputs, kwargs):
+    size = inputs[0].size
+    config = {"size": size, "py_layer": py_layer_path(cls), "kwargs": kwargs, "inputs": inputs}
+    report = check_layer_grad(config, "py_layer", 9)
+    assert report.max_error < 1e-6 and len(report.errors) == len(inputs)
+
+
+def test_wrong_py_layer_backward_is_caught():
+    config = {"size": 4, "py_layer": py_layer_path(WrongTanh), "inputs": [INPUT_DATA(4)]}
+    with pytest.raises(GradientCheckError, match="py_layer"):
+        check_layer_grad(config, "py_layer", 9)
+
+
+def test_output_shape_mismatch_names_the_layer():
+    config = {"size": 5, "py_layer": py_layer_path(CusTanh), "inputs": [INPUT_DATA(4)]}
+    with pytest.raises(ValueError, match=r"py_layer CusTanh\): forward must return one Tensor "
+                       r"of shape \(\d+, 5\)"):
+        check_layer_grad(config, "py_layer", 9)
+
+
+def test_local_class_is_rejected_with_advice():
+    class Local(CusTanh):
+        pass
+
+    with pytest.raises(ValueError, match="module level"):
+        py_layer_path(Local)
+
+
+def test_same_math_as_eager_apply():
+    x = np.random.RandomState(0).randn(3, 4)
+    eager = CusTanh.apply(paddle.to_tensor(x)).numpy()
+    np.testing.assert_allclose(eager, np.tanh(x))
