@@ -61,3 +61,33 @@ def test_mlp_with_pylayer_tanh_reaches_95_percent_on_digits():
     acc = float((logits.argmax(axis=1).numpy() == y[test]).mean())
     print(f"digits test accuracy {acc:.4f}")
     assert acc >= 0.95, f"test accuracy {acc:.3f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9, parameters=ps),
+    lambda ps: paddle.optimizer.Adam(learning_rate=0.01, parameters=ps),
+], ids=["momentum", "adam"])
+def test_eager_optimizers_train_the_pylayer_mlp(make_opt):
+    """The same MLP with sculler.optimizer's step()/clear_grad(), Paddle 2.x style."""
+    from sculler.dataset import digits
+
+    x_train, y_train = digits.load_arrays("train")
+    x_test, y_test = digits.load_arrays("test")
+    paddle.seed(0)
+    model = MLP()
+    opt = make_opt(model.parameters())
+    loss_fn = paddle.nn.CrossEntropyLoss()
+    rng = np.random.RandomState(1)
+    for _epoch in range(10):
+        order = rng.permutation(len(x_train))
+        for start in range(0, len(order), 32):
+            idx = order[start:start + 32]
+            loss = loss_fn(model(paddle.to_tensor(x_train[idx])), paddle.to_tensor(y_train[idx]))
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+    with paddle.no_grad():
+        pred = model(paddle.to_tensor(x_test)).argmax(axis=1).numpy()
+    acc = float((pred == y_test).mean())
+    assert acc >= 0.95, f"test accuracy {acc:.3f}"
