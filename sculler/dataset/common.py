@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 import urllib.request
+from collections.abc import Callable, Iterator
 
 __all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
 
@@ -90,3 +91,18 @@ def download(url: str, module_name: str, md5sum: str, save_name: str | None = No
         f"could not download {url} with md5 {md5sum} after {RETRY_LIMIT} tries ({detail}); "
         f"check the network, or place the file at {filename} by hand"
     )
+
+
+Sample = tuple  # (features, int label)
+
+
+def labelled_reader(load_arrays: Callable[[str], tuple], split: str) -> Callable[[], Iterator]:
+    """Reader creator over ``load_arrays(split) -> (X, y)``: yields ``(X[i], int(y[i]))``,
+    loading the arrays when the reader is first iterated."""
+
+    def reader() -> Iterator[Sample]:
+        x, y = load_arrays(split)
+        for i in range(len(y)):
+            yield x[i], int(y[i])
+
+    return reader

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from sculler.dataset import common
+
 __all__ = ["train", "test", "load_arrays", "N_TRAIN", "N_TEST"]
 
 N_SAMPLES, N_TRAIN, N_TEST = 1797, 1437, 360
@@ -55,23 +57,12 @@ def load_arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
     return x[idx], y[idx]
 
 
-def _reader_creator(split: str) -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-
-    def reader() -> Iterator[tuple[np.ndarray, int]]:
-        x, y = load_arrays(split)
-        for i in range(len(y)):
-            yield x[i], int(y[i])
-
-    return reader
-
 
 def train() -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
     """Reader creator of the 1437 training samples ``(float32[64], int label)``."""
-    return _reader_creator("train")
+    return common.labelled_reader(load_arrays, "train")
 
 
 def test() -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
     """Reader creator of the 360 test samples ``(float32[64], int label)``."""
-    return _reader_creator("test")
+    return common.labelled_reader(load_arrays, "test")

@@ -68,21 +68,13 @@ def load_arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
     return _load(*_paths(split))
 
 
-def _reader_creator(split: str) -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
-    def reader() -> Iterator[tuple[np.ndarray, int]]:
-        x, y = load_arrays(split)
-        for i in range(len(y)):
-            yield x[i], int(y[i])
-
-    return reader
-
 
 def train() -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
     """Reader creator of the 60,000 training samples ``(float32[784], int label)``."""
-    return _reader_creator("train")
+    return common.labelled_reader(load_arrays, "train")
 
 
 def test() -> Callable[[], Iterator[tuple[np.ndarray, int]]]:
     """Reader creator of the 10,000 test samples ``(float32[784], int label)``."""
-    return _reader_creator("test")
+    return common.labelled_reader(load_arrays, "test")
 
