@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from sculler import backend
+from sculler.backend import get_array_module
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.math.conv import col2im, im2col
@@ -234,7 +236,7 @@ class SpatialPyramidPoolLayer(ImageLayer):
         for level, (shape, arg) in enumerate(self._saved):
             b = 2**level
             k, st, pad = self._level(b)
-            full = np.zeros(shape, dtype=dy.dtype)
+            full = get_array_module(dy).zeros(shape, dtype=dy.dtype)
             full[:, :, :b, :b] = dy[:, col : col + c * b * b].reshape(n, c, b, b)
             col += c * b * b
             if arg is None:
@@ -283,8 +285,9 @@ class BilinearInterpLayer(ImageLayer):
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
         _, h, w = self.geom[0]
-        self._ah = _interp_matrix(h, self.out_geom[1], self.dtype)
-        self._aw = _interp_matrix(w, self.out_geom[2], self.dtype)
+        xp = backend.xp()
+        self._ah = xp.asarray(_interp_matrix(h, self.out_geom[1], self.dtype))
+        self._aw = xp.asarray(_interp_matrix(w, self.out_geom[2], self.dtype))
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
@@ -350,13 +353,13 @@ class BlockExpandLayer(ImageLayer):
         x = self.input_image(0)
         n, _, h, w = x.shape
         shape, k, st, pad, ohw = self._padded_shape(n)
-        xp_ = np.zeros(shape, dtype=x.dtype)
+        xp_ = get_array_module(x).zeros(shape, dtype=x.dtype)
         hh, ww = min(h, shape[2] - pad[0]), min(w, shape[3] - pad[1])
         xp_[:, :, pad[0] : pad[0] + hh, pad[1] : pad[1] + ww] = x[:, :, :hh, :ww]
         cols = im2col(xp_, k, st, 0, 1, ohw)
         out = self.reserve_output(n * ohw[0] * ohw[1], self.size)
         out[...] = cols.T
-        self.output.seq_starts = np.arange(n + 1, dtype=np.int64) * (ohw[0] * ohw[1])
+        self.output.seq_starts = np.arange(n + 1, dtype=np.int64) * (ohw[0] * ohw[1])  # host
         self.output.sub_seq_starts = None
         self.forward_activation()
 
