@@ -1,0 +1,180 @@
+"""Convolution layers: ``exconv`` (im2col + GEMM, Paddle's ``ExpandConvLayer``) and ``exconvt``
+(its transpose, Paddle's ``trans=True`` / ``ConvTransLayer``)."""
+
+from __future__ import annotations
+
+from sculler.core.layer import register_layer
+from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
+from sculler.math.conv import (
+    conv2d_backward_data,
+    conv2d_backward_filter,
+    conv2d_forward,
+    conv2d_transpose_backward_data,
+    conv2d_transpose_backward_filter,
+    conv2d_transpose_forward,
+    conv_image_size,
+    conv_output_size,
+)
+
+
+def conv_conf(config, i: int) -> dict:
+    """Input ``i``'s convolution settings: the layer's attrs overridden by the input's attrs,
+    as ``(y, x)`` pairs. Paddle names: ``filter_size`` is x, ``filter_size_y`` y (default x);
+    likewise ``stride``/``stride_y`` (1), ``padding``/``padding_y`` (0), ``dilation``/
+    ``dilation_y`` (1)."""
+    a = {**config.attrs, **config.inputs[i].attrs}
+    out = {}
+    for key, default in (("filter_size", None), ("stride", 1), ("padding", 0), ("dilation", 1)):
+        x = a.get(key, default)
+        if x is None:
+            raise ValueError(f"layer {config.name!r} ({config.type}): filter_size is required")
+        out[key] = (int(a.get(key + "_y", x)), int(x))
+    out["groups"] = int(a.get("groups", 1))
+    out["caffe_mode"] = bool(a.get("caffe_mode", True))
+    return out
+
+
+@register_layer("exconv", "conv", "cudnn_conv")
+class ConvLayer(ImageLayer):
+    """2-D convolution over one or more image inputs, outputs summed, plus bias.
+
+    ``y[n, f] = sum_i sum_{c, ky, kx} W_i[f, c, ky, kx] * xpad_i[n, c, oy*sy + ky*dy,
+    ox*sx + kx*dx] + b[f]``; output side ``1 + floor((img + 2p - (k-1)*d - 1) / s)``
+    (Paddle's ``cnn_output_size`` in caffe mode, the only mode its convolutions use).
+
+    Attrs: ``num_filters`` (F, required), ``filter_size``/``filter_size_y``,
+    ``stride``/``stride_y``, ``padding``/``padding_y``, ``dilation``/``dilation_y``, ``groups``
+    (1), ``shared_biases`` (True: one bias per filter; False: one per
+    output element); ``channels``/``height``/``width`` of the input (else from the input layer).
+    Any of these except ``num_filters`` may be set per input in ``InputConfig.attrs``.
+
+    Weight of input ``i``: ``(F, C_i/groups * fy * fx)``, row-major ``(F, C/g, fy, fx)``,
+    Paddle's memory layout, so Paddle parameter files load unchanged. Bias: ``(1, F)`` shared,
+    else ``(1, size)``. Output geometry ``(F, oh, ow)``.
+    """
+
+    default_bias = True
+    trans = False
+
+    @classmethod
+    def _out_hw(cls, config, geom, cf):
+        args = [(geom[1 + a], cf["filter_size"][a], cf["padding"][a], cf["stride"][a],
+                 cf["dilation"][a], cf["caffe_mode"]) for a in (0, 1)]
+        fn = conv_image_size if cls.trans else conv_output_size
+        try:
+            return tuple(fn(*arg) for arg in args)
+        except ValueError as e:
+            raise ValueError(f"layer {config.name!r} ({config.type}): {e}") from None
+
+    @classmethod
+    def _geometry(cls, config, inputs):
+        nf = int(config.attrs.get("num_filters", 0))
+        if nf < 1:
+            raise ValueError(f"layer {config.name!r} ({config.type}): num_filters must be >= 1, "
+                             f"got {nf}")
+        out, shapes = None, {}
+        for i in range(len(inputs)):
+            geom, cf = image_geometry(config, inputs, i), conv_conf(config, i)
+            g = cf["groups"]
+            if not (cls.trans or cf["caffe_mode"]):
+                raise ValueError(f"layer {config.name!r} ({config.type}): caffe_mode=False is only "
+                                 "supported by the transposed convolution (exconvt)")
+            if g < 1 or geom[0] % g or nf % g:
+                raise ValueError(f"layer {config.name!r} ({config.type}): groups={g} must divide "
+                                 f"the input channels {geom[0]} and num_filters {nf}")
+            hw = cls._out_hw(config, geom, cf)
+            if out is not None and hw != out:
+                raise ValueError(f"layer {config.name!r} ({config.type}): input {i} gives an "
+                                 f"output of {hw}, input 0 gives {out}; they must agree")
+            out = hw
+            fy, fx = cf["filter_size"]
+            rows, cols = (geom[0], nf // g) if cls.trans else (nf, geom[0] // g)
+            shapes[i] = (rows, cols, fy, fx)
+        return nf, out, shapes
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        nf, (oh, ow), _ = cls._geometry(config, inputs)
+        return set_output_geometry(config, nf, oh, ow)
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        _, _, shapes = cls._geometry(config, inputs)
+        return {i: (s[0], s[1] * s[2] * s[3]) for i, s in shapes.items()}
+
+    @classmethod
+    def bias_dims(cls, config, inputs):
+        if config.attrs.get("shared_biases", True):
+            return (1, int(config.attrs["num_filters"]))
+        return (1, config.size)
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        _, _, shapes = self._geometry(self.config, [inp.config for inp in self.inputs])
+        self.w_shapes = shapes
+        self.confs = [conv_conf(self.config, i) for i in range(len(self.inputs))]
+
+    def _args(self, i):
+        cf = self.confs[i]
+        return cf["stride"], cf["padding"], cf["dilation"], cf["groups"]
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        self.reserve_output(batch, self.size)
+        y = self.output_image()
+        for i, weight in enumerate(self.weights):
+            x = self.input_image(i)
+            w = weight.w.reshape(self.w_shapes[i])
+            if self.trans:
+                part = conv2d_transpose_forward(x, w, *self._args(i), self.confs[i]["caffe_mode"])
+            else:
+                part = conv2d_forward(x, w, *self._args(i))
+            if i == 0:
+                y[...] = part
+            else:
+                y += part
+        if self.bias is not None:
+            if self.bias.w.size == self.out_geom[0]:
+                y += self.bias.w.reshape(1, -1, 1, 1)
+            else:
+                self.output.value += self.bias.w
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        dy = self.output_image("grad")
+        if self.bias is not None and self.bias.w_grad is not None:
+            axes = (0, 2, 3) if self.bias.w.size == self.out_geom[0] else 0
+            src = dy if axes != 0 else self.output.grad
+            self.bias.w_grad += src.sum(axis=axes).reshape(self.bias.w_grad.shape)
+            self.bias.parameter.inc_update(callback)
+        for i, weight in enumerate(self.weights):
+            x = self.input_image(i)
+            shape = self.w_shapes[i]
+            w = weight.w.reshape(shape)
+            if weight.w_grad is not None:
+                gw = weight.w_grad.reshape(shape)
+                fn = conv2d_transpose_backward_filter if self.trans else conv2d_backward_filter
+                fn(x, dy, shape, *self._args(i), out=gw)
+            gx = self.input_grad_image(i)
+            if gx is not None:
+                fn = conv2d_transpose_backward_data if self.trans else conv2d_backward_data
+                fn(dy, w, x.shape, *self._args(i), out=gx)
+            if weight.w_grad is not None:
+                weight.parameter.inc_update(callback)
+
+
+@register_layer("exconvt", "convt", "cudnn_convt")
+class ConvTransLayer(ConvLayer):
+    """Transposed convolution (Paddle's ``img_conv_layer(trans=True)``): the input gradient of
+    an ``exconv`` mapping ``F`` channels to ``C``, so output side
+    ``(img - 1)*s + (k-1)*d + 1 - 2p`` (+1 without ``caffe_mode``).
+
+    Attrs as :class:`ConvLayer`, plus ``caffe_mode`` (True; False adds one row and column, the
+    inverse of a ceil-mode output size); ``num_filters`` is the number of OUTPUT channels. Weight of
+    input ``i``: ``(C_i, F/groups * fy * fx)``, row-major ``(C, F/g, fy, fx)`` as Paddle's
+    deconvolution filters. Output geometry ``(F, H', W')``.
+    """
+
+    trans = True

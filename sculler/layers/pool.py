@@ -1,0 +1,102 @@
+"""The ``pool`` layer: max or average pooling of images (Paddle's ``PoolLayer`` /
+``PoolProjectionLayer``)."""
+
+from __future__ import annotations
+
+from sculler.core.layer import register_layer
+from sculler.layers.image import ImageLayer, _pool_type, image_geometry, set_output_geometry
+from sculler.math.conv import conv_output_size
+from sculler.math.pool import (
+    avg_pool2d_backward,
+    avg_pool2d_forward,
+    max_pool2d_backward,
+    max_pool2d_forward,
+)
+
+
+def pool_conf(config) -> dict:
+    """``(y, x)`` pairs for window, stride and padding from the attrs (``pool_size`` is x,
+    ``pool_size_y`` y and defaults to x; ``stride``/``stride_y`` default 1; ``padding``/
+    ``padding_y`` default 0)."""
+    a = config.attrs
+    if a.get("pool_size") is None:
+        raise ValueError(f"layer {config.name!r} (pool): pool_size is required")
+    out = {}
+    for key, default in (("pool_size", None), ("stride", 1), ("padding", 0)):
+        x = a.get(key, default)
+        out[key] = (int(a.get(key + "_y", x)), int(x))
+    return out
+
+
+@register_layer("pool")
+class PoolLayer(ImageLayer):
+    """Max or average pooling over ``ky x kx`` windows, per channel.
+
+    Max: ``y = max over the window clipped to the image``; average: ``y = sum / count`` with
+    ``count`` the window cells inside the image (``exclude_mode``, Paddle's default) or inside
+    the padded image. Output side ``1 + ceil((img + 2p - k) / s)`` (``ceil_mode``, Paddle's
+    pooling default; ``floor`` otherwise).
+
+    Attrs: ``pool_type`` ("max-projection" (default) / "avg-projection"; Paddle's
+    "cudnn-max-pool", "cudnn-avg-pool" and "max-pool-with-mask" map to max/avg),
+    ``pool_size``/``pool_size_y``, ``stride``/``stride_y``, ``padding``/``padding_y``,
+    ``ceil_mode`` (True), ``exclude_mode`` (True), ``channels``/``height``/``width`` of the
+    input (else from the input layer). Output geometry ``(C, oh, ow)``. No bias by default.
+    """
+
+    max_inputs = 1
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        c, h, w = image_geometry(config, inputs)
+        _pool_type(config)
+        cf = pool_conf(config)
+        caffe = not config.attrs.get("ceil_mode", True)
+        try:
+            oh, ow = (conv_output_size(n, cf["pool_size"][a], cf["padding"][a], cf["stride"][a],
+                                       caffe_mode=caffe) for a, n in ((0, h), (1, w)))
+        except ValueError as e:
+            raise ValueError(f"layer {config.name!r} (pool): {e}") from None
+        return set_output_geometry(config, c, oh, ow)
+
+    @classmethod
+    def bias_dims(cls, config, inputs):
+        return (1, int(config.attrs["out_channels"]))
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        cf = pool_conf(self.config)
+        self.window = (cf["pool_size"], cf["stride"], cf["padding"])
+        self.is_max = _pool_type(self.config) == "max"
+        self.ceil_mode = bool(self.attr("ceil_mode", True))
+        self.exclude_mode = bool(self.attr("exclude_mode", True))
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        x = self.input_image(0)
+        self.reserve_output(x.shape[0], self.size)
+        if self.is_max:
+            y, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode)
+        else:
+            y = avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
+                                   exclude_mode=self.exclude_mode)
+        out = self.output_image()
+        out[...] = y
+        if self.bias is not None:
+            out += self.bias.w.reshape(1, -1, 1, 1)
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        dy = self.output_image("grad")
+        if self.bias is not None and self.bias.w_grad is not None:
+            self.bias.w_grad += dy.sum(axis=(0, 2, 3)).reshape(self.bias.w_grad.shape)
+            self.bias.parameter.inc_update(callback)
+        gx = self.input_grad_image(0)
+        if gx is None:
+            return
+        if self.is_max:
+            max_pool2d_backward(dy, self._argmax, gx.shape, *self.window, out=gx)
+        else:
+            avg_pool2d_backward(dy, gx.shape, *self.window, exclude_mode=self.exclude_mode,
+                                out=gx)
