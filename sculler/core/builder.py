@@ -145,9 +145,11 @@ class ModelBuilder:
         cls.check_config(lc, inputs)
         lc.size = int(cls.infer_size(lc, inputs))
         weight_attrs = self._weight_attrs.get(lc.name, [])
+        defaults = cls.weight_defaults(lc, inputs)
         out = []
         for i, dims in cls.weight_dims(lc, inputs).items():
-            attrs = dict(weight_attrs[i] or {}) if i < len(weight_attrs) else {}
+            attrs = dict(defaults.get(i, {}))
+            attrs.update((weight_attrs[i] or {}) if i < len(weight_attrs) else {})
             ic = lc.inputs[i]
             name = ic.input_parameter_name or attrs.get("name") or f"_{lc.name}.w{i}"
             ic.input_parameter_name = name

@@ -105,6 +105,12 @@ class Layer:
         return (1, config.size)
 
     @classmethod
+    def weight_defaults(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, dict]:
+        """Default ParameterConfig settings per weight (the user's settings override them),
+        e.g. batch norm's static moving statistics."""
+        return {}
+
+    @classmethod
     def check_config(cls, config: LayerConfig, inputs: list[LayerConfig]) -> None:
         n = len(inputs)
         if n < cls.min_inputs or (cls.max_inputs is not None and n > cls.max_inputs):

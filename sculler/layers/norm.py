@@ -26,10 +26,9 @@ class BatchNormLayer(ImageLayer):
 
     Inputs: exactly three, as Paddle's config_parser makes them: the image, then twice more
     (the same layer, or any layer: only their parameters are used) whose weights ``w1``/``w2``
-    are the moving mean and variance, ``(1, C)`` each and ``is_static`` (required: give them
-    ``weight_attrs`` ``{"is_static": True, "initial_mean": 0, "initial_std": 0}``).
-    Weight ``w0``: the ``(1, C)`` scale (Paddle's front end initialises it to 1); bias
-    ``(1, C)`` (on by default).
+    are the moving mean and variance, ``(1, C)`` each, static and starting at 0 (the layer's
+    ``weight_defaults``). Weight ``w0``: the ``(1, C)`` scale, starting at 1; bias ``(1, C)``
+    (on by default).
 
     Attrs: ``channels``/``height``/``width`` of the input (else from the input layer, else a
     flat input), ``moving_average_fraction`` (0.9), ``use_global_stats`` (unset),
@@ -54,6 +53,11 @@ class BatchNormLayer(ImageLayer):
     @classmethod
     def bias_dims(cls, config, inputs):
         return (1, image_geometry(config, inputs, 0, flat_ok=True)[0])
+
+    @classmethod
+    def weight_defaults(cls, config, inputs):
+        moving = {"is_static": True, "initial_mean": 0.0, "initial_std": 0.0}
+        return {0: {"initial_mean": 1.0, "initial_std": 0.0}, 1: moving, 2: dict(moving)}
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)

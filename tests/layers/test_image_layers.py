@@ -191,8 +191,9 @@ def test_batch_norm_use_global_stats_false_uses_batch_stats_in_test():
 
 
 def test_batch_norm_requires_static_moving_stats():
+    trainable = {"is_static": False}
     with pytest.raises(ValueError, match="moving mean.*must be static"):
-        build(2, 2, 2, "batch_norm", {}, n_inputs=3)
+        build(2, 2, 2, "batch_norm", {}, weight_attrs=[None, trainable, trainable], n_inputs=3)
 
 
 @pytest.mark.parametrize("size,scale,power", [(5, 0.0128, 0.75), (2, 1.5, 0.5), (4, 0.3, 1.0)])
@@ -291,3 +292,16 @@ def test_pad_and_crop():
     np.testing.assert_array_equal(z.reshape(2, 2, 2, 2), x[:, :, 1:3, 0:2])
     with pytest.raises(ValueError, match="does not fit"):
         build(2, 3, 3, "crop", dict(axis=2, offset=[2, 0], shape=[2, 2]))
+
+
+def test_batch_norm_defaults_static_moving_stats_and_unit_scale():
+    from sculler.core.builder import ModelBuilder
+    from sculler.core.model_config import InputConfig, LayerConfig
+
+    b = ModelBuilder()
+    b.add_layer(LayerConfig("img", "data", size=12, attrs={"height": 2, "width": 2}))
+    b.add_layer(LayerConfig("bn", "batch_norm", inputs=[InputConfig("img") for _ in range(3)]))
+    params = {p.name: p for p in b.build(["bn"]).parameters}
+    assert params["_bn.w0"].initial_mean == 1.0 and params["_bn.w0"].initial_std == 0.0
+    assert params["_bn.w1"].is_static and params["_bn.w2"].is_static
+    assert not params["_bn.w0"].is_static
