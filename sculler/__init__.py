@@ -4,7 +4,7 @@ v1 configs, the v2 API and eager PyLayers on one set of NumPy kernels."""
 __version__ = "0.1.0"
 
 # ---- v2 API (paddle.v2 names) --------------------------------------------------------------
-from sculler import (  # noqa: E402
+from sculler import (  # noqa: E402, F401
     activation,
     attr,
     data_type,
@@ -21,8 +21,8 @@ from sculler import (  # noqa: E402
     topology,
     trainer,
 )
-from sculler.inference import infer  # noqa: E402
-from sculler.minibatch import batch  # noqa: E402
-from sculler.trainer import train  # noqa: E402
-from sculler.v2.runtime import init  # noqa: E402
+from sculler.inference import infer  # noqa: E402, F401
+from sculler.minibatch import batch  # noqa: E402, F401
+from sculler.trainer import train  # noqa: E402, F401
+from sculler.v2.runtime import init  # noqa: E402, F401
 # ---- end of v2 API -------------------------------------------------------------------------

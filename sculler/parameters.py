@@ -75,7 +75,7 @@ class Parameters:
         mc = topology.proto()
         for pc in mc.parameters:
             new = pc.name not in self.parameter_set
-            p = self.parameter_set.create(pc, owner=f"topology of {topology.layers[0].name}")
+            self.parameter_set.create(pc, owner=f"topology of {topology.layers[0].name}")
             init = topology.initializers.get(pc.name)
             if new and init is not None:
                 self.set(pc.name, init(pc.name))

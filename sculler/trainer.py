@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import random
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -82,13 +83,15 @@ class SGD:
         self._ready: list[Parameter] = []
         self._next_pass = 0
         self._next_batch = 0
+        self._resume = False
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
               event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
               immutable_parameters: Iterable[str] | None = None,
               show_progress: bool | None = None, checkpoint: str | None = None) -> None:
-        """Run passes ``self.next_pass .. num_passes-1`` over the batches of ``reader``.
+        """Run passes ``0 .. num_passes-1`` over the batches of ``reader`` (after
+        :meth:`load_checkpoint`, from the checkpoint's pass and batch instead).
 
         ``immutable_parameters`` are names not updated (their gradients are still computed
         where needed). ``checkpoint``: a path; resumed from when it exists, rewritten
@@ -106,6 +109,9 @@ class SGD:
             self.load_checkpoint(checkpoint)
         if show_progress is None:
             show_progress = sys.stderr.isatty()
+        if not self._resume:
+            self._next_pass = self._next_batch = 0
+        self._resume = False
         handler(E.BeginTraining())
         for pass_id in range(self._next_pass, num_passes):
             self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
@@ -223,7 +229,7 @@ class SGD:
         tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
                    for n in self.parameters.names()}
         for k, v in self.optimizer.state_dict().items():
-            tensors[f"opt/{k}"] = np.ascontiguousarray(to_numpy(v))
+            tensors[f"opt/{k}"] = np.array(to_numpy(v), order="C")
         rng = {"global": np.random.get_state()}
         rng.update({f"layer/{name}": layer._rng.get_state()
                     for name, layer in self.network.layers.items()})
@@ -232,6 +238,9 @@ class SGD:
         for key, (kind, keys, pos, has_gauss, gauss) in rng.items():
             tensors[f"rng/{key}"] = keys
             meta["rng"][key] = [kind, pos, has_gauss, gauss]
+        version, internal, gauss_next = random.getstate()
+        tensors["rng/python"] = np.asarray(internal, dtype=np.uint64)
+        meta["python_rng"] = [version, gauss_next]
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".ckpt-")
         os.close(fd)
         try:
@@ -268,7 +277,10 @@ class SGD:
                 np.random.set_state(state)
             elif key[6:] in self.network.layers:
                 self.network.layers[key[6:]]._rng.set_state(state)
+        version, gauss_next = meta["python_rng"]
+        random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
         self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
+        self._resume = True
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],

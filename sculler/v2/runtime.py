@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -13,8 +14,8 @@ def init(use_gpu: bool = False, trainer_count: int = 1, seed: int | None = None,
          **kwargs: Any) -> None:
     """Set up the v2 runtime (``paddle.init``).
 
-    ``seed`` makes parameter initialisation (and dropout/shuffles seeded from NumPy's global
-    generator) reproducible. ``use_gpu=True`` needs CuPy. Other PaddlePaddle flags
+    ``seed`` makes parameter initialisation (and shuffles drawn from NumPy's and Python's
+    global generators) reproducible. ``use_gpu=True`` needs CuPy. Other PaddlePaddle flags
     (``log_period``, ``port``, ...) are accepted and recorded; they do not change behaviour.
     """
     if isinstance(trainer_count, bool) or not isinstance(trainer_count, int) or trainer_count < 1:
@@ -30,6 +31,7 @@ def init(use_gpu: bool = False, trainer_count: int = 1, seed: int | None = None,
     SETTINGS.update(use_gpu=bool(use_gpu), trainer_count=trainer_count, seed=seed, **kwargs)
     if seed is not None:
         np.random.seed(seed)
+        random.seed(seed)
 
 
 def parameter_seed() -> int | None:
