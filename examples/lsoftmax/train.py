@@ -12,9 +12,9 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import lsoftmax_layer  # noqa: E402,F401 - registers the "lsoftmax" layer type
-from sculler.layer import make_layer  # noqa: E402
 
 import sculler as paddle  # noqa: E402
+from sculler.layer import make_layer  # noqa: E402
 
 
 def build(output: str, k: float = 0.5):

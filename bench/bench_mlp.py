@@ -1,0 +1,128 @@
+"""Training throughput (samples/s) of an MLP: Sculler's v2 trainer vs a hand-written NumPy
+reference (same math: relu hidden layers, softmax + cross entropy, momentum SGD, preallocated
+buffers), plus PaddlePaddle / PyTorch CPU when importable.
+
+Run: ``PYTHONPATH=. python bench/bench_mlp.py [--batches N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import sculler as paddle
+
+CONFIGS = [((784, 128, 64, 10), 128), ((784, 1024, 1024, 10), 256)]
+
+
+def bench_sculler(sizes, batch, batches):
+    paddle.layer.reset_names()
+    paddle.init(seed=0)
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(sizes[0]))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(sizes[-1]))
+    h = x
+    for s in sizes[1:-1]:
+        h = paddle.layer.fc(input=h, size=s, act=paddle.activation.Relu())
+    out = paddle.layer.fc(input=h, size=sizes[-1], act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    tr = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0.9,
+                                                                    learning_rate=1e-4))
+    rng = np.random.RandomState(0)
+    X = rng.rand(batch, sizes[0]).astype(np.float32)
+    Y = rng.randint(0, sizes[-1], batch)
+    data = [[(X[i], int(Y[i])) for i in range(batch)]] * batches
+
+    def reader():
+        return iter(data)
+
+    tr.train(lambda: iter(data[:2]), show_progress=False)
+    t = time.perf_counter()
+    tr.train(reader, show_progress=False)
+    return batch * batches / (time.perf_counter() - t)
+
+
+def bench_numpy(sizes, batch, batches):
+    rng = np.random.RandomState(0)
+    Ws = [rng.randn(a, b).astype(np.float32) / np.sqrt(a) for a, b in zip(sizes, sizes[1:])]
+    bs = [np.zeros((1, b), np.float32) for b in sizes[1:]]
+    mW = [np.zeros_like(w) for w in Ws]
+    mb = [np.zeros_like(b) for b in bs]
+    gW = [np.empty_like(w) for w in Ws]
+    acts = [np.empty((batch, s), np.float32) for s in sizes]
+    grads = [np.empty((batch, s), np.float32) for s in sizes]
+    X = rng.rand(batch, sizes[0]).astype(np.float32)
+    Y = rng.randint(0, sizes[-1], batch)
+    rows = np.arange(batch)
+    lr, mu = 1e-4, 0.9
+    t = time.perf_counter()
+    for _ in range(batches):
+        acts[0][...] = X  # the feeder's copy
+        for i, (w, b) in enumerate(zip(Ws, bs)):
+            np.matmul(acts[i], w, out=acts[i + 1])
+            acts[i + 1] += b
+            if i < len(Ws) - 1:
+                np.maximum(acts[i + 1], 0, out=acts[i + 1])
+        p = acts[-1]
+        p -= p.max(axis=1, keepdims=True)
+        np.exp(p, out=p)
+        p /= p.sum(axis=1, keepdims=True)
+        g = grads[-1]
+        np.copyto(g, p)
+        g[rows, Y] -= 1.0
+        for i in range(len(Ws) - 1, -1, -1):
+            np.matmul(acts[i].T, grads[i + 1], out=gW[i])
+            gb = grads[i + 1].sum(axis=0, keepdims=True)
+            if i > 0:
+                np.matmul(grads[i + 1], Ws[i].T, out=grads[i])
+                grads[i] *= acts[i] > 0
+            mW[i] *= mu
+            mW[i] -= lr * gW[i]
+            Ws[i] += mW[i]
+            mb[i] *= mu
+            mb[i] -= lr * gb
+            bs[i] += mb[i]
+    return batch * batches / (time.perf_counter() - t)
+
+
+def bench_torch(sizes, batch, batches):
+    try:
+        import torch
+    except ImportError:
+        return None
+    layers = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    X = torch.rand(batch, sizes[0])
+    Y = torch.randint(0, sizes[-1], (batch,))
+    t = time.perf_counter()
+    for _ in range(batches):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(X), Y, reduction="sum").backward()
+        opt.step()
+    return batch * batches / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", type=int, default=30)
+    args = ap.parse_args()
+    for sizes, batch in CONFIGS:
+        s = bench_sculler(sizes, batch, args.batches)
+        bench_numpy(sizes, batch, 2)  # warm-up (BLAS threads, page faults)
+        n = bench_numpy(sizes, batch, args.batches)
+        t = bench_torch(sizes, batch, args.batches)
+        name = "-".join(map(str, sizes))
+        line = f"MLP {name} batch {batch}: sculler {s:,.0f}/s, numpy ref {n:,.0f}/s, " \
+               f"sculler/numpy {s / n:.2f}"
+        if t is not None:
+            line += f", torch {t:,.0f}/s, sculler/torch {s / t:.2f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

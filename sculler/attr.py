@@ -1,0 +1,100 @@
+"""Parameter and layer attributes of the v2 API (``paddle.v2.attr``).
+
+``Param`` turns v2 keyword names into :class:`~sculler.core.model_config.ParameterConfig`
+fields (``l2_rate`` is ``decay_rate``, ``l1_rate`` is ``decay_rate_l1``); ``Extra`` carries
+per-layer settings (``drop_rate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Param", "ParamAttr", "ParameterAttribute", "Extra", "ExtraAttr",
+           "ExtraLayerAttribute", "Hook", "HookAttr"]
+
+
+class ParameterAttribute:
+    """Settings of one parameter.
+
+    ``initial_std``/``initial_mean`` draw N(mean, std); ``initial_min``/``initial_max`` draw
+    U(min, max); without either Paddle's smart default std ``1/sqrt(fan_in)`` applies.
+    ``initializer`` is a callable ``name -> ndarray`` applied when parameters are created.
+    """
+
+    def __init__(self, name: str | None = None, is_static: bool = False,
+                 initial_std: float | None = None, initial_mean: float | None = None,
+                 initial_max: float | None = None, initial_min: float | None = None,
+                 l1_rate: float | None = None, l2_rate: float | None = None,
+                 learning_rate: float | None = None, momentum: float | None = None,
+                 gradient_clipping_threshold: float | None = None, sparse_update: bool = False,
+                 update_hooks: Any = None, initializer: Callable[[str], Any] | None = None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Param name must be a str, got {name!r}")
+        if update_hooks is not None:
+            raise NotImplementedError("Param(update_hooks=...) (pruning hooks) is not supported")
+        if initializer is not None and not callable(initializer):
+            raise TypeError(f"initializer must be a callable name -> ndarray, got {initializer!r}")
+        if (initial_min is None) != (initial_max is None):
+            raise ValueError("give both initial_min and initial_max (uniform init) or neither, "
+                             f"got initial_min={initial_min!r}, initial_max={initial_max!r}")
+        self.name = name
+        self.initializer = initializer
+        a: dict[str, Any] = {}
+        if is_static:
+            a["is_static"] = True
+        if sparse_update:
+            a["sparse_update"] = True
+        if initial_min is not None:
+            if initial_min > initial_max:
+                raise ValueError(f"initial_min {initial_min} > initial_max {initial_max}")
+            a.update(initial_strategy="uniform", initial_min=float(initial_min),
+                     initial_max=float(initial_max))
+        if initial_std is not None:
+            a["initial_std"] = float(initial_std)
+        if initial_mean is not None:
+            a["initial_mean"] = float(initial_mean)
+        for key, val in (("decay_rate_l1", l1_rate), ("decay_rate", l2_rate),
+                         ("learning_rate", learning_rate), ("momentum", momentum),
+                         ("gradient_clipping_threshold", gradient_clipping_threshold)):
+            if val is not None:
+                a[key] = float(val)
+        self.attrs = a
+
+    def to_weight_attrs(self) -> dict[str, Any]:
+        """ModelBuilder weight attributes (ParameterConfig fields + ``name``)."""
+        d = dict(self.attrs)
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    def __repr__(self) -> str:
+        return f"Param(name={self.name!r}, {self.attrs})"
+
+
+class ExtraLayerAttribute:
+    """Per-layer extras: ``drop_rate`` (dropout on the output, Paddle's non-inverted form)."""
+
+    def __init__(self, error_clipping_threshold: float | None = None,
+                 drop_rate: float | None = None, device: int | None = None):
+        if error_clipping_threshold is not None:
+            raise NotImplementedError(
+                "Extra(error_clipping_threshold=...) is not supported by the Sculler engine")
+        if device is not None and device != -1:
+            raise NotImplementedError(f"Extra(device={device!r}): per-layer device placement is "
+                                      "not supported; use init(use_gpu=...)")
+        if drop_rate is not None and not 0.0 <= drop_rate < 1.0:
+            raise ValueError(f"drop_rate must be in [0, 1), got {drop_rate!r}")
+        self.drop_rate = float(drop_rate or 0.0)
+        self.error_clipping_threshold = error_clipping_threshold
+        self.device = device
+
+
+class HookAttribute:
+    def __init__(self, type: str, sparsity_ratio: float | None = None):  # noqa: A002
+        raise NotImplementedError("parameter update hooks (pruning) are not supported")
+
+
+Param = ParamAttr = ParameterAttribute
+Extra = ExtraAttr = ExtraLayerAttribute
+Hook = HookAttr = HookAttribute

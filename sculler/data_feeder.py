@@ -1,0 +1,120 @@
+"""``DataFeeder``: a minibatch (list of sample tuples) -> one core ``Argument`` per data layer.
+
+Each field is converted by its :class:`~sculler.data_type.InputType` with one
+``np.asarray``/``np.concatenate`` per data layer: dense rows into a (batch, dim) float array,
+ids into an int64 vector, sparse rows into a :class:`CsrMatrix`; sequences are packed end to
+end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sculler import backend
+from sculler.core.argument import Argument
+from sculler.data_type import DataType, InputType
+from sculler.math.sparse import CsrMatrix
+
+__all__ = ["DataFeeder"]
+
+
+def _starts(lengths: list[int]) -> np.ndarray:
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+class DataFeeder:
+    """Converts minibatches for the data layers ``data_types`` (``[(name, InputType)]``).
+
+    ``feeding`` maps data layer names to sample field indices: a dict ``{name: index}``, a list
+    of names (field ``i`` feeds ``names[i]``) or None (fields in data-layer order).
+    """
+
+    def __init__(self, data_types: Sequence[tuple[str, InputType]], feeding: Any = None):
+        self.data_types = list(data_types)
+        names = [n for n, _ in self.data_types]
+        if feeding is None:
+            feeding = {n: i for i, n in enumerate(names)}
+        elif isinstance(feeding, (list, tuple)):
+            feeding = {n: i for i, n in enumerate(feeding)}
+        elif not isinstance(feeding, Mapping):
+            raise TypeError(f"feeding must be a dict name -> field index, a list of names or "
+                            f"None, got {feeding!r}")
+        missing = [n for n in names if n not in feeding]
+        if missing:
+            raise ValueError(f"feeding {dict(feeding)} gives no field for data layers "
+                             f"{missing}; data layers are {names}")
+        self.feeding = {n: int(feeding[n]) for n in names}
+        self.dtype = backend.get_default_dtype()
+
+    def __call__(self, minibatch: Sequence[Any]) -> dict[str, Argument]:
+        return self.convert(minibatch)
+
+    def convert(self, minibatch: Sequence[Any]) -> dict[str, Argument]:
+        """One :class:`Argument` per data layer, by name."""
+        if len(minibatch) == 0:
+            raise ValueError("cannot feed an empty minibatch")
+        need = max(self.feeding.values()) + 1
+        for i, sample in enumerate(minibatch):
+            if not isinstance(sample, (tuple, list)) or len(sample) < need:
+                got = len(sample) if isinstance(sample, (tuple, list)) else type(sample).__name__
+                who = [n for n, c in self.feeding.items() if not isinstance(
+                    sample, (tuple, list)) or c >= len(sample)]
+                raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
+                                 f"fields up to index {need - 1} (feeding {self.feeding})")
+        out = {}
+        for name, tp in self.data_types:
+            col = self.feeding[name]
+            fields = [s[col] for s in minibatch]
+            try:
+                out[name] = self._convert(fields, tp)
+            except (ValueError, TypeError) as e:
+                bad = self._first_bad(fields, tp)
+                raise ValueError(f"data layer {name!r} (expects {tp}): sample {bad} field {col} "
+                                 f"does not match: {e}") from None
+        return out
+
+    def _convert(self, fields: list, tp: InputType) -> Argument:
+        xp = backend.xp()
+        seq_starts = sub_starts = None
+        if tp.seq_type == 2:
+            sub_lens = [len(sub) for f in fields for sub in f]
+            seq_starts = _starts([sum(len(sub) for sub in f) for f in fields])
+            sub_starts = _starts(sub_lens)
+            fields = [x for f in fields for sub in f for x in sub]
+        elif tp.seq_type == 1:
+            seq_starts = _starts([len(f) for f in fields])
+            fields = [x for f in fields for x in f]
+        if tp.type == DataType.Dense:
+            value = np.asarray(fields, dtype=self.dtype)
+            if value.ndim == 1 and tp.dim == 1:
+                value = value.reshape(-1, 1)
+            if value.ndim != 2 or value.shape[1] != tp.dim:
+                raise ValueError(f"got values of shape {value.shape}, expected (n, {tp.dim})")
+            arg = Argument(value=xp.asarray(value))
+        elif tp.type == DataType.Index:
+            ids = np.asarray(fields, dtype=np.int64).reshape(-1)
+            if ids.shape[0] != len(fields):
+                raise ValueError(f"expected one integer per step, got {len(ids)} values for "
+                                 f"{len(fields)} steps")
+            if ids.size and (ids.min() < 0 or ids.max() >= tp.dim):
+                raise ValueError(f"id {int(ids[(ids < 0) | (ids >= tp.dim)][0])} outside "
+                                 f"[0, {tp.dim})")
+            arg = Argument(ids=xp.asarray(ids))
+        else:
+            arg = Argument(value=CsrMatrix.from_rows(
+                fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))
+        arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_starts
+        return arg
+
+    def _first_bad(self, fields: list, tp: InputType) -> int:
+        for i, f in enumerate(fields):
+            try:
+                self._convert([f], tp)
+            except (ValueError, TypeError):
+                return i
+        return 0

@@ -1,0 +1,116 @@
+"""Similarity layers: cosine similarity (``cos``) and the pairwise ranking cost (``rank-cost``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.layer import Layer, register_layer
+
+
+@register_layer("cos")
+class CosSimLayer(Layer):
+    """``y_i = scale * <a_i, b_i> / (|a_i| |b_i|)`` for two inputs of one width (Paddle's
+    CosSimLayer). With ``c = y/scale``: ``da = scale*dy*(b/(|a||b|) - c*a/|a|^2)`` and
+    symmetrically for ``db``."""
+
+    min_inputs = 2
+    max_inputs = 2
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        if inputs[0].size != inputs[1].size:
+            raise ValueError(f"layer {config.name!r} (cos): inputs {inputs[0].name!r} and "
+                             f"{inputs[1].name!r} have widths {inputs[0].size} and "
+                             f"{inputs[1].size}; they must be equal")
+        return 1
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        a, b = self.get_input_value(0), self.get_input_value(1)
+        self.check_input_width(1, a.shape[1])
+        na = self.scratch("na", (batch,))
+        nb = self.scratch("nb", (batch,))
+        np.sqrt(np.einsum("ij,ij->i", a, a), out=na)
+        np.sqrt(np.einsum("ij,ij->i", b, b), out=nb)
+        out = self.reserve_output(batch, 1)
+        np.einsum("ij,ij->i", a, b, out=out[:, 0])
+        out[:, 0] /= na * nb
+        out *= self.attr("scale", 1.0)
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        scale = self.attr("scale", 1.0)
+        a, b = self.get_input_value(0), self.get_input_value(1)
+        n = a.shape[0]
+        na, nb = self._bufs["na"][:n], self._bufs["nb"][:n]
+        c = self.output.value[:, 0] / scale
+        dy = self.output.grad[:, 0] * scale
+        for x, other, nx, i in ((a, b, na, 0), (b, a, nb, 1)):
+            g = self.get_input_grad(i)
+            if g is not None:
+                g += (dy / (na * nb))[:, None] * other - (dy * c / (nx * nx))[:, None] * x
+
+
+@register_layer("rank-cost")
+class RankingCostLayer(Layer):
+    """PaddlePaddle's RankingCost: ``o = left - right``,
+    ``cost = coeff * w * (-label*o + log(1 + exp(o)))`` with label in [0, 1];
+    ``dcost/dleft = coeff * w * (sigmoid(o) - label) = -dcost/dright``."""
+
+    is_cost = True
+    min_inputs = 3
+    max_inputs = 4
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        for inp in inputs[:2]:
+            if inp.size != 1:
+                raise ValueError(f"layer {config.name!r} (rank-cost): input {inp.name!r} has "
+                                 f"width {inp.size}; left and right scores must have width 1")
+        return 1
+
+    def _label(self):
+        arg = self.get_input(2)
+        lab = arg.value if arg.value is not None else arg.ids
+        if lab is None or lab.shape[0] != self.get_input_value(0).shape[0]:
+            raise ValueError(f"layer {self.name!r} (rank-cost): label input "
+                             f"{self.inputs[2].name!r} must hold one value per sample, got "
+                             f"{arg.describe()}")
+        return lab.reshape(-1, 1)
+
+    def _scale(self):
+        coeff = self.attr("coeff", 1.0)
+        return coeff * self.get_input_value(3) if len(self.inputs) == 4 else coeff
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        o = self.scratch("o", (batch, 1))
+        np.subtract(self.get_input_value(0), self.get_input_value(1), out=o)
+        out = self.reserve_output(batch, 1)
+        np.logaddexp(0.0, o, out=out)
+        out -= self._label() * o
+        out *= self._scale()
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        n = self.output.grad.shape[0]
+        o = self._bufs["o"][:n].reshape(n, 1)
+        d = self.scratch("d", (n, 1))
+        np.negative(o, out=d)
+        np.exp(d, out=d)
+        d += 1.0
+        np.reciprocal(d, out=d)
+        d -= self._label()
+        d *= self.output.grad
+        d *= self._scale()
+        for i, sign in ((0, 1.0), (1, -1.0)):
+            g = self.get_input_grad(i)
+            if g is not None:
+                g += sign * d
+        if len(self.inputs) == 4 and self.get_input_grad(3) is not None:
+            raw = np.logaddexp(0.0, o) - self._label() * o
+            self.get_input_grad(3)[...] += self.attr("coeff", 1.0) * raw * self.output.grad

@@ -1,0 +1,190 @@
+"""``Topology``: a v2 layer expression compiled into a ModelConfig (``paddle.v2.topology``).
+
+The layers reachable from the output (cost) layers and ``extra_layers`` are collected
+depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
+outputs need); data layers keep that depth-first order, which is the default feeding order.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import tarfile
+from typing import Any, BinaryIO
+
+from sculler.core.builder import ModelBuilder
+from sculler.core.model_config import LayerConfig, ModelConfig
+from sculler.data_type import TYPE_OF_KIND, DataType, InputType
+from sculler.layer import LayerOutput
+
+__all__ = ["Topology"]
+
+
+def _as_layers(layers: Any, what: str) -> list[LayerOutput]:
+    if layers is None:
+        return []
+    items = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+    for it in items:
+        if not isinstance(it, LayerOutput):
+            raise TypeError(f"{what} must be layers (LayerOutput), got {type(it).__name__}")
+    return items
+
+
+def _collect(outputs: list[LayerOutput]) -> list[LayerOutput]:
+    """Parents-first depth-first order of every layer reachable from ``outputs``."""
+    seen: set[int] = set()
+    order: list[LayerOutput] = []
+    for root in outputs:
+        stack: list[tuple[LayerOutput, int]] = [(root, 0)]
+        while stack:
+            node, k = stack.pop()
+            if k == 0 and id(node) in seen:
+                continue
+            seen.add(id(node))
+            if k < len(node.parents):
+                stack.append((node, k + 1))
+                if id(node.parents[k]) not in seen:
+                    stack.append((node.parents[k], 0))
+            else:
+                order.append(node)
+    return order
+
+
+def binary(f: Any) -> Any:
+    """The binary stream behind ``f`` (a text-mode file's ``.buffer``)."""
+    return f.buffer if isinstance(f, io.TextIOBase) and hasattr(f, "buffer") else f
+
+
+class Topology:
+    """The network of ``layers`` (outputs, usually the cost) plus ``extra_layers`` (outputs
+    evaluated too, e.g. a prediction layer carrying an evaluator)."""
+
+    def __init__(self, layers: Any, extra_layers: Any = None):
+        self.layers = _as_layers(layers, "Topology layers")
+        if not self.layers:
+            raise ValueError("Topology needs at least one output layer")
+        self.extra_layers = _as_layers(extra_layers, "extra_layers")
+        self._nodes = _collect(self.layers + self.extra_layers)
+        by_name: dict[str, LayerOutput] = {}
+        for node in self._nodes:
+            other = by_name.setdefault(node.name, node)
+            if other is not node:
+                raise ValueError(f"two different layers are named {node.name!r}; layer names "
+                                 "must be unique within a topology")
+        self._by_name = by_name
+        self._proto: ModelConfig | None = None
+        self.initializers: dict[str, Any] = {}
+
+    @classmethod
+    def from_model_config(cls, model_config: ModelConfig) -> Topology:
+        """A topology over an already built ModelConfig (a v1 config). Data types come from
+        the data layers' sizes and ``attrs['kind']``/``attrs['seq_type']`` (default dense)."""
+        self = cls.__new__(cls)
+        nodes: dict[str, LayerOutput] = {}
+        for lc in model_config.layers:
+            dt = None
+            if lc.type == "data":
+                kind = lc.attrs.get("kind", "dense")
+                if kind not in TYPE_OF_KIND:
+                    raise ValueError(f"data layer {lc.name!r}: unknown kind {kind!r}; expected "
+                                     f"one of {sorted(TYPE_OF_KIND)}")
+                dt = InputType(int(lc.size), int(lc.attrs.get("seq_type", 0)),
+                               TYPE_OF_KIND[kind])
+            nodes[lc.name] = LayerOutput(lc, [nodes[n] for n in lc.input_layer_names
+                                              if n in nodes], data_type=dt)
+        self.layers = [nodes[n] for n in model_config.output_layer_names]
+        self.extra_layers = []
+        self._nodes = list(nodes.values())
+        self._by_name = nodes
+        self._proto = model_config
+        self.initializers = {}
+        return self
+
+    def proto(self) -> ModelConfig:
+        """The ModelConfig (built once, pruned to what the outputs need)."""
+        if self._proto is None:
+            b = ModelBuilder()
+            seen_ev: set[str] = set()
+            configs: list[tuple[LayerOutput, LayerConfig]] = []
+            for node in self._nodes:
+                lc = copy.deepcopy(node.config)
+                b.add_layer(lc, node.weight_attrs, node.bias_attr)
+                configs.append((node, lc))
+                for ev in node.evaluators:
+                    if ev.name not in seen_ev:
+                        seen_ev.add(ev.name)
+                        b.add_evaluator(ev)
+            outputs = [n.name for n in self.layers + self.extra_layers]
+            data_names = [n.name for n in self._nodes if n.layer_type == "data"]
+            self._proto = b.build(outputs, data_names, prune=True)
+            for node, lc in configs:
+                for key, init in node.initializers.items():
+                    pname = lc.bias_parameter_name if key == "bias" else (
+                        lc.inputs[key].input_parameter_name)
+                    if pname:
+                        self.initializers[pname] = init
+        return self._proto
+
+    def get_layer(self, name: str) -> LayerOutput:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise ValueError(f"no layer named {name!r} in this topology; layers are "
+                             f"{list(self._by_name)}") from None
+
+    def data_layers(self) -> dict[str, LayerOutput]:
+        """Data layers by name, in feeding order."""
+        names = self.proto().input_layer_names
+        return {n: self._by_name[n] for n in names}
+
+    def data_type(self) -> list[tuple[str, InputType]]:
+        """``(name, InputType)`` of each data layer, in feeding order."""
+        out = []
+        for name, node in self.data_layers().items():
+            dt = node.data_type or InputType(node.size, 0, DataType.Dense)
+            out.append((name, dt))
+        return out
+
+    def serialize_for_inference(self, f: BinaryIO | str, parameters: Any = None) -> None:
+        """Write the model for :class:`sculler.inference.Inference`: a tar holding
+        ``model.json`` (ModelConfig + data types) and, when ``parameters`` is given, their
+        Paddle-format tar as ``parameters.tar``. No pickle; writes to a path are atomic."""
+        from sculler.parameters import atomic_write
+
+        meta = {"model_config": self.proto().to_dict(),
+                "data_type": [[n, t.dim, t.seq_type, t.type] for n, t in self.data_type()]}
+        blobs = {"model.json": json.dumps(meta).encode()}
+        if parameters is not None:
+            buf = io.BytesIO()
+            parameters.to_tar(buf)
+            blobs["parameters.tar"] = buf.getvalue()
+
+        def write(stream: BinaryIO) -> None:
+            with tarfile.open(fileobj=stream, mode="w") as tar:
+                for name, data in blobs.items():
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+
+        atomic_write(f, write)
+
+    @staticmethod
+    def load_for_inference(f: BinaryIO | str) -> tuple[Topology, bytes | None]:
+        """Read what :meth:`serialize_for_inference` wrote: the topology and the parameters
+        tar bytes (None when none were stored)."""
+        if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
+            with open(f, "rb") as fh:
+                return Topology.load_for_inference(fh)
+        with tarfile.open(fileobj=binary(f), mode="r") as tar:
+            names = tar.getnames()
+            if "model.json" not in names:
+                raise ValueError(f"not an inference model file: entries {names}, expected "
+                                 "model.json")
+            meta = json.loads(tar.extractfile("model.json").read())
+            params = tar.extractfile("parameters.tar").read() if (
+                "parameters.tar" in names) else None
+        topo = Topology.from_model_config(ModelConfig.from_dict(meta["model_config"]))
+        for name, dim, seq, tp in meta["data_type"]:
+            topo._by_name[name].data_type = InputType(dim, seq, tp)
+        return topo, params

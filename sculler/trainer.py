@@ -1,0 +1,299 @@
+"""The v2 trainer (``paddle.v2.trainer``): a plain loop over batches that sends typed events.
+
+Per batch: convert with the DataFeeder, forward, backward (the gradient reaching parameters is
+the SUM over the batch), ``EndForwardBackward``, one ``optimizer.update`` per parameter whose
+gradient is complete (not static, not immutable; sparse-update parameters pass the touched
+rows), ``optimizer.finish_batch(n)``, then ``EndIteration`` with the batch MEAN cost
+(sum of per-sample costs / samples) and the batch's metrics. ``EndPass`` carries the pass's
+metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from sculler import event as E
+from sculler.backend import to_numpy
+from sculler.core.evaluator import create_evaluator
+from sculler.core.layer import PASS_TEST, PASS_TRAIN
+from sculler.core.network import Network
+from sculler.core.parameter import Parameter
+from sculler.data_feeder import DataFeeder
+from sculler.layer import LayerOutput
+from sculler.optimizer import Momentum, Optimizer
+from sculler.parameters import Parameters
+from sculler.topology import Topology
+
+__all__ = ["SGD", "train"]
+
+logger = logging.getLogger("sculler.trainer")
+
+
+def _noop(event: Any) -> None:
+    return None
+
+
+class SGD:
+    """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
+    optimizer ``update_equation``. Only local training is supported here."""
+
+    def __init__(self, cost: Any, parameters: Parameters, update_equation: Optimizer,
+                 extra_layers: Any = None, is_local: bool = True, pserver_spec: Any = None,
+                 use_etcd: bool = True):
+        if not is_local or pserver_spec is not None:
+            raise NotImplementedError("trainer.SGD(is_local=False / pserver_spec=...): "
+                                      "distributed training is not supported by this trainer")
+        if not isinstance(parameters, Parameters):
+            raise TypeError(f"parameters must be created by paddle.parameters.create, got "
+                            f"{type(parameters).__name__}")
+        if not isinstance(update_equation, Optimizer):
+            raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
+                            f"{type(update_equation).__name__}")
+        if isinstance(cost, Topology):
+            if extra_layers is not None:
+                raise ValueError("give extra_layers to the Topology, not to SGD, when passing "
+                                 "a Topology as cost")
+            self.topology = cost
+        elif isinstance(cost, (LayerOutput, list, tuple)):
+            self.topology = Topology(cost, extra_layers)
+        else:
+            raise TypeError(f"cost must be a cost layer, a list of them or a Topology, got "
+                            f"{type(cost).__name__}")
+        self.parameters = parameters
+        parameters.append_topology(self.topology)
+        self.optimizer = update_equation
+        mc = self.topology.proto()
+        self.network = Network(mc, parameters.parameter_set)
+        self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
+        self._pass_evals = self.network.evaluators
+        self._cost_names = [layer.name for layer in self.network.cost_layers()]
+        if not self._cost_names:
+            raise ValueError(f"none of the output layers {mc.output_layer_names} is a cost "
+                             "layer; SGD needs a cost to minimise")
+        self._ready: list[Parameter] = []
+        self._next_pass = 0
+        self._next_batch = 0
+        self._resume = False
+
+    # ------------------------------------------------------------------ training
+    def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
+              event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
+              immutable_parameters: Iterable[str] | None = None,
+              show_progress: bool | None = None, checkpoint: str | None = None) -> None:
+        """Run passes ``0 .. num_passes-1`` over the batches of ``reader`` (after
+        :meth:`load_checkpoint`, from the checkpoint's pass and batch instead).
+
+        ``immutable_parameters`` are names not updated (their gradients are still computed
+        where needed). ``checkpoint``: a path; resumed from when it exists, rewritten
+        (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
+        (default: when stderr is a terminal).
+        """
+        handler = event_handler or _noop
+        feeder = DataFeeder(self.topology.data_type(), feeding)
+        frozen = set(immutable_parameters or ())
+        unknown = frozen - set(self.parameters.names())
+        if unknown:
+            raise ValueError(f"immutable_parameters {sorted(unknown)} are not parameters of "
+                             f"this model; parameters are {self.parameters.names()}")
+        if checkpoint is not None and os.path.exists(checkpoint):
+            self.load_checkpoint(checkpoint)
+        if show_progress is None:
+            show_progress = sys.stderr.isatty()
+        if not self._resume:
+            self._next_pass = self._next_batch = 0
+        self._resume = False
+        handler(E.BeginTraining())
+        for pass_id in range(self._next_pass, num_passes):
+            self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
+            if checkpoint is not None:
+                self.save_checkpoint(checkpoint)
+        handler(E.EndTraining())
+
+    def _run_pass(self, pass_id: int, reader: Callable, feeder: DataFeeder, handler: Callable,
+                  frozen: set[str], show_progress: bool) -> None:
+        handler(E.BeginPass(pass_id))
+        self.optimizer.start_pass(pass_id)
+        for ev in self._pass_evals:
+            ev.start()
+        bar = None
+        if show_progress:
+            from tqdm import tqdm
+
+            bar = tqdm(desc=f"pass {pass_id}", unit="batch", leave=False)
+        skip = self._next_batch
+        total_cost = 0.0
+        samples = 0
+        for batch_id, data_batch in enumerate(reader()):
+            if batch_id < skip:
+                continue
+            handler(E.BeginIteration(pass_id, batch_id))
+            cost_sum = self._forward_backward(feeder.convert(data_batch), pass_id, batch_id)
+            handler(E.EndForwardBackward(pass_id, batch_id))
+            self._update(frozen)
+            n = len(data_batch)
+            self.optimizer.finish_batch(n)
+            metrics = self._eval_batch()
+            total_cost += cost_sum
+            samples += n
+            self._next_batch = batch_id + 1
+            cost = cost_sum / n
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(cost=f"{cost:.5g}", **{k: f"{v:.4g}" for k, v in metrics.items()},
+                                refresh=False)
+            handler(E.EndIteration(pass_id, batch_id, cost, metrics))
+        if bar is not None:
+            bar.close()
+        self._next_pass, self._next_batch = pass_id + 1, 0
+        metrics = {ev.name: ev.value() for ev in self._pass_evals}
+        logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
+                    total_cost / max(samples, 1), metrics)
+        handler(E.EndPass(pass_id, metrics))
+
+    def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
+        net = self.network
+        net.zero_grad()
+        net.forward(args, PASS_TRAIN)
+        cost_sum = net.total_cost()
+        if not math.isfinite(cost_sum):
+            bad = [layer.name for layer in net.cost_layers()
+                   if not np.isfinite(to_numpy(layer.output.value)).all()]
+            raise FloatingPointError(f"cost layer(s) {bad} produced NaN/Inf in pass {pass_id}, "
+                                     f"batch {batch_id}; lower the learning rate or check the "
+                                     "data")
+        self._ready.clear()
+        net.backward(self._ready.append)
+        return cost_sum
+
+    def _update(self, frozen: set[str]) -> None:
+        opt = self.optimizer
+        for p in self._ready:
+            if p.name in frozen or p.config.is_static or p.grad is None:
+                continue
+            if p.config.sparse_update:
+                rows = p.touched_rows_array()
+                if rows.size:
+                    opt.update(p.name, p.value, p.grad[rows], config=p.config, rows=rows)
+            else:
+                opt.update(p.name, p.value, p.grad, config=p.config)
+
+    def _eval_batch(self) -> dict[str, float]:
+        layers = self.network.layers
+        metrics = {}
+        for bev, pev in zip(self._batch_evals, self._pass_evals):
+            bev.start()
+            bev.eval_batch(layers)
+            pev.eval_batch(layers)
+            metrics[bev.name] = bev.value()
+        return metrics
+
+    # ------------------------------------------------------------------ testing
+    def test(self, reader: Callable[[], Iterable[Any]], feeding: Any = None) -> E.TestResult:
+        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode."""
+        feeder = DataFeeder(self.topology.data_type(), feeding)
+        evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
+        total, samples = 0.0, 0
+        for data_batch in reader():
+            self.network.forward(feeder.convert(data_batch), PASS_TEST)
+            total += self.network.total_cost()
+            samples += len(data_batch)
+            for ev in evals:
+                ev.eval_batch(self.network.layers)
+        if samples == 0:
+            raise ValueError("test reader yielded no samples")
+        return E.TestResult(total / samples, {ev.name: ev.value() for ev in evals})
+
+    def save_parameter_to_tar(self, f: Any) -> None:
+        self.parameters.to_tar(f)
+
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def next_pass(self) -> int:
+        return self._next_pass
+
+    def save_checkpoint(self, path: str) -> None:
+        """Parameters, optimizer state, pass/batch counters and RNG states in one safetensors
+        file (JSON metadata), written to a temp file and renamed (atomic)."""
+        from safetensors.numpy import save_file
+
+        tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
+                   for n in self.parameters.names()}
+        for k, v in self.optimizer.state_dict().items():
+            tensors[f"opt/{k}"] = np.array(to_numpy(v), order="C")
+        rng = {"global": np.random.get_state()}
+        rng.update({f"layer/{name}": layer._rng.get_state()
+                    for name, layer in self.network.layers.items()})
+        meta: dict[str, Any] = {"next_pass": self._next_pass, "next_batch": self._next_batch,
+                                "rng": {}}
+        for key, (kind, keys, pos, has_gauss, gauss) in rng.items():
+            tensors[f"rng/{key}"] = keys
+            meta["rng"][key] = [kind, pos, has_gauss, gauss]
+        version, internal, gauss_next = random.getstate()
+        tensors["rng/python"] = np.asarray(internal, dtype=np.uint64)
+        meta["python_rng"] = [version, gauss_next]
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".ckpt-")
+        os.close(fd)
+        try:
+            save_file(tensors, tmp, metadata={"sculler": json.dumps(meta)})
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    def load_checkpoint(self, path: str) -> None:
+        """Restore what :meth:`save_checkpoint` wrote; training then continues where it
+        stopped (bit-identical at pass boundaries)."""
+        from safetensors import safe_open
+
+        with safe_open(path, framework="numpy") as f:
+            raw = (f.metadata() or {}).get("sculler")
+            if raw is None:
+                raise ValueError(f"{path!r} is not a Sculler trainer checkpoint")
+            meta = json.loads(raw)
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        opt = {}
+        for k, v in tensors.items():
+            group, _, name = k.partition("/")
+            if group == "param":
+                if name not in self.parameters:
+                    raise ValueError(f"checkpoint parameter {name!r} is not in this model")
+                self.parameters.set(name, v)
+            elif group == "opt":
+                opt[name] = v
+        self.optimizer.load_state_dict(opt)
+        for key, (kind, pos, has_gauss, gauss) in meta["rng"].items():
+            state = (kind, tensors[f"rng/{key}"], pos, has_gauss, gauss)
+            if key == "global":
+                np.random.set_state(state)
+            elif key[6:] in self.network.layers:
+                self.network.layers[key[6:]]._rng.set_state(state)
+        version, gauss_next = meta["python_rng"]
+        random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
+        self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
+        self._resume = True
+
+
+def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],
+          event_handler: Callable[[Any], None] | None = None,
+          immutable_parameters: Iterable[str] | None = None, num_passes: int = 1,
+          feeding: Any = None, update_equation: Optimizer | None = None,
+          **kwargs: Any) -> SGD:
+    """``paddle.train`` shorthand of the design doc: ``SGD(topology, parameters,
+    update_equation).train(reader, ...)``. The default optimizer is
+    ``Momentum(momentum=0.9, learning_rate=1e-3)`` (gradients are batch sums, so this suits
+    batches of tens to hundreds). Returns the trainer (for ``test``/checkpoints)."""
+    opt = update_equation or Momentum(momentum=0.9, learning_rate=1e-3)
+    trainer = SGD(topology, parameters, opt)
+    trainer.train(reader, num_passes=num_passes, event_handler=event_handler, feeding=feeding,
+                  immutable_parameters=immutable_parameters, **kwargs)
+    return trainer

@@ -1,0 +1,44 @@
+"""DataFeeder: dense, ids, sequences, sparse and error messages."""
+
+import numpy as np
+import pytest
+
+from sculler import data_type as dt
+from sculler.data_feeder import DataFeeder
+
+
+def test_dense_ids_and_feeding_orders():
+    f = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))])
+    args = f.convert([([1, 2], 0), ([3, 4], 2)])
+    np.testing.assert_array_equal(args["x"].value, [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(args["y"].ids, [0, 2])
+    g = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))], feeding={"x": 1,
+                                                                                    "y": 0})
+    np.testing.assert_array_equal(g.convert([(1, [5, 6])])["x"].value, [[5, 6]])
+    h = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))], feeding=["y", "x"])
+    assert h.feeding == {"y": 0, "x": 1}
+
+
+def test_sequences_and_sparse():
+    f = DataFeeder([("w", dt.integer_value_sequence(10)), ("s", dt.sparse_binary_vector(6)),
+                    ("v", dt.sparse_float_vector(6)), ("d", dt.dense_vector_sub_sequence(1))])
+    args = f.convert([([1, 2, 3], [0, 5], [(1, 0.5)], [[[1.0], [2.0]], [[3.0]]]),
+                      ([4], [], [(2, 1.0), (3, 2.0)], [[[4.0]]])])
+    np.testing.assert_array_equal(args["w"].ids, [1, 2, 3, 4])
+    np.testing.assert_array_equal(args["w"].seq_starts, [0, 3, 4])
+    np.testing.assert_array_equal(args["s"].value.toarray()[0], [1, 0, 0, 0, 0, 1])
+    np.testing.assert_allclose(args["v"].value.toarray()[1], [0, 0, 1, 2, 0, 0])
+    np.testing.assert_array_equal(args["d"].seq_starts, [0, 3, 4])
+    np.testing.assert_array_equal(args["d"].sub_seq_starts, [0, 2, 3, 4])
+
+
+def test_errors_name_layer_and_sample():
+    f = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))])
+    with pytest.raises(ValueError, match=r"data layer 'x'.*sample 1"):
+        f.convert([([1, 2], 0), ([1, 2, 3], 1)])
+    with pytest.raises(ValueError, match=r"sample 0 has 1 fields.*\['y'\]"):
+        f.convert([([1, 2],)])
+    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 1.*outside"):
+        f.convert([([1, 2], 0), ([1, 2], 7)])
+    with pytest.raises(ValueError, match="no field for data layers"):
+        DataFeeder([("x", dt.dense_vector(2))], feeding={"z": 0})
