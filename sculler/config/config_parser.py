@@ -53,7 +53,7 @@ class _ParseContext:
         self.outputs: list[str] = []
         self.settings: dict[str, Any] = {}
         self.config_args = config_args
-        self.counters: dict[str, int] = {}
+        self.adopted: list[Any] = []  # helper-made v2 LayerOutputs (their evaluators)
 
 
 _local = threading.local()
@@ -81,12 +81,17 @@ def config_scope(config_args: dict[str, str] | None = None) -> Iterator[_ParseCo
         _local.ctx = old
 
 
-def unique_name(kind: str) -> str:
-    """PaddlePaddle's generated names: ``__fc_layer_0__``, ``__fc_layer_1__``, ..."""
+def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
+    """Add a layer made by a helper function (a v2 ``LayerOutput``) to the config."""
     ctx = _context()
-    n = ctx.counters.get(kind, 0)
-    ctx.counters[kind] = n + 1
-    return f"__{kind}_{n}__"
+    config = out.config
+    if config.name in ctx.layers:
+        raise ValueError(f"layer {config.name!r} is defined twice")
+    ctx.builder.add_layer(config, weight_attrs, bias_attr)
+    ctx.layers[config.name] = config
+    ctx.adopted.append(out)
+    if config.type == "data":
+        ctx.inputs.append(config.name)
 
 
 def config_layer(type_name: str):
@@ -276,6 +281,12 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
     outputs = ctx.outputs or ([list(ctx.layers)[-1]] if ctx.layers else [])
     if not outputs:
         raise ValueError("the config declares no layer")
+    seen = {e.name for e in ctx.builder.evaluators}
+    for out in ctx.adopted:
+        for ev in out.evaluators:
+            if ev.name not in seen:
+                seen.add(ev.name)
+                ctx.builder.add_evaluator(ev)
     return ctx.builder.build(outputs, input_layer_names=ctx.inputs)
 
 
@@ -286,6 +297,9 @@ def parse_config(path: str | os.PathLike, config_args: str | dict | None = None)
         path: the config file (Python).
         config_args: ``"name=value,name2=value2"`` (or a dict) read by ``get_config_arg``.
     """
+    from sculler.layer import reset_names  # noqa: PLC0415 - the helpers' name counters
+
+    reset_names()
     with config_scope(_parse_args(config_args)) as ctx:
         runpy.run_path(os.fspath(path), run_name="__sculler_config__")
         model = finish_config(ctx)

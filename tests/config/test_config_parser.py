@@ -109,3 +109,26 @@ def test_unknown_type_in_config():
 def test_layer_outside_config_is_a_clear_error():
     with pytest.raises(RuntimeError, match="inside parse_config"):
         Layer(name="x", type="data", size=4)
+
+
+def test_helpers_build_paddle_names_and_evaluator(tmp_path):
+    path = write(tmp_path, """
+        from sculler.config.helpers import *
+        x = data_layer(name="x", size=6)
+        y = data_layer(name="y", size=3)
+        h = fc_layer(input=x, size=4, act=TanhActivation(),
+                     param_attr=ParamAttr(name="shared", initial_std=0.2))
+        h2 = fc_layer(input=x, size=4, param_attr=ParamAttr(name="shared"))
+        both = addto_layer(input=[h, h2])
+        Layer(name="raw", type="fc", size=4, active_type="tanh", inputs=[Input(both.name)])
+        predict = fc_layer(input=both, size=3, act=SoftmaxActivation())
+        outputs(classification_cost(input=predict, label=y))
+    """)
+    model = parse_config(path).model_config
+    names = [p.name for p in model.parameters]
+    assert names.count("shared") == 1
+    assert model.parameter("shared").initial_std == 0.2
+    assert "___fc_layer_2__.w0" in names
+    assert model.layer("raw").size == 4
+    assert [e.name for e in model.evaluators] == ["classification_error_evaluator"]
+    assert model.output_layer_names == ["__cost_0__"]

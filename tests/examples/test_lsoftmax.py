@@ -11,3 +11,12 @@ def test_lsoftmax_gradient(example, act, use_weight):
     config = {"size": 5, "k": 0.3, "active_type": act, "inputs": [INPUT_DATA(6), INPUT_LABEL(5)]}
     report = check_layer_grad(config, "lsoftmax", 16, use_weight=use_weight)
     assert report.max_error < 1e-6
+
+
+@pytest.mark.slow
+def test_lsoftmax_trains_no_worse_than_plain_softmax(example):
+    train = example("lsoftmax/train.py")
+    plain = train.train("softmax")
+    margin = train.train("lsoftmax")
+    assert plain > 0.95
+    assert margin >= plain, f"large-margin {margin:.3f} < plain {plain:.3f}"

@@ -1,0 +1,150 @@
+"""v1 helper functions in the style of ``paddle.trainer_config_helpers``.
+
+``from sculler.config.helpers import *`` in a config file gives ``data_layer``, ``fc_layer``,
+``classification_cost``, ``outputs``, ``settings``, the ``*Activation`` classes, ``ParamAttr``,
+the optimizers and ``data_sources``. Each helper builds its layer exactly as the v2 function of
+the same meaning does (same generated names: the first unnamed ``fc_layer`` is
+``__fc_layer_0__``) and adds it to the config being parsed.
+
+Example config::
+
+    from sculler.config.helpers import *
+    settings(batch_size=128, learning_rate=0.1 / 128, learning_method=MomentumOptimizer(0.9))
+    data_sources(train="sculler.dataset.digits:train", test="sculler.dataset.digits:test")
+    img = data_layer(name="pixel", size=64)
+    hidden = fc_layer(input=img, size=128, act=ReluActivation())
+    predict = fc_layer(input=hidden, size=10, act=SoftmaxActivation())
+    outputs(classification_cost(input=predict, label=data_layer(name="label", size=10)))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sculler import activation as _act
+from sculler import data_type as _dt
+from sculler import layer as _v2
+from sculler.attr import ExtraAttr, ExtraLayerAttribute, ParamAttr, ParameterAttribute
+from sculler.config.config_parser import (
+    Bias,
+    Input,
+    Inputs,
+    Layer,
+    Outputs,
+    Settings,
+    adopt,
+    get_config_arg,
+)
+from sculler.optimizer import L1Regularization, L2Regularization
+
+__all__ = [
+    "Bias", "Input", "Inputs", "Layer", "Outputs", "Settings", "get_config_arg", "ParamAttr",
+    "ParameterAttribute", "ExtraAttr", "ExtraLayerAttribute", "L1Regularization",
+    "L2Regularization", "data_layer", "fc_layer", "embedding_layer", "concat_layer",
+    "addto_layer", "dropout_layer", "classification_cost", "cross_entropy",
+    "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
+    "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
+    "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
+]
+
+# v1 activation names
+for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftmax", "Exp",
+              "Relu", "BRelu", "SoftRelu", "STanh", "Abs", "Square", "Log", "Sqrt",
+              "Reciprocal", "SoftSign"):
+    globals()[f"{_name}Activation"] = getattr(_act, _name)
+    __all__.append(f"{_name}Activation")
+
+
+def _helper(v2_function):
+    """A v1 helper: call the v2 function, then add its layer to the config being parsed."""
+
+    def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
+        out = v2_function(*args, **kwargs)
+        adopt(out, out.weight_attrs, out.bias_attr)
+        return out
+
+    helper.__name__ = v2_function.__name__
+    helper.__doc__ = v2_function.__doc__
+    return helper
+
+
+def data_layer(name: str, size: int, height: int | None = None, width: int | None = None,
+               depth: int | None = None, layer_attr: Any = None) -> _v2.LayerOutput:
+    """A data layer of width ``size`` (its storage type comes from the data source)."""
+    return _helper(_v2.data)(name=name, type=_dt.dense_vector(size), height=height,
+                             width=width, depth=depth, layer_attr=layer_attr)
+
+
+fc_layer = _helper(_v2.fc)
+embedding_layer = _helper(_v2.embedding)
+concat_layer = _helper(_v2.concat)
+addto_layer = _helper(_v2.addto)
+dropout_layer = _helper(_v2.dropout)
+classification_cost = _helper(_v2.classification_cost)
+cross_entropy = _helper(_v2.cross_entropy_cost)
+square_error_cost = regression_cost = mse_cost = _helper(_v2.square_error_cost)
+cos_sim = _helper(_v2.cos_sim)
+rank_cost = _helper(_v2.rank_cost)
+
+
+def outputs(*layers: Any) -> None:
+    """Declare the output (cost) layers: ``outputs(cost)``."""
+    flat = [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
+    Outputs(*[x if isinstance(x, str) else x.name for x in flat])
+
+
+class _Method:
+    """A v1 ``learning_method``: the sculler.optimizer class name and its own arguments."""
+
+    def __init__(self, optimizer: str, **kwargs: Any):
+        self.optimizer = optimizer
+        self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
+
+
+def MomentumOptimizer(momentum: float | None = None, sparse: bool = False) -> _Method:  # noqa: N802
+    return _Method("Momentum", momentum=momentum, sparse=sparse)
+
+
+def AdamOptimizer(beta1: float = 0.9, beta2: float = 0.999,  # noqa: N802
+                  epsilon: float = 1e-8) -> _Method:
+    return _Method("Adam", beta1=beta1, beta2=beta2, epsilon=epsilon)
+
+
+def AdamaxOptimizer(beta1: float = 0.9, beta2: float = 0.999) -> _Method:  # noqa: N802
+    return _Method("Adamax", beta1=beta1, beta2=beta2)
+
+
+def AdaGradOptimizer() -> _Method:  # noqa: N802
+    return _Method("AdaGrad")
+
+
+def DecayedAdaGradOptimizer(rho: float = 0.95, epsilon: float = 1e-6) -> _Method:  # noqa: N802
+    return _Method("DecayedAdaGrad", rho=rho, epsilon=epsilon)
+
+
+def AdaDeltaOptimizer(rho: float = 0.95, epsilon: float = 1e-6) -> _Method:  # noqa: N802
+    return _Method("AdaDelta", rho=rho, epsilon=epsilon)
+
+
+def RMSPropOptimizer(rho: float = 0.95, epsilon: float = 1e-6) -> _Method:  # noqa: N802
+    return _Method("RMSProp", rho=rho, epsilon=epsilon)
+
+
+def settings(batch_size: int, learning_rate: float = 1e-3, learning_method: _Method | None = None,
+             regularization: Any = None, gradient_clipping_threshold: float | None = None,
+             num_passes: int | None = None, **kwargs: Any) -> None:
+    """Training settings: batch size, learning rate (and its schedule keywords), method,
+    regularization, clipping; ``sculler train`` turns them into an optimizer."""
+    Settings(batch_size=int(batch_size), learning_rate=float(learning_rate),
+             learning_method=learning_method or MomentumOptimizer(),
+             regularization=regularization,
+             gradient_clipping_threshold=gradient_clipping_threshold,
+             num_passes=num_passes, **kwargs)
+
+
+def data_sources(train: str, test: str | None = None, input_types: dict | None = None) -> None:
+    """Where ``sculler train`` reads data: ``"module:function"`` names of reader creators
+    (``function()`` returns a reader), e.g. ``"sculler.dataset.digits:train"``.
+    ``input_types`` (data layer name -> ``sculler.data_type`` type) overrides the types
+    inferred from the first sample (float vector -> dense, int -> integer ids)."""
+    Settings(train_source=train, test_source=test, input_types=dict(input_types or {}))
