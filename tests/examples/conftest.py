@@ -11,7 +11,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 def load_example(relpath: str):
     path = EXAMPLES / relpath
-    name = "example_" + path.stem
+    name = "example_" + relpath.replace("/", "_").removesuffix(".py")
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
