@@ -58,28 +58,68 @@ def make_optimizer(settings: dict) -> Any:
     )
 
 
-def train_command(args: argparse.Namespace) -> int:
-    import sculler as paddle
-    from sculler.config.config_parser import parse_config
+def load_program(path: str, config_args: str) -> dict:
+    """What to train: a v1 config (layers declared with ``Layer``/helpers, ``settings`` and
+    ``data_sources``) or a v2 script whose module globals name ``cost``, ``optimizer``,
+    ``train_reader`` (and optionally ``test_reader``, ``batch_size``, ``num_passes``,
+    ``feeding``). Returns those items, with ``topology`` ready to train."""
+    import runpy
+
+    from sculler.config.config_parser import _parse_args, config_scope, finish_config
+    from sculler.layer import reset_names
     from sculler.topology import Topology
 
-    parsed = parse_config(args.config, args.config_args)
-    settings = parsed.settings
-    if "train_source" not in settings or "learning_method" not in settings:
+    reset_names()
+    with config_scope(_parse_args(config_args)) as ctx:
+        names = runpy.run_path(path, run_name="__sculler_config__")
+        if ctx.layers:
+            settings = ctx.settings
+            if "train_source" not in settings or "learning_method" not in settings:
+                raise SystemExit(
+                    f"{path}: declare the data with data_sources(train=..., test=...) and the "
+                    "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
+                )
+            model = finish_config(ctx)
+            train_reader = load_source(settings["train_source"])
+            set_data_kinds(model, next(iter(train_reader())), settings["input_types"])
+            return {
+                "topology": Topology.from_model_config(model),
+                "optimizer": make_optimizer(settings),
+                "train_reader": train_reader,
+                "test_reader": load_source(settings["test_source"])
+                if settings.get("test_source") else None,
+                "batch_size": settings["batch_size"],
+                "num_passes": settings.get("num_passes"),
+                "feeding": None,
+            }
+    missing = [k for k in ("cost", "optimizer", "train_reader") if k not in names]
+    if missing:
         raise SystemExit(
-            f"{args.config}: declare the data with data_sources(train=..., test=...) and the "
-            "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
+            f"{path}: neither a v1 config (no layers declared) nor a v2 script (module globals "
+            f"{missing} are missing; a v2 script defines cost, optimizer and train_reader)"
         )
-    train_reader = load_source(settings["train_source"])
-    test_reader = load_source(settings["test_source"]) if settings.get("test_source") else None
-    set_data_kinds(parsed.model_config, next(iter(train_reader())), settings["input_types"])
+    return {
+        "topology": Topology(names["cost"]),
+        "optimizer": names["optimizer"],
+        "train_reader": names["train_reader"],
+        "test_reader": names.get("test_reader"),
+        "batch_size": names.get("batch_size", 128),
+        "num_passes": names.get("num_passes"),
+        "feeding": names.get("feeding"),
+    }
+
+
+def train_command(args: argparse.Namespace) -> int:
+    import sculler as paddle
+
+    program = load_program(args.config, args.config_args)
     paddle.init(seed=args.seed)
-    topology = Topology.from_model_config(parsed.model_config)
+    topology, test_reader = program["topology"], program["test_reader"]
     parameters = paddle.parameters.create(topology)
     trainer = paddle.trainer.SGD(cost=topology, parameters=parameters,
-                                 update_equation=make_optimizer(settings))
-    batch_size = settings["batch_size"]
-    num_passes = args.num_passes or settings.get("num_passes") or 10
+                                 update_equation=program["optimizer"])
+    batch_size = program["batch_size"]
+    num_passes = args.num_passes or program["num_passes"] or 10
     os.makedirs(args.save_dir, exist_ok=True)
     costs: list[float] = []
     result = None
@@ -93,7 +133,8 @@ def train_command(args: argparse.Namespace) -> int:
             line += "".join(f", {k} {v:.4f}" for k, v in event.metrics.items())
             costs.clear()
             if test_reader is not None:
-                result = trainer.test(reader=paddle.batch(test_reader, batch_size))
+                result = trainer.test(reader=paddle.batch(test_reader, batch_size),
+                                      feeding=program["feeding"])
                 line += f" | test cost {result.cost:.4f}"
                 line += "".join(f", {k} {v:.4f}" for k, v in result.metrics.items())
             print(line, flush=True)
@@ -101,8 +142,9 @@ def train_command(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     trainer.train(
-        reader=paddle.batch(paddle.reader.shuffle(train_reader, buf_size=8192), batch_size),
-        num_passes=num_passes, event_handler=on_event,
+        reader=paddle.batch(paddle.reader.shuffle(program["train_reader"], buf_size=8192),
+                            batch_size),
+        num_passes=num_passes, event_handler=on_event, feeding=program["feeding"],
         show_progress=False if args.no_progress else None,
     )
     elapsed = time.perf_counter() - start

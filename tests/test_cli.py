@@ -26,6 +26,21 @@ def test_main_job_trains_digits_mlp_above_95_percent(tmp_path, capsys):
     assert (tmp_path / "pass-00029.tar").exists()
 
 
+@pytest.mark.slow
+def test_v2_script_trains_through_the_cli(tmp_path, capsys):
+    assert main(["train", "--config", str(ROOT / "demo" / "recognize_digits.py"),
+                 "--save_dir", str(tmp_path), "--no_progress"]) == 0
+    out = capsys.readouterr().out
+    assert float(re.search(r"Test accuracy: ([0-9.]+)%", out).group(1)) >= 95.0
+
+
+def test_file_that_is_neither_v1_nor_v2_is_explained(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import sculler as paddle\nx = 1\n")
+    with pytest.raises(SystemExit, match=r"missing; a v2 script defines cost, optimizer"):
+        main(["train", "--config", str(script), "--save_dir", str(tmp_path)])
+
+
 def test_config_args_and_num_passes(tmp_path, capsys):
     main(["train", "--config", str(ROOT / "demo" / "mlp_digits.py"), "--config_args",
           "hidden=16", "--num_passes", "2", "--save_dir", str(tmp_path), "--no_progress"])
