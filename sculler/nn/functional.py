@@ -171,3 +171,4 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         return (probs * scale[..., None],)
 
     return ops._make(out, (input,), fn)
+from sculler.nn.conv import avg_pool2d, conv2d, max_pool2d  # noqa: E402,F401
