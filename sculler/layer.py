@@ -30,7 +30,7 @@ from sculler.data_type import InputType
 __all__ = [
     "LayerOutput", "make_layer", "reset_names", "data", "fc", "embedding", "concat", "addto",
     "dropout", "classification_cost", "cross_entropy_cost", "square_error_cost", "mse_cost",
-    "regression_cost", "cos_sim", "rank_cost",
+    "regression_cost", "cos_sim", "rank_cost", "py_layer",
 ]
 
 _counters: dict[str, int] = {}
@@ -241,6 +241,18 @@ def dropout(input: LayerOutput, dropout_rate: float, name: str | None = None,  #
     return make_layer("addto", _as_inputs(input, "dropout"), name=name,
                       name_prefix="dropout_layer", bias_attr=False,
                       layer_attr=ExtraLayerAttribute(drop_rate=dropout_rate))
+
+
+def py_layer(py_layer: type, input: Any, size: int, name: str | None = None,  # noqa: A002
+             act: Any = None, layer_attr: Any = None, **kwargs: Any) -> LayerOutput:
+    """Use an eager ``autograd.PyLayer`` (defined at module level) as a layer:
+    ``y = act(MyPyLayer.apply(x_1, ..., x_n, **kwargs))`` with output width ``size``; its own
+    ``backward`` gives the input gradients. ``kwargs`` must be JSON values."""
+    from sculler.eager.layer_bridge import py_layer_path
+
+    return make_layer("py_layer", _as_inputs(input, "py_layer"), name=name, size=size, act=act,
+                      layer_attr=layer_attr, bias_attr=False,
+                      attrs={"py_layer": py_layer_path(py_layer), "kwargs": dict(kwargs)})
 
 
 def _cost(layer_type: str, prefix: str, inputs: list, weight: Any, name: Any, coeff: float,

@@ -80,3 +80,22 @@ def test_same_math_as_eager_apply():
     x = np.random.RandomState(0).randn(3, 4)
     eager = CusTanh.apply(paddle.to_tensor(x)).numpy()
     np.testing.assert_allclose(eager, np.tanh(x))
+
+
+def test_py_layer_in_a_v2_topology_trains():
+    """sculler.layer.py_layer: the eager CusTanh as the hidden activation of a v2 MLP."""
+    paddle.init(seed=2)
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="pixel", type=paddle.data_type.dense_vector(64))
+    y = paddle.layer.data(name="label", type=paddle.data_type.integer_value(10))
+    pre = paddle.layer.fc(input=x, size=32, act=paddle.activation.Linear())
+    hidden = paddle.layer.py_layer(CusTanh, input=pre, size=32)
+    out = paddle.layer.fc(input=hidden, size=10, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    parameters = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, parameters,
+                                 paddle.optimizer.Momentum(momentum=0.9, learning_rate=0.1 / 64))
+    digits = paddle.dataset.digits
+    trainer.train(paddle.batch(digits.train(), 64), num_passes=15, show_progress=False)
+    result = trainer.test(paddle.batch(digits.test(), 128))
+    assert result.metrics["classification_error_evaluator"] <= 0.05
