@@ -1,0 +1,286 @@
+"""The ``mixed`` layer: ``y = f(sum of projections and operators of its inputs + b)``.
+
+PaddlePaddle's MixedLayer. Each input's ``InputConfig.attrs["proj"]`` names what is applied
+to it; a projection maps one input (with an optional per-input weight), an operator combines
+input i (``proj`` = the operator) with input i+1 (``proj`` = ``"operand"``):
+
+=================== ============================================== ===============
+proj                contribution to ``y``                           weight shape
+=================== ============================================== ===============
+full_matrix         ``x W``                                         (D, size)
+trans_full_matrix   ``x W^T``                                       (size, D)
+table               ``W[ids]``                                      (dict, size)
+identity            ``x`` (attr ``offset``: a window, see below)    none
+dotmul              ``x * w`` elementwise                           (1, D)
+scaling             ``w * x`` with one scalar                       (1, 1)
+context             concatenated neighbours in each sequence        (pads, D)
+dotmul_operator     ``scale * a * b`` (attr ``scale``)              none
+=================== ============================================== ===============
+
+``identity`` with ``offset`` adds ``x[:, offset:offset+size]`` when the input is wider than
+the output, else ``x`` into ``y[:, offset:offset+D]`` (Paddle's ``addAtOffset``).
+``context`` (attrs ``context_len`` L, ``context_start`` s, ``trainable_padding``) writes, for
+step t, ``[x_{t+s}, ..., x_{t+s+L-1}]``; steps outside the sequence read zero or, when the
+padding is trainable, row ``max(0,-s) + (t' - begin)`` (before) / ``max(0,-s) + (t' - end)``
+(after) of a (max(0,-s) + max(0,s+L-1)) x D weight.
+"""
+
+from __future__ import annotations
+
+from sculler.backend import get_array_module
+from sculler.core.layer import Layer, register_layer
+from sculler.math.blas import col_sum
+
+
+def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
+    """Output width a projection implies by itself (0 when it takes the layer's size)."""
+    if kind in ("dotmul", "scaling", "dotmul_operator"):
+        return in_size
+    if kind == "identity":
+        if "offset" not in attrs:
+            return in_size
+        return int(attrs.get("size") or 0)
+    if kind == "context":
+        return in_size * int(attrs["context_len"])
+    return 0
+
+
+def _context_pads(attrs: dict) -> tuple[int, int]:
+    start, length = int(attrs.get("context_start", 0)), int(attrs["context_len"])
+    return max(0, -start), max(0, start + length - 1)
+
+
+def _weight_shape(kind: str, attrs: dict, in_size: int, size: int) -> tuple | None:
+    if kind == "full_matrix" or kind == "table":
+        return (in_size, size)
+    if kind == "trans_full_matrix":
+        return (size, in_size)
+    if kind == "dotmul":
+        return (1, in_size)
+    if kind == "scaling":
+        return (1, 1)
+    if kind == "context" and attrs.get("trainable_padding"):
+        begin, end = _context_pads(attrs)
+        return (begin + end, in_size) if begin + end else None
+    return None
+
+
+KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "scaling",
+         "context", "dotmul_operator", "operand")
+
+
+def _context_index(attrs: dict, seq_starts, batch: int, xp):
+    """Per column block k: source row of each step (-1 = padding) and padding row (-1 =
+    zero). Shapes (L, batch)."""
+    start, length = int(attrs.get("context_start", 0)), int(attrs["context_len"])
+    begin_pad, _ = _context_pads(attrs)
+    starts = xp.asarray(seq_starts if seq_starts is not None else [0, batch])
+    seq_of = xp.searchsorted(starts, xp.arange(batch), side="right") - 1
+    lo, hi = starts[seq_of], starts[seq_of + 1]
+    src = xp.arange(batch)[None, :] + (start + xp.arange(length))[:, None]
+    inside = (src >= lo) & (src < hi)
+    pad = xp.where(src < lo, begin_pad + src - lo, begin_pad + src - hi)
+    return xp.where(inside, src, -1), xp.where(inside, -1, pad)
+
+
+@register_layer("mixed")
+class MixedLayer(Layer):
+    """Sum of projections/operators of its inputs plus an optional bias (see module doc)."""
+
+    @classmethod
+    def _kinds(cls, config) -> list[str]:
+        kinds = [ic.attrs.get("proj") for ic in config.inputs]
+        for i, k in enumerate(kinds):
+            if k not in KINDS:
+                raise ValueError(f"layer {config.name!r} (mixed): input {i} has proj {k!r}; "
+                                 f"expected one of {KINDS}")
+            is_op = k == "dotmul_operator"
+            nxt = kinds[i + 1] if i + 1 < len(kinds) else None
+            if is_op != (nxt == "operand") or (k == "operand" and i == 0):
+                raise ValueError(f"layer {config.name!r} (mixed): an operator input must be "
+                                 "followed by exactly one 'operand' input")
+        return kinds
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        size = config.size
+        for i, (k, ic, inp) in enumerate(zip(cls._kinds(config), config.inputs, inputs)):
+            width = _proj_width(k, ic.attrs, inp.size)
+            if width and size and width != size:
+                raise ValueError(f"layer {config.name!r} (mixed): projection {i} ({k}) of "
+                                 f"{inp.name!r} gives width {width}, layer size is {size}")
+            size = size or width
+        if size <= 0:
+            raise ValueError(f"layer {config.name!r} (mixed): give size; no projection "
+                             "implies the output width")
+        return size
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        dims = {}
+        for i, (k, ic, inp) in enumerate(zip(cls._kinds(config), config.inputs, inputs)):
+            shape = _weight_shape(k, ic.attrs, inp.size, config.size)
+            if shape is not None:
+                dims[i] = shape
+        return dims
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        self.kinds = self._kinds(self.config)
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        batch = self.check_same_batch()
+        out = self.reserve_output(batch, self.size)
+        out[...] = 0
+        for i, kind in enumerate(self.kinds):
+            getattr(self, "_fwd_" + kind)(i, out)
+        if self.bias is not None:
+            out += self.bias.w
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        dy = self.output.grad
+        if self.bias is not None and self.bias.w_grad is not None:
+            col_sum(dy, self.bias.w_grad)
+            self.bias.parameter.inc_update(callback)
+        for i, kind in enumerate(self.kinds):
+            getattr(self, "_bwd_" + kind)(i, dy)
+            w = self.weights[i]
+            if w is not None and w.w_grad is not None:
+                w.parameter.inc_update(callback)
+
+    # ---- projections: _fwd_<kind>(i, out) adds to out; _bwd_<kind>(i, dy) accumulates ----
+    def _in(self, i: int):
+        return self.get_input_value(i)
+
+    def _add_in_grad(self, i: int, value) -> None:
+        g = self.get_input_grad(i)
+        if g is not None:
+            g += value
+
+    def _fwd_full_matrix(self, i, out):
+        out += self._in(i) @ self.weights[i].w
+
+    def _bwd_full_matrix(self, i, dy):
+        w = self.weights[i]
+        if w.w_grad is not None:
+            w.w_grad += self._in(i).T @ dy
+        self._add_in_grad(i, dy @ w.w.T)
+
+    def _fwd_trans_full_matrix(self, i, out):
+        out += self._in(i) @ self.weights[i].w.T
+
+    def _bwd_trans_full_matrix(self, i, dy):
+        w = self.weights[i]
+        if w.w_grad is not None:
+            w.w_grad += dy.T @ self._in(i)
+        self._add_in_grad(i, dy @ w.w)
+
+    def _fwd_table(self, i, out):
+        ids = self.get_input(i).ids
+        if ids is None:
+            raise ValueError(f"layer {self.name!r} (mixed): table projection input {i} "
+                             f"({self.inputs[i].name!r}) must carry integer ids, got "
+                             f"{self.get_input(i).describe()}")
+        out += self.weights[i].w[ids]
+
+    def _bwd_table(self, i, dy):
+        w = self.weights[i]
+        if w.w_grad is not None:
+            ids = self.get_input(i).ids
+            get_array_module(dy).add.at(w.w_grad, ids, dy)
+            w.parameter.touched_rows.append(ids)
+
+    def _window(self, i):
+        """(output slice, input slice) of an identity projection."""
+        attrs = self.config.inputs[i].attrs
+        off, width = int(attrs.get("offset", 0)), self.inputs[i].size
+        if width >= self.size:
+            return slice(None), slice(off, off + self.size)
+        return slice(off, off + width), slice(None)
+
+    def _fwd_identity(self, i, out):
+        o, s = self._window(i)
+        out[:, o] += self._in(i)[:, s]
+
+    def _bwd_identity(self, i, dy):
+        g = self.get_input_grad(i)
+        if g is not None:
+            o, s = self._window(i)
+            g[:, s] += dy[:, o]
+
+    def _fwd_dotmul(self, i, out):
+        out += self._in(i) * self.weights[i].w
+
+    def _bwd_dotmul(self, i, dy):
+        w = self.weights[i]
+        if w.w_grad is not None:
+            w.w_grad += (self._in(i) * dy).sum(axis=0, keepdims=True)
+        self._add_in_grad(i, dy * w.w)
+
+    def _fwd_scaling(self, i, out):
+        out += self.weights[i].w[0, 0] * self._in(i)
+
+    def _bwd_scaling(self, i, dy):
+        w = self.weights[i]
+        if w.w_grad is not None:
+            w.w_grad += (self._in(i) * dy).sum()
+        self._add_in_grad(i, w.w[0, 0] * dy)
+
+    def _context(self, i):
+        arg = self.get_input(i)
+        attrs = self.config.inputs[i].attrs
+        if arg.seq_starts is None:
+            raise ValueError(f"layer {self.name!r} (mixed): context projection input {i} "
+                             f"({self.inputs[i].name!r}) must be a sequence, got "
+                             f"{arg.describe()}")
+        xp = get_array_module(arg.value)
+        return xp, *_context_index(attrs, arg.seq_starts, arg.value.shape[0], xp)
+
+    def _fwd_context(self, i, out):
+        xp, src, pad = self._context(i)
+        x, d, w = self._in(i), self.inputs[i].size, self.weights[i]
+        for k in range(src.shape[0]):
+            block = out[:, k * d : (k + 1) * d]
+            ok = src[k] >= 0
+            block[ok] += x[src[k][ok]]
+            if w is not None:
+                use = pad[k] >= 0
+                block[use] += w.w[pad[k][use]]
+
+    def _bwd_context(self, i, dy):
+        xp, src, pad = self._context(i)
+        d, w, g = self.inputs[i].size, self.weights[i], self.get_input_grad(i)
+        for k in range(src.shape[0]):
+            block = dy[:, k * d : (k + 1) * d]
+            if g is not None:
+                ok = src[k] >= 0
+                xp.add.at(g, src[k][ok], block[ok])
+            if w is not None and w.w_grad is not None:
+                use = pad[k] >= 0
+                xp.add.at(w.w_grad, pad[k][use], block[use])
+
+    def _fwd_dotmul_operator(self, i, out):
+        scale = self.config.inputs[i].attrs.get("scale", 1.0)
+        out += scale * self._in(i) * self._in(i + 1)
+
+    def _bwd_dotmul_operator(self, i, dy):
+        scale = self.config.inputs[i].attrs.get("scale", 1.0)
+        self._add_in_grad(i, scale * dy * self._in(i + 1))
+        self._add_in_grad(i + 1, scale * dy * self._in(i))
+
+    def _fwd_operand(self, i, out):
+        """The second operand of the operator at input i-1; it adds nothing by itself."""
+
+    def _bwd_operand(self, i, dy):
+        """Handled by the operator at input i-1."""
+
+    def prefetch(self):
+        rows = {}
+        for i, kind in enumerate(self.kinds):
+            w = self.weights[i]
+            if kind == "table" and w.parameter.config.sparse_remote_update:
+                rows[w.parameter.name] = get_array_module(w.w).unique(self.get_input(i).ids)
+        return rows
