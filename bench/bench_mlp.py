@@ -107,6 +107,34 @@ def bench_torch(sizes, batch, batches):
     return batch * batches / (time.perf_counter() - t)
 
 
+def bench_paddle(sizes, batch, batches):
+    """PaddlePaddle 3.x dygraph (``pip install paddlepaddle==3.3.1``), same model and update."""
+    try:
+        import paddle
+    except ImportError:
+        return None
+    paddle.set_device("cpu")
+    layers = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [paddle.nn.Linear(a, b), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers[:-1])
+    opt = paddle.optimizer.Momentum(learning_rate=1e-4, momentum=0.9,
+                                    parameters=model.parameters())
+    rng = np.random.RandomState(0)
+    X = paddle.to_tensor(rng.rand(batch, sizes[0]).astype(np.float32))
+    Y = paddle.to_tensor(rng.randint(0, sizes[-1], batch).astype(np.int64))
+    for _ in range(2):  # warm-up
+        paddle.nn.functional.cross_entropy(model(X), Y, reduction="sum").backward()
+        opt.clear_grad()
+    t = time.perf_counter()
+    for _ in range(batches):
+        loss = paddle.nn.functional.cross_entropy(model(X), Y, reduction="sum")
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+    return batch * batches / (time.perf_counter() - t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=30)
@@ -116,9 +144,12 @@ def main() -> None:
         bench_numpy(sizes, batch, 2)  # warm-up (BLAS threads, page faults)
         n = bench_numpy(sizes, batch, args.batches)
         t = bench_torch(sizes, batch, args.batches)
+        p = bench_paddle(sizes, batch, args.batches)
         name = "-".join(map(str, sizes))
         line = f"MLP {name} batch {batch}: sculler {s:,.0f}/s, numpy ref {n:,.0f}/s, " \
                f"sculler/numpy {s / n:.2f}"
+        if p is not None:
+            line += f", paddle {p:,.0f}/s, sculler/paddle {s / p:.2f}"
         if t is not None:
             line += f", torch {t:,.0f}/s, sculler/torch {s / t:.2f}"
         print(line, flush=True)
