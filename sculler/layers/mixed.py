@@ -14,7 +14,9 @@ identity            ``x`` (attr ``offset``: a window, see below)    none
 dotmul              ``x * w`` elementwise                           (1, D)
 scaling             ``w * x`` with one scalar                       (1, 1)
 context             concatenated neighbours in each sequence        (pads, D)
+conv                ``conv(x, W)`` (see mixed_conv.py)              (F, C/g*fy*fx)
 dotmul_operator     ``scale * a * b`` (attr ``scale``)              none
+conv_operator       ``conv(image_n, filters_n)`` per sample         none
 =================== ============================================== ===============
 
 ``identity`` with ``offset`` adds ``x[:, offset:offset+size]`` when the input is wider than
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from sculler.backend import get_array_module
 from sculler.core.layer import Layer, register_layer
+from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
 from sculler.math.blas import col_sum
 
 
@@ -66,7 +69,8 @@ def _weight_shape(kind: str, attrs: dict, in_size: int, size: int) -> tuple | No
 
 
 KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "scaling",
-         "context", "dotmul_operator", "operand")
+         "context", "conv", "dotmul_operator", "conv_operator", "operand")
+OPERATORS = ("dotmul_operator", "conv_operator")
 
 
 def _context_index(attrs: dict, seq_starts, batch: int, xp):
@@ -84,7 +88,7 @@ def _context_index(attrs: dict, seq_starts, batch: int, xp):
 
 
 @register_layer("mixed")
-class MixedLayer(Layer):
+class MixedLayer(ConvTerms, Layer):
     """Sum of projections/operators of its inputs plus an optional bias (see module doc)."""
 
     @classmethod
@@ -94,7 +98,7 @@ class MixedLayer(Layer):
             if k not in KINDS:
                 raise ValueError(f"layer {config.name!r} (mixed): input {i} has proj {k!r}; "
                                  f"expected one of {KINDS}")
-            is_op = k == "dotmul_operator"
+            is_op = k in OPERATORS
             nxt = kinds[i + 1] if i + 1 < len(kinds) else None
             if is_op != (nxt == "operand") or (k == "operand" and i == 0):
                 raise ValueError(f"layer {config.name!r} (mixed): an operator input must be "
@@ -105,7 +109,16 @@ class MixedLayer(Layer):
     def infer_size(cls, config, inputs):
         size = config.size
         for i, (k, ic, inp) in enumerate(zip(cls._kinds(config), config.inputs, inputs)):
-            width = _proj_width(k, ic.attrs, inp.size)
+            if k in ("conv", "conv_operator"):
+                geo = conv_geometry(config, inputs, i)
+                if k == "conv_operator" and inputs[i + 1].size != operand_width(geo):
+                    raise ValueError(
+                        f"layer {config.name!r} (mixed): conv_operator filter input "
+                        f"{inputs[i + 1].name!r} has width {inputs[i + 1].size}, expected "
+                        f"num_filters*channels*fy*fx = {operand_width(geo)}")
+                width = geo["width"]
+            else:
+                width = _proj_width(k, ic.attrs, inp.size)
             if width and size and width != size:
                 raise ValueError(f"layer {config.name!r} (mixed): projection {i} ({k}) of "
                                  f"{inp.name!r} gives width {width}, layer size is {size}")
@@ -119,6 +132,10 @@ class MixedLayer(Layer):
     def weight_dims(cls, config, inputs):
         dims = {}
         for i, (k, ic, inp) in enumerate(zip(cls._kinds(config), config.inputs, inputs)):
+            if k == "conv":
+                f, cg, fy, fx = conv_geometry(config, inputs, i)["w_shape"]
+                dims[i] = (f, cg * fy * fx)
+                continue
             shape = _weight_shape(k, ic.attrs, inp.size, config.size)
             if shape is not None:
                 dims[i] = shape
@@ -127,6 +144,7 @@ class MixedLayer(Layer):
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
         self.kinds = self._kinds(self.config)
+        self._conv_cache: dict[int, dict] = {}
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)

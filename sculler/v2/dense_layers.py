@@ -44,7 +44,7 @@ class Projection:
         self.size = int(size or 0)
 
     def input_attrs(self) -> list[dict]:
-        if self.kind == "dotmul_operator":
+        if self.kind in ("dotmul_operator", "conv_operator"):
             return [{"proj": self.kind, **self.attrs}, {"proj": "operand"}]
         return [{"proj": self.kind, **self.attrs}]
 
@@ -125,18 +125,41 @@ def dotmul_operator(a: LayerOutput | None = None, b: LayerOutput | None = None,
     return Projection("dotmul_operator", [a, b], {"scale": float(scale)}, size=a.size)
 
 
-def conv_operator(img: Any, filter: Any, filter_size: int, num_filters: int,  # noqa: A002
-                  **kwargs: Any) -> Projection:
-    """Not supported: raises NotImplementedError (use ``img_conv``)."""
-    raise NotImplementedError("conv_operator is not supported by Sculler's mixed layer; use "
-                              "img_conv with the filter as a parameter")
+def _conv_attrs(fn: str, filter_size: int, num_filters: int, num_channels: int | None,
+                stride: int, padding: int, filter_size_y: int | None, stride_y: int | None,
+                padding_y: int | None, trans: bool) -> dict:
+    if trans:
+        raise NotImplementedError(f"{fn}(trans=True) is not supported; use img_conv(trans=True)")
+    attrs = {"filter_size": int(filter_size), "num_filters": int(num_filters),
+             "stride": int(stride), "padding": int(padding)}
+    for key, val in (("channels", num_channels), ("filter_size_y", filter_size_y),
+                     ("stride_y", stride_y), ("padding_y", padding_y)):
+        if val is not None:
+            attrs[key] = int(val)
+    return attrs
 
 
-def conv_projection(input: Any, filter_size: int, num_filters: int,  # noqa: A002
-                    **kwargs: Any) -> Projection:
-    """Not supported: raises NotImplementedError (use ``img_conv``)."""
-    raise NotImplementedError("conv_projection is not supported by Sculler's mixed layer; use "
-                              "img_conv")
+def conv_operator(img: LayerOutput, filter: LayerOutput, filter_size: int,  # noqa: A002
+                  num_filters: int, num_channels: int | None = None, stride: int = 1,
+                  padding: int = 0, filter_size_y: int | None = None, stride_y: int | None = None,
+                  padding_y: int | None = None, trans: bool = False) -> Projection:
+    """Convolve each sample's image with that sample's own filters, read from ``filter``
+    (width ``num_filters * channels * fy * fx``); output ``num_filters * oh * ow`` wide."""
+    attrs = _conv_attrs("conv_operator", filter_size, num_filters, num_channels, stride, padding,
+                        filter_size_y, stride_y, padding_y, trans)
+    return Projection("conv_operator", [img, filter], attrs)
+
+
+def conv_projection(input: LayerOutput, filter_size: int, num_filters: int,  # noqa: A002
+                    num_channels: int | None = None, stride: int = 1, padding: int = 0,
+                    filter_size_y: int | None = None, stride_y: int | None = None,
+                    padding_y: int | None = None, groups: int = 1, param_attr: Any = None,
+                    trans: bool = False) -> Projection:
+    """``conv(x, W)`` with a learned ``(num_filters, channels/groups * fy * fx)`` filter."""
+    attrs = _conv_attrs("conv_projection", filter_size, num_filters, num_channels, stride,
+                        padding, filter_size_y, stride_y, padding_y, trans)
+    attrs["groups"] = int(groups)
+    return Projection("conv", [input], attrs, param_attr=param_attr)
 
 
 class MixedLayerType(LayerOutput):

@@ -23,6 +23,15 @@ def proj(kind, **attrs):
 
 # (layer type, layer settings, inputs, use_weight)
 MIXED = [
+    ("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv", num_filters=3, filter_size=3,
+                                                  channels=2, height=5, width=4, padding=1))],
+     False),
+    ("mixed", dict(bias=True), [INPUT_DATA(40, attrs=proj(
+        "conv", num_filters=4, filter_size=2, filter_size_y=3, stride=2, channels=2, height=5,
+        width=4, groups=2))], False),
+    ("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv_operator", num_filters=2, filter_size=3,
+                                                  channels=2, height=5, width=4)),
+                       INPUT_DATA(36, attrs=proj("operand"))], False),
     ("mixed", dict(size=4), [INPUT_DATA(5, attrs=proj("full_matrix"))], False),
     ("mixed", dict(size=4, bias=True, active_type="tanh"),
      [INPUT_DATA(5, attrs=proj("full_matrix")), INPUT_DATA(3, attrs=proj("trans_full_matrix"))],

@@ -46,8 +46,37 @@ def test_mixed_size_from_projection_and_errors():
     with pytest.raises(ValueError, match="no projection"):
         with L.mixed(size=3):
             pass
-    with pytest.raises(NotImplementedError):
-        L.conv_operator(img=x, filter=x, filter_size=3, num_filters=2)
+    with pytest.raises(NotImplementedError, match="trans=True"):
+        L.conv_projection(x, filter_size=3, num_filters=2, trans=True)
+
+
+def test_conv_projection_and_operator_match_direct_convolution():
+    """mixed(conv_projection) equals img-free direct convolution; conv_operator convolves
+    each sample with its own filters."""
+    from sculler.math.conv import conv2d_forward
+
+    paddle.layer.reset_names()
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 5 * 4),
+                            height=5, width=4)
+    filt = _data("filt", 3 * 2 * 3 * 3)
+    proj = L.mixed(input=L.conv_projection(img, filter_size=3, num_filters=3, num_channels=2,
+                                           padding=1), bias_attr=False)
+    op = L.mixed(input=L.conv_operator(img=img, filter=filt, filter_size=3, num_filters=3,
+                                       num_channels=2))
+    assert proj.size == 3 * 5 * 4 and op.size == 3 * 3 * 2
+    params = paddle.parameters.create([proj, op])
+    rng = np.random.RandomState(0)
+    x = rng.randn(2, 40).astype(np.float32)
+    f = rng.randn(2, 54).astype(np.float32)
+    out_proj, out_op = paddle.infer(output_layer=[proj, op], parameters=params,
+                                    input=[(x[n], f[n]) for n in range(2)],
+                                    feeding={"img": 0, "filt": 1})
+    w = params.get(params.names()[0]).reshape(3, 2, 3, 3)
+    np.testing.assert_allclose(out_proj, conv2d_forward(x.reshape(2, 2, 5, 4), w, 1, 1)
+                               .reshape(2, -1), rtol=1e-5, atol=1e-5)
+    for n in range(2):
+        ref = conv2d_forward(x[n].reshape(1, 2, 5, 4), f[n].reshape(3, 2, 3, 3))
+        np.testing.assert_allclose(out_op[n], ref.reshape(-1), rtol=1e-5, atol=1e-5)
 
 
 def test_mixed_inference_values():

@@ -1,0 +1,102 @@
+"""Convolution terms of the ``mixed`` layer: ``conv`` projection and ``conv_operator``.
+
+``conv`` (PaddlePaddle's ConvProjection): ``y += conv(x, W)`` with a learned filter ``W`` of
+shape ``(num_filters, channels/groups * fy * fx)``; ``conv_operator`` (ConvOperator): each
+sample's image is convolved with that sample's own filter, read from the operand input
+(width ``num_filters * channels * fy * fx``), so filters can be computed by other layers.
+Per-input attrs: ``num_filters``, ``filter_size`` (``filter_size_y``), ``stride``
+(``stride_y``), ``padding`` (``padding_y``), ``groups`` (projection only), and the image's
+``channels``/``height``/``width`` when the input layer does not carry them.
+Output width ``num_filters * oh * ow`` with ``o = (i + 2p - f) / s + 1``.
+"""
+
+from __future__ import annotations
+
+from sculler.layers.image import image_geometry
+from sculler.math import conv as K
+
+
+def conv_geometry(config, inputs, i: int) -> dict:
+    """Image shape, filter, stride, padding, groups and output size of conv term ``i``."""
+    a = config.inputs[i].attrs
+    c, h, w = image_geometry(config, inputs, i)
+    fx = int(a["filter_size"])
+    fy = int(a.get("filter_size_y") or fx)
+    sx = int(a.get("stride", 1))
+    sy = int(a.get("stride_y") or sx)
+    px = int(a.get("padding", 0))
+    py = int(a["padding_y"]) if a.get("padding_y") is not None else px
+    groups = int(a.get("groups", 1))
+    f = int(a["num_filters"])
+    if c % groups or f % groups:
+        raise ValueError(f"layer {config.name!r} (mixed): conv input {i} has {c} channels and "
+                         f"{f} filters, not divisible by groups={groups}")
+    oh, ow = K.conv_output_size(h, fy, py, sy), K.conv_output_size(w, fx, px, sx)
+    return {"x_shape": (c, h, w), "w_shape": (f, c // groups, fy, fx), "stride": (sy, sx),
+            "padding": (py, px), "groups": groups, "out_hw": (oh, ow), "width": f * oh * ow}
+
+
+def operand_width(geometry: dict) -> int:
+    f, cg, fy, fx = geometry["w_shape"]
+    return f * cg * geometry["groups"] * fy * fx
+
+
+class ConvTerms:
+    """Mixin of :class:`~sculler.layers.mixed.MixedLayer`: forward/backward of conv terms."""
+
+    def _geometry(self, i: int) -> dict:
+        geo = self._conv_cache.get(i)
+        if geo is None:
+            geo = self._conv_cache[i] = conv_geometry(
+                self.config, [inp.config for inp in self.inputs], i)
+        return geo
+
+    def _image(self, i: int, geo: dict):
+        return self._in(i).reshape((-1,) + geo["x_shape"])
+
+    def _fwd_conv(self, i, out):
+        geo = self._geometry(i)
+        w = self.weights[i].w.reshape(geo["w_shape"])
+        y = K.conv2d_forward(self._image(i, geo), w, geo["stride"], geo["padding"], 1,
+                             geo["groups"])
+        out += y.reshape(out.shape)
+
+    def _bwd_conv(self, i, dy):
+        geo = self._geometry(i)
+        x = self._image(i, geo)
+        dy4 = dy.reshape(x.shape[0], geo["w_shape"][0], *geo["out_hw"])
+        weight = self.weights[i]
+        if weight.w_grad is not None:
+            K.conv2d_backward_filter(x, dy4, geo["w_shape"], geo["stride"], geo["padding"], 1,
+                                     geo["groups"], out=weight.w_grad.reshape(geo["w_shape"]))
+        g = self.get_input_grad(i)
+        if g is not None:
+            K.conv2d_backward_data(dy4, weight.w.reshape(geo["w_shape"]), x.shape,
+                                   geo["stride"], geo["padding"], 1, geo["groups"],
+                                   out=g.reshape(x.shape))
+
+    def _filters(self, i: int, geo: dict):
+        f, cg, fy, fx = geo["w_shape"]
+        return self._in(i + 1).reshape(-1, f, cg, fy, fx)
+
+    def _fwd_conv_operator(self, i, out):
+        geo = self._geometry(i)
+        x, filters = self._image(i, geo), self._filters(i, geo)
+        for n in range(x.shape[0]):
+            y = K.conv2d_forward(x[n : n + 1], filters[n], geo["stride"], geo["padding"])
+            out[n] += y.reshape(-1)
+
+    def _bwd_conv_operator(self, i, dy):
+        geo = self._geometry(i)
+        x, filters = self._image(i, geo), self._filters(i, geo)
+        dy4 = dy.reshape(x.shape[0], geo["w_shape"][0], *geo["out_hw"])
+        gx, gf = self.get_input_grad(i), self.get_input_grad(i + 1)
+        for n in range(x.shape[0]):
+            if gx is not None:
+                K.conv2d_backward_data(dy4[n : n + 1], filters[n], (1,) + geo["x_shape"],
+                                       geo["stride"], geo["padding"],
+                                       out=gx[n].reshape((1,) + geo["x_shape"]))
+            if gf is not None:
+                K.conv2d_backward_filter(x[n : n + 1], dy4[n : n + 1], geo["w_shape"],
+                                         geo["stride"], geo["padding"],
+                                         out=gf[n].reshape(geo["w_shape"]))
