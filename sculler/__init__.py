@@ -20,6 +20,7 @@ from sculler import (  # noqa: E402, F401
     event,
     inference,
     layer,
+    networks,
     optimizer,
     parameters,
     plot,

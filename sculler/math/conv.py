@@ -213,6 +213,46 @@ def col2im(
     return xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w].copy()
 
 
+def _batch_last(out_hw) -> bool:
+    """Whether the conv kernels unfold with the batch axis last: faster for small outputs
+    (runs of ``ow * N`` values), slower for large ones (the output transpose strides by N)."""
+    return out_hw[0] * out_hw[1] <= 256
+
+
+def _unfold(x, kernel, st, pad, dil, out_hw):
+    """im2col with the batch axis last: ``(C*kh*kw, oh*ow*N)``, columns ordered ``(oy, ox, n)``.
+
+    The convolution kernels use this layout because every tap then copies blocks of
+    ``ow * N`` contiguous values (the public :func:`im2col` copies ``ow``-long runs, several
+    times slower for the small images of a CNN's later layers).
+    """
+    xp = get_array_module(x)
+    n, c, h, w = x.shape
+    (kh, kw), (oh, ow) = kernel, out_hw
+    xt = xp.zeros((c, h + 2 * pad[0], w + 2 * pad[1], n), dtype=x.dtype)
+    xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x.transpose(1, 2, 3, 0)
+    cols = xp.empty((c, kh, kw, oh, ow, n), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
+            cols[:, i, j] = xt[:, sy, sx]
+    return cols.reshape(c * kh * kw, oh * ow * n)
+
+
+def _fold(cols, x_shape, kernel, st, pad, dil, out_hw):
+    """Adjoint of :func:`_unfold`: ``(N, C, H, W)`` view of the summed patches."""
+    xp = get_array_module(cols)
+    n, c, h, w = x_shape
+    (kh, kw), (oh, ow) = kernel, out_hw
+    c6 = cols.reshape(c, kh, kw, oh, ow, n)
+    xt = xp.zeros((c, h + 2 * pad[0], w + 2 * pad[1], n), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
+            xt[:, sy, sx] += c6[:, i, j]
+    return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w].transpose(3, 0, 1, 2)
+
+
 def _check_conv(x_shape, w_shape, groups: int) -> None:
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ValueError(
@@ -278,11 +318,15 @@ def conv2d_forward(
     n = x.shape[0]
     st, pad, dil = geometry(stride, padding, dilation)
     oh, ow = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
-    cols = im2col(x, (kh, kw), st, pad, dil, (oh, ow))
+    last = _batch_last((oh, ow))
+    cols = (_unfold if last else im2col)(x, (kh, kw), st, pad, dil, (oh, ow))
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
-    c3 = cols.reshape(groups, cg * kh * kw, n * oh * ow)
-    y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, N*P)
-    y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
+    c3 = cols.reshape(groups, cg * kh * kw, oh * ow * n)
+    y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
+    if last:
+        y = y.reshape(nf, oh, ow, n).transpose(3, 0, 1, 2)
+    else:
+        y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
     if out is None:
         return xp.ascontiguousarray(y)
     if out.shape != y.shape:
@@ -306,8 +350,10 @@ def _grouped_gemm(xp, a, b, trans_a: bool, trans_b: bool):
 
 
 def _dy_matrix(dy, groups: int):
+    """``dy`` as ``(groups, F/groups, columns)`` in the column order of the unfolding."""
     nf = dy.shape[1]
-    return dy.transpose(1, 0, 2, 3).reshape(groups, nf // groups, -1)
+    axes = (1, 2, 3, 0) if _batch_last(dy.shape[2:]) else (1, 0, 2, 3)
+    return dy.transpose(axes).reshape(groups, nf // groups, -1)
 
 
 def conv2d_backward_data(
@@ -340,8 +386,14 @@ def conv2d_backward_data(
     nf, cg, kh, kw = w.shape
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
     dcols = _grouped_gemm(xp, w2, _dy_matrix(dy, groups), True, False)
-    dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), stride, padding,
-                dilation, dy.shape[2:])
+    st, pad, dil = geometry(stride, padding, dilation)
+    x_shape = tuple(int(v) for v in x_shape)
+    _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
+    fold = _fold if _batch_last(dy.shape[2:]) else col2im
+    dx = fold(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
+              dy.shape[2:])
+    if out is None:
+        return xp.ascontiguousarray(dx)
     return _accumulate(out, dx, "conv2d_backward_data")
 
 
@@ -373,7 +425,9 @@ def conv2d_backward_filter(
     w_shape = tuple(int(v) for v in w_shape)
     _check_conv(x.shape, w_shape, groups)
     nf, cg, kh, kw = w_shape
-    cols = im2col(x, (kh, kw), stride, padding, dilation, dy.shape[2:])
+    st, pad, dil = geometry(stride, padding, dilation)
+    out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
+    cols = (_unfold if _batch_last(out_hw) else im2col)(x, (kh, kw), st, pad, dil, out_hw)
     c3 = cols.reshape(groups, cg * kh * kw, -1)
     dw = _grouped_gemm(xp, _dy_matrix(dy, groups), c3, False, True).reshape(w_shape)
     return _accumulate(out, dw, "conv2d_backward_filter")

@@ -1,0 +1,66 @@
+"""A LeNet-style CNN on the offline 8x8 digits, written against the v2 API.
+
+Two 3x3 convolutions (relu, padded) each followed by 2x2 max pooling, then a softmax fc:
+``8x8x1 -> 8x8x16 -> 4x4x16 -> 4x4x32 -> 2x2x32 -> 10``. Trained with momentum SGD, it beats
+the MLP of docs/v2_api.md (about 97% test accuracy) in well under a minute on 2 cores.
+
+Run: ``PYTHONPATH=. python demo/cnn_digits.py [--passes N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import sculler as paddle
+
+
+def build(num_classes: int = 10):
+    """The network: returns ``(cost, predict)``."""
+    images = paddle.layer.data(name="pixel", type=paddle.data_type.dense_vector(64),
+                               height=8, width=8)
+    label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(num_classes))
+    h = paddle.networks.simple_img_conv_pool(input=images, filter_size=3, num_filters=16,
+                                             conv_padding=1, pool_size=2, pool_stride=2,
+                                             act=paddle.activation.Relu())
+    h = paddle.networks.simple_img_conv_pool(input=h, filter_size=3, num_filters=32,
+                                             conv_padding=1, pool_size=2, pool_stride=2,
+                                             act=paddle.activation.Relu())
+    predict = paddle.layer.fc(input=h, size=num_classes, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=predict, label=label)
+    return cost, predict
+
+
+def main(num_passes: int = 10, batch_size: int = 64, seed: int = 1, verbose: bool = True) -> float:
+    """Train for ``num_passes`` and return the final test accuracy (1 - classification error)."""
+    paddle.init(use_gpu=False, trainer_count=1, seed=seed)
+    paddle.layer.reset_names()
+    cost, _ = build()
+    parameters = paddle.parameters.create(cost)
+    optimizer = paddle.optimizer.Momentum(
+        learning_rate=0.05 / batch_size, momentum=0.9,
+        regularization=paddle.optimizer.L2Regularization(rate=5e-4 * batch_size))
+    trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=optimizer)
+    test_reader = paddle.batch(paddle.dataset.digits.test(), 128)
+    accuracy = [0.0]
+
+    def handler(event):
+        if isinstance(event, paddle.event.EndPass):
+            result = trainer.test(reader=test_reader)
+            accuracy[0] = 1.0 - result.metrics["classification_error_evaluator"]
+            if verbose:
+                print(f"pass {event.pass_id}: test cost {result.cost:.4f}, "
+                      f"test accuracy {accuracy[0]:.4f}", flush=True)
+
+    train_reader = paddle.batch(paddle.reader.shuffle(paddle.dataset.digits.train(), 2000),
+                                batch_size)
+    trainer.train(reader=train_reader, event_handler=handler, num_passes=num_passes,
+                  show_progress=False)
+    return accuracy[0]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--passes", type=int, default=10)
+    args = ap.parse_args()
+    acc = main(args.passes)
+    print(f"test accuracy: {acc:.4f}")
