@@ -73,6 +73,8 @@ CASES = [
     ((1, 2, 9, 7), (3, 2, 3, 3), 1, 2, (2, 1), 1),
     ((2, 3, 8, 7), (2, 3, 2, 2), 3, 0, 1, 1),  # stride > filter
     ((1, 6, 5, 5), (6, 1, 3, 3), 1, 1, 1, 6),  # depthwise
+    ((1, 1, 17, 17), (2, 1, 3, 3), 1, 1, 1, 1),  # output > 16x16: batch-first unfold layout
+    ((2, 4, 20, 19), (4, 2, 3, 2), 1, (1, 0), 1, 2),
 ]
 
 
@@ -118,7 +120,7 @@ def test_im2col_col2im_are_adjoint():
     assert np.isclose((cols * c).sum(), (x * back).sum())
 
 
-@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", CASES[1:5])
+@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", CASES[1:5] + CASES[6:7])
 def test_backward_matches_finite_differences(xs, ws, stride, padding, dilation, groups):
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)
