@@ -316,3 +316,4 @@ def rank_cost(left: LayerOutput, right: LayerOutput, label: LayerOutput, weight:
     return make_layer("rank-cost", _as_inputs(inputs, "rank_cost"), name=name,
                       name_prefix="rank_cost", layer_attr=layer_attr,
                       attrs={"coeff": float(coeff)})
+from sculler.v2.cost_layers import *  # noqa: E402,F401,F403
