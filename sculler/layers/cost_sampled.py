@@ -6,6 +6,7 @@ NCELayer, HierarchicalSigmoidLayer and LambdaCost compute them.
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 
@@ -42,12 +43,17 @@ class NCELayer(Layer):
 
     Inputs: feature layers (each with a (num_classes, width) weight), the label (ids, or a
     sparse multi-hot value), and the per-sample ``weight`` column when attr ``with_weight``.
-    Draws are reseeded identically on every PASS_GC forward so gradient checks see one sample.
+    Draws come from a generator seeded by the layer name (reproducible across processes) and
+    are reseeded identically on every PASS_GC forward so gradient checks see one sample.
     """
 
     is_cost = True
     default_bias = True
     min_inputs = 2
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._noise: np.random.RandomState | None = None
 
     @classmethod
     def _num_features(cls, config) -> int:
@@ -92,11 +98,12 @@ class NCELayer(Layer):
         if true_cls.size and (true_cls.min() < 0 or true_cls.max() >= n):
             raise ValueError(f"layer {self.name!r} (nce): label ids must be in [0, {n})")
         k = int(self.attr("num_neg_samples", 10))
-        if self.pass_type == PASS_GC:
-            self._rng.seed(4321)
+        if self._noise is None or self.pass_type == PASS_GC:
+            self._noise = np.random.RandomState(zlib.crc32(self.name.encode()))
+        rng = self._noise
         dist = self.attr("neg_distribution")
-        noise = (self._rng.choice(n, size=(batch, k), p=np.asarray(dist)) if dist is not None
-                 else self._rng.randint(0, n, size=(batch, k)))
+        noise = (rng.choice(n, size=(batch, k), p=np.asarray(dist)) if dist is not None
+                 else rng.randint(0, n, size=(batch, k)))
         rows = np.concatenate([true_rows, np.repeat(np.arange(batch), k)])
         cls = np.concatenate([true_cls, noise.reshape(-1)]).astype(np.int64)
         target = np.arange(rows.size) < true_rows.size

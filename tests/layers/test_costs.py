@@ -113,3 +113,77 @@ def test_label_mismatch_errors_name_the_layer():
     with pytest.raises(ValueError, match="out of range"):
         run_cost("huber_classification", [Argument(np.zeros((2, 1))),
                                           Argument(ids=np.array([0, 2]))], sizes=[1, 2])
+
+
+def _softplus(z):
+    return math.log1p(math.exp(z))
+
+
+def test_hsigmoid_matches_the_code_tree_by_hand():
+    # num_classes = 3: codes 3 (0b11) and 4 (0b100); code width C = bitlen(2) = 2
+    x = np.array([[1.0, 2.0], [0.5, -1.0]])
+    net, _ = run_cost("hsigmoid", [Argument(x), Argument(ids=np.array([0, 1]))],
+                      {"num_classes": 3}, sizes=[2, 3])
+    w = net.get_layer("cost").weights[0].w
+    b = net.get_layer("cost").bias.w[0]
+    w[...] = [[0.1, -0.2], [0.3, 0.4]]
+    b[...] = [0.05, -0.1]
+    out = net.forward({"in0": Argument(x), "in1": Argument(ids=np.array([0, 1]))},
+                      "test")[0].value[:, 0]
+    # class 0: code 3 = 0b11, length 1: node (3>>1)-1 = 0, bit 1; position 1 unused -> log 2
+    z = b[0] + x[0] @ w[0]
+    expect0 = _softplus(z) - z + math.log(2.0)
+    # class 1: code 4 = 0b100, length 2: nodes (4>>1)-1 = 1 (bit 0), (4>>2)-1 = 0 (bit 0)
+    z0, z1 = b[1] + x[1] @ w[1], b[0] + x[1] @ w[0]
+    expect1 = _softplus(z0) + _softplus(z1)
+    np.testing.assert_allclose(out, [expect0, expect1], rtol=1e-12)
+
+
+def test_nce_cost_formula_with_a_fixed_draw():
+    x = np.array([[1.0, -1.0]])
+    args = [Argument(x), Argument(ids=np.array([2]))]
+    net, _ = run_cost("nce", args, {"num_classes": 4, "num_neg_samples": 2}, sizes=[2, 4])
+    layer = net.get_layer("cost")
+    with backend.default_dtype(np.float64):
+        out = net.forward(dict(zip(["in0", "in1"], args)), "gc")[0].value[0, 0]
+    rows, cls, target, k, o, _ = layer._saved
+    assert list(target) == [True, False, False] and cls[0] == 2 and np.all(k == 0.5)
+    z = layer.bias.w[0, cls] + layer.weights[0].w[cls] @ x[0]
+    sig = 1 / (1 + np.exp(-z))
+    expect = -math.log(sig[0] / (sig[0] + 0.5)) - sum(math.log(0.5 / (s + 0.5)) for s in sig[1:])
+    assert out == pytest.approx(expect, rel=1e-12)
+
+
+def _ndcg(o, s, k):
+    def dcg(rel):
+        return sum((2 ** r - 1) / math.log(i + 2) for i, r in enumerate(rel[:k]))
+    ranked = [s[i] for i in sorted(range(len(o)), key=lambda i: -o[i])]
+    return dcg(ranked) / dcg(sorted(s, reverse=True))
+
+
+def test_lambda_cost_ndcg_and_lambda_gradient_against_direct_loops():
+    o = np.array([0.3, 0.9, 0.1, 0.5, 0.2, 0.8, 0.4])
+    s = np.array([2.0, 0.0, 1.0, 3.0, 1.0, 0.0, 2.0])
+    starts = np.array([0, 4, 7])
+    args = [Argument(o[:, None], seq_starts=starts), Argument(s[:, None], seq_starts=starts)]
+    net, out = run_cost("lambda_cost", args, {"NDCG_num": 2})
+    ndcg = [_ndcg(o[:4], s[:4], 2), _ndcg(o[4:], s[4:], 2)]
+    np.testing.assert_allclose(out, [ndcg[0]] * 4 + [ndcg[1]] * 3, rtol=1e-12)
+    net.backward()
+    grad = net.data_layers[0].output.grad[:, 0]
+    # direct LambdaRank: pairs (a, c) in true order, |delta DCG| over the position logs
+    for lo, hi in ((0, 4), (4, 7)):
+        oo, ss = o[lo:hi], s[lo:hi]
+        order = sorted(range(len(ss)), key=lambda i: -ss[i])
+        best = sum((2 ** ss[i] - 1) / math.log(r + 2) for r, i in enumerate(order[:2]))
+        expect = np.zeros(len(ss))
+        for a in range(len(ss)):
+            for c in range(a + 1, len(ss)):
+                i, j = order[a], order[c]
+                d = (2 ** ss[i] - 2 ** ss[j]) / (math.log(a + 2) - math.log(c + 2))
+                lam = -abs(d) / (1 + math.exp(oo[i] - oo[j])) / best
+                expect[i] += lam
+                expect[j] -= lam
+        np.testing.assert_allclose(grad[lo:hi], expect, rtol=1e-12)
+    with pytest.raises(ValueError, match="fewer than NDCG_num"):
+        run_cost("lambda_cost", args, {"NDCG_num": 4})
