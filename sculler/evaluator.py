@@ -101,3 +101,4 @@ class AucEvaluator(Evaluator):
         avg = first + (counts + 1) / 2.0
         ranks[order] = np.repeat(avg, counts)
         return float((ranks[y].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
+from sculler.v2.evaluators import *  # noqa: E402,F401,F403

@@ -328,7 +328,6 @@ def rank_cost(left: LayerOutput, right: LayerOutput, label: LayerOutput, weight:
     return make_layer("rank-cost", _as_inputs(inputs, "rank_cost"), name=name,
                       name_prefix="rank_cost", layer_attr=layer_attr,
                       attrs={"coeff": float(coeff)})
-
-
+from sculler.v2.cost_layers import *  # noqa: E402,F401,F403
 from sculler.v2.dense_layers import *  # noqa: E402,F401,F403
 from sculler.v2.image_layers import *  # noqa: E402,F401,F403

@@ -3,6 +3,8 @@
 from sculler.layers import (  # noqa: F401
     conv,
     cost,
+    cost_extra,
+    cost_sampled,
     data,
     dense,
     dense_pair,

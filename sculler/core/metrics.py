@@ -1,0 +1,294 @@
+"""More pass-level evaluators, as PaddlePaddle's Evaluator.cpp and ChunkEvaluator.cpp compute
+them: ``precision_recall``, ``pnpair``, ``chunk``, ``last-column-sum`` and ``value_printer``.
+
+``value()`` is each evaluator's headline number (F1, positive/negative pair ratio, ...);
+``values()`` gives every statistic it keeps, by Paddle's key names.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from sculler.backend import to_numpy
+from sculler.core.evaluator import Evaluator, register_evaluator
+from sculler.math.sparse import CsrMatrix
+
+logger = logging.getLogger("sculler.evaluator")
+
+
+def _ratio(num: float, den: float, empty: float = 1.0) -> float:
+    return num / den if den > 0 else empty
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p > 0 or r > 0 else 0.0
+
+
+def _weights(ev: Evaluator, layers: dict, index: int, n: int) -> np.ndarray:
+    if len(ev.config.input_layers) <= index:
+        return np.ones(n)
+    w = to_numpy(layers[ev.config.input_layers[index]].output.value)
+    if w is None or w.shape != (n, 1):
+        raise ValueError(f"evaluator {ev.name!r}: weight input "
+                         f"{ev.config.input_layers[index]!r} must be a ({n}, 1) column")
+    return w[:, 0].astype(np.float64)
+
+
+def _ids(ev: Evaluator, arg, what: str) -> np.ndarray:
+    """Integer ids of an argument: its ``ids``, a width-1 value, or the arg-max of each row."""
+    if arg.ids is not None:
+        return to_numpy(arg.ids).astype(np.int64).reshape(-1)
+    v = to_numpy(arg.value)
+    if v is None or isinstance(v, CsrMatrix):
+        raise ValueError(f"evaluator {ev.name!r}: {what} must carry ids or a dense value")
+    return (v[:, 0] if v.shape[1] == 1 else v.argmax(axis=1)).astype(np.int64)
+
+
+@register_evaluator("precision_recall")
+class PrecisionRecall(Evaluator):
+    """Per-class TP/FP/FN/TN of arg-max predictions against ids (or of ``p >= threshold``
+    against a multi-hot sparse label). ``precision = TP/(TP+FP)``, ``recall = TP/(TP+FN)``
+    (1 when empty), ``F1 = 2PR/(P+R)``. With ``positive_label`` the value is that class's F1;
+    otherwise the macro-average F1 (the mean P and mean R over classes, then F1)."""
+
+    def start(self) -> None:
+        super().start()
+        self.stats = None  # (classes, 4): TP, TN, FP, FN
+        self.multi_label = False
+
+    def eval_batch(self, layers: dict) -> None:
+        names = self.config.input_layers
+        p = to_numpy(layers[names[0]].output.value).astype(np.float64)
+        label = layers[names[1]].output
+        n, dim = p.shape
+        w = _weights(self, layers, 2, n)
+        if self.stats is None or self.stats.shape[0] != dim:
+            self.stats = np.zeros((dim, 4))
+        if label.ids is not None:
+            y = to_numpy(label.ids).astype(np.int64).reshape(-1)
+            if y.size and (y.min() < 0 or y.max() >= dim):
+                raise ValueError(f"evaluator {self.name!r}: label ids must be in [0, {dim})")
+            pred = p.argmax(axis=1)
+            hit = pred == y
+            np.add.at(self.stats[:, 0], pred[hit], w[hit])
+            np.add.at(self.stats[:, 2], pred[~hit], w[~hit])
+            np.add.at(self.stats[:, 3], y[~hit], w[~hit])
+            self.stats[:, 1] += w.sum()
+            np.subtract.at(self.stats[:, 1], pred, w)
+            np.subtract.at(self.stats[:, 1], y[~hit], w[~hit])
+        else:
+            self.multi_label = True
+            value = label.value
+            truth = value.toarray() > 0 if isinstance(value, CsrMatrix) else (
+                to_numpy(value) > 0.5)
+            on = p >= self.config.attrs.get("threshold", 0.5)
+            ww = w[:, None]
+            self.stats[:, 0] += (ww * (on & truth)).sum(axis=0)
+            self.stats[:, 1] += (ww * (~on & ~truth)).sum(axis=0)
+            self.stats[:, 2] += (ww * (on & ~truth)).sum(axis=0)
+            self.stats[:, 3] += (ww * (~on & truth)).sum(axis=0)
+        self.count += n
+
+    def values(self) -> dict[str, float]:
+        if self.stats is None:
+            return {}
+        tp, _, fp, fn = self.stats.T
+        label = self.config.attrs.get("positive_label", -1)
+        if label is not None and label >= 0:
+            if label >= len(tp):
+                raise ValueError(f"evaluator {self.name!r}: positive_label {label} is not in "
+                                 f"[0, {len(tp)})")
+            prec, rec = _ratio(tp[label], tp[label] + fp[label]), _ratio(
+                tp[label], tp[label] + fn[label])
+            return {"precision": prec, "recall": rec, "F1-score": _f1(prec, rec)}
+        precs = [_ratio(a, a + b) for a, b in zip(tp, fp)]
+        recs = [_ratio(a, a + b) for a, b in zip(tp, fn)]
+        mp, mr = float(np.mean(precs)), float(np.mean(recs))
+        up, ur = _ratio(tp.sum(), tp.sum() + fp.sum()), _ratio(tp.sum(), tp.sum() + fn.sum())
+        out = {"macro-average-precision": mp, "macro-average-recall": mr,
+               "macro-average-F1-score": _f1(mp, mr), "micro-average-precision": up}
+        if self.multi_label:
+            out.update({"micro-average-recall": ur, "micro-average-F1-score": _f1(up, ur)})
+        return out
+
+    def value(self) -> float:
+        vals = self.values()
+        return vals.get("F1-score", vals.get("macro-average-F1-score", 0.0))
+
+
+@register_evaluator("pnpair")
+class PnPair(Evaluator):
+    """Positive-negative pair ratio of a ranking: over pairs of samples of one query (``info``
+    ids) with different labels, pairs ordered like their labels count as positive, reversed
+    ones as negative (ties as neither), each weighted by the mean of the two weights.
+    Value: ``pos / neg`` (``pos`` when there is no negative pair)."""
+
+    def start(self) -> None:
+        super().start()
+        self.rows: list[np.ndarray] = []
+
+    def eval_batch(self, layers: dict) -> None:
+        names = self.config.input_layers
+        score = to_numpy(layers[names[0]].output.value)[:, -1].astype(np.float64)
+        label = _ids(self, layers[names[1]].output, "label")
+        query = _ids(self, layers[names[2]].output, "query id (info)")
+        w = _weights(self, layers, 3, score.shape[0])
+        self.rows.append(np.stack([query, label, score, w], axis=1))
+        self.count += score.shape[0]
+
+    def values(self) -> dict[str, float]:
+        pos = neg = special = 0.0
+        if self.rows:
+            data = np.concatenate(self.rows)
+            for q in np.unique(data[:, 0]):
+                _, lab, s, w = data[data[:, 0] == q].T
+                iu = np.triu_indices(lab.size, k=1)
+                dl = np.sign(lab[:, None] - lab[None, :])[iu]
+                ds = np.sign(s[:, None] - s[None, :])[iu]
+                pw = ((w[:, None] + w[None, :]) / 2.0)[iu]
+                diff = dl != 0
+                pos += pw[diff & (dl == ds)].sum()
+                neg += pw[diff & (dl == -ds)].sum()
+                special += pw[diff & (ds == 0)].sum()
+        return {"pos": float(pos), "neg": float(neg), "special": float(special),
+                "pos/neg": float(pos / (neg if neg > 0 else 1.0))}
+
+    def value(self) -> float:
+        return self.values()["pos/neg"]
+
+
+# scheme -> (tag types, begin, inside, end, single); -1 = the scheme has no such tag
+CHUNK_SCHEMES = {"IOB": (2, 0, 1, -1, -1), "IOE": (2, -1, 0, 1, -1),
+                 "IOBES": (4, 0, 1, 2, 3), "plain": (1, -1, -1, -1, -1)}
+
+
+def chunk_segments(tags, scheme: str, num_chunk_types: int) -> list[tuple[int, int, int]]:
+    """The (begin, end, type) chunks of one tag sequence; ``tag = type * n_tag_types +
+    tag_type``, and ``num_chunk_types * n_tag_types`` (or more) is the outside tag."""
+    n_types, t_begin, t_inside, t_end, t_single = CHUNK_SCHEMES[scheme]
+    other = num_chunk_types
+
+    def is_end(prev_tag, prev_type, tag, typ):
+        if prev_type == other:
+            return False
+        if typ == other or typ != prev_type:
+            return True
+        if prev_tag in (t_begin, t_inside):
+            return tag in (t_begin, t_single)
+        return prev_tag in (t_end, t_single)
+
+    def is_begin(prev_tag, prev_type, tag, typ):
+        if prev_type == other:
+            return typ != other
+        if typ == other:
+            return False
+        if typ != prev_type or tag in (t_begin, t_single):
+            return True
+        if tag in (t_inside, t_end):
+            return prev_tag in (t_end, t_single)
+        return False
+
+    segments, start, in_chunk, tag, typ = [], 0, False, -1, other
+    for i, label in enumerate(int(v) for v in tags):
+        prev_tag, prev_type = tag, typ
+        tag, typ = label % n_types, min(label // n_types, other)
+        if in_chunk and is_end(prev_tag, prev_type, tag, typ):
+            segments.append((start, i - 1, prev_type))
+            in_chunk = False
+        if is_begin(prev_tag, prev_type, tag, typ):
+            start, in_chunk = i, True
+    if in_chunk:
+        segments.append((start, len(tags) - 1, typ))
+    return segments
+
+
+@register_evaluator("chunk")
+class ChunkEvaluator(Evaluator):
+    """Chunk F1 of predicted against true tag sequences (IOB, IOE, IOBES or plain): a chunk
+    counts as correct when its begin, end and type all match. ``P = correct / predicted``,
+    ``R = correct / true``, value ``F1 = 2PR/(P+R)``; ``excluded_chunk_types`` are ignored."""
+
+    def start(self) -> None:
+        super().start()
+        self.num_label = self.num_output = self.num_correct = 0
+
+    def eval_batch(self, layers: dict) -> None:
+        names = self.config.input_layers
+        out, lab = layers[names[0]].output, layers[names[1]].output
+        pred, truth = _ids(self, out, "input"), _ids(self, lab, "label")
+        if pred.shape != truth.shape:
+            raise ValueError(f"evaluator {self.name!r}: {pred.size} predicted tags for "
+                             f"{truth.size} labels")
+        starts = lab.seq_starts if lab.seq_starts is not None else out.seq_starts
+        if starts is None:
+            starts = np.array([0, truth.size])
+        scheme = self.config.attrs.get("chunk_scheme", "IOB")
+        n = int(self.config.attrs["num_chunk_types"])
+        excluded = set(self.config.attrs.get("excluded_chunk_types") or [])
+        for b, e in zip(starts[:-1], starts[1:]):
+            segs_o = {s for s in chunk_segments(pred[b:e], scheme, n) if s[2] not in excluded}
+            segs_l = {s for s in chunk_segments(truth[b:e], scheme, n) if s[2] not in excluded}
+            self.num_correct += len(segs_o & segs_l)
+            self.num_output += len(segs_o)
+            self.num_label += len(segs_l)
+        self.count += len(starts) - 1
+
+    def values(self) -> dict[str, float]:
+        p = _ratio(self.num_correct, self.num_output, 0.0)
+        r = _ratio(self.num_correct, self.num_label, 0.0)
+        return {"precision": p, "recall": r, "F1-score": _f1(p, r) if self.num_correct else 0.0,
+                "true_chunks": self.num_label, "result_chunks": self.num_output,
+                "correct_chunks": self.num_correct}
+
+    def value(self) -> float:
+        return self.values()["F1-score"]
+
+
+@register_evaluator("last-column-sum")
+class ColumnSum(Evaluator):
+    """Weighted mean of one column (attr ``column``, default -1: the last) over the pass:
+    ``sum_i w_i x_i[c] / sum_i w_i``."""
+
+    def start(self) -> None:
+        super().start()
+        self.sums = None
+
+    def eval_batch(self, layers: dict) -> None:
+        x = to_numpy(layers[self.config.input_layers[0]].output.value).astype(np.float64)
+        w = _weights(self, layers, 1, x.shape[0])
+        col = (w[:, None] * x).sum(axis=0)
+        if self.sums is not None and self.sums.shape != col.shape:
+            raise ValueError(f"evaluator {self.name!r}: input width changed from "
+                             f"{self.sums.size} to {col.size}")
+        self.sums = col if self.sums is None else self.sums + col
+        self.total += float(w.sum())
+
+    def value(self) -> float:
+        if self.sums is None or self.total == 0:
+            return 0.0
+        c = int(self.config.attrs.get("column", -1))
+        if not -self.sums.size <= c < self.sums.size:
+            raise ValueError(f"evaluator {self.name!r}: column {c} is out of range for width "
+                             f"{self.sums.size}")
+        return float(self.sums[c] / self.total)
+
+
+@register_evaluator("value_printer")
+class ValuePrinter(Evaluator):
+    """Logs each input layer's values (``ids`` when it has no value) to the
+    ``sculler.evaluator`` logger at INFO; it keeps no statistic, so ``value()`` is 0."""
+
+    reports_value = False
+
+    def eval_batch(self, layers: dict) -> None:
+        for name in self.config.input_layers:
+            arg = layers[name].output
+            shown = arg.value if arg.value is not None else arg.ids
+            if isinstance(shown, CsrMatrix):
+                shown = shown.toarray()
+            logger.info("layer=%s %s", name, np.array2string(to_numpy(shown), precision=6))
+
+    def value(self) -> float:
+        return 0.0

@@ -1,0 +1,89 @@
+"""v2 evaluator functions (``paddle.v2.evaluator``) for the evaluators of
+:mod:`sculler.core.metrics`: ``precision_recall``, ``pnpair``, ``chunk``, ``column_sum``
+and ``value_printer``. Each attaches an EvaluatorConfig to its first input layer; the trainer
+reports it under ``name`` (default ``<function>_evaluator``). ``sculler.evaluator``
+re-exports them.
+
+Example:
+    >>> import sculler as paddle
+    >>> p = paddle.layer.data(name="p", type=paddle.data_type.dense_vector(3))
+    >>> y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
+    >>> paddle.evaluator.precision_recall(input=p, label=y).name
+    'precision_recall_evaluator'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core evaluators
+from sculler.core.model_config import EvaluatorConfig
+from sculler.layer import LayerOutput
+
+__all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer"]
+
+
+def _attach(type_name: str, fn: str, layers: list[Any], name: str | None,
+            attrs: dict[str, Any]) -> EvaluatorConfig:
+    from sculler.evaluator import _attach as attach
+
+    return attach(type_name, fn, layers, name, attrs)
+
+
+def _with_weight(layers: list[Any], weight: Any) -> list[Any]:
+    return layers + ([weight] if weight is not None else [])
+
+
+def precision_recall(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                     positive_label: int | None = None, weight: LayerOutput | None = None,
+                     name: str | None = None) -> EvaluatorConfig:
+    """Precision, recall and F1 of arg-max predictions (or ``p >= 0.5`` against a sparse
+    multi-hot label): ``P = TP/(TP+FP)``, ``R = TP/(TP+FN)``, ``F1 = 2PR/(P+R)``. The reported
+    value is ``positive_label``'s F1, or the macro-average F1 over classes."""
+    if positive_label is not None and (isinstance(positive_label, bool)
+                                       or not isinstance(positive_label, int)
+                                       or positive_label < 0):
+        raise ValueError(f"precision_recall: positive_label must be a class id >= 0, got "
+                         f"{positive_label!r}")
+    return _attach("precision_recall", "precision_recall", _with_weight([input, label], weight),
+                   name, {"positive_label": -1 if positive_label is None else positive_label})
+
+
+def pnpair(input: LayerOutput, label: LayerOutput, info: LayerOutput,  # noqa: A002
+           weight: LayerOutput | None = None, name: str | None = None) -> EvaluatorConfig:
+    """Ratio of correctly to wrongly ordered pairs within each query (``info`` holds query
+    ids), scoring by the last column of ``input``: ``pos / neg``."""
+    return _attach("pnpair", "pnpair", _with_weight([input, label, info], weight), name, {})
+
+
+def chunk(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A002
+          num_chunk_types: int, name: str | None = None,
+          excluded_chunk_types: list[int] | None = None) -> EvaluatorConfig:
+    """Chunk-level F1 of predicted tag sequences (``input``: ids, e.g. crf_decoding) against
+    ``label``, with ``tag = chunk_type * tag_types + tag_type`` under ``chunk_scheme``
+    (IOB, IOE, IOBES or plain) and ``num_chunk_types * tag_types`` as the outside tag."""
+    if chunk_scheme not in CHUNK_SCHEMES:
+        raise ValueError(f"chunk: chunk_scheme must be one of {sorted(CHUNK_SCHEMES)}, got "
+                         f"{chunk_scheme!r}")
+    if isinstance(num_chunk_types, bool) or not isinstance(num_chunk_types, int) or (
+            num_chunk_types < 1):
+        raise ValueError(f"chunk: num_chunk_types must be a positive int, got "
+                         f"{num_chunk_types!r}")
+    return _attach("chunk", "chunk", [input, label], name,
+                   {"chunk_scheme": chunk_scheme, "num_chunk_types": num_chunk_types,
+                    "excluded_chunk_types": [int(t) for t in excluded_chunk_types or []]})
+
+
+def column_sum(input: LayerOutput, name: str | None = None,  # noqa: A002
+               weight: LayerOutput | None = None) -> EvaluatorConfig:
+    """Weighted mean over samples of the last column of ``input``:
+    ``sum_i w_i x_i[-1] / sum_i w_i``."""
+    return _attach("last-column-sum", "column_sum", _with_weight([input], weight), name,
+                   {"column": -1})
+
+
+def value_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
+    """Log the values of one layer or a list of layers every batch (logger
+    ``sculler.evaluator``, level INFO); reports no number of its own."""
+    layers = list(input) if isinstance(input, (list, tuple)) else [input]
+    return _attach("value_printer", "value_printer", layers, name, {})
