@@ -2,18 +2,15 @@
 
 ``classification_error(input, label)`` attaches an evaluator config to the ``input`` layer; a
 Topology that reaches that layer computes it every batch, and the trainer reports it under its
-name (``<name>`` or ``<function>_evaluator``) in ``metrics``. This module also registers the
-core evaluators ``sum`` and ``auc``.
+name (``<name>`` or ``<function>_evaluator``) in ``metrics``; evaluators with several
+statistics also report ``<name>.<statistic>``. The evaluator classes live in
+``sculler.core.evaluator`` and ``sculler.core.metrics``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from sculler.backend import to_numpy
-from sculler.core.evaluator import Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
 from sculler.layer import LayerOutput
 
@@ -63,42 +60,7 @@ def auc(input: LayerOutput, label: LayerOutput, name: str | None = None,  # noqa
     return _attach("auc", "auc", [input, label], name, {})
 
 
-@register_evaluator("sum")
-class SumEvaluator(Evaluator):
-    def eval_batch(self, layers: dict) -> None:
-        out = layers[self.config.input_layers[0]].output
-        v = to_numpy(out.value if out.value is not None else out.ids)
-        self.total += float(v.sum(dtype=np.float64))
-        self.count += v.shape[0]
-
-
-@register_evaluator("auc")
-class AucEvaluator(Evaluator):
-    def start(self) -> None:
-        super().start()
-        self.scores: list[np.ndarray] = []
-        self.labels: list[np.ndarray] = []
-
-    def eval_batch(self, layers: dict) -> None:
-        out = to_numpy(layers[self.config.input_layers[0]].output.value)
-        lab = layers[self.config.input_layers[1]].output
-        ids = to_numpy(lab.ids if lab.ids is not None else lab.value).reshape(-1)
-        self.scores.append(out[:, -1].astype(np.float64))
-        self.labels.append(ids > 0.5)
-
-    def value(self) -> float:
-        if not self.scores:
-            return 0.0
-        s, y = np.concatenate(self.scores), np.concatenate(self.labels)
-        npos, nneg = int(y.sum()), int((~y).sum())
-        if npos == 0 or nneg == 0:
-            return 0.0
-        order = np.argsort(s, kind="mergesort")
-        ranks = np.empty(len(s))
-        sorted_s = s[order]
-        # average ranks over ties (1-based)
-        _, first, counts = np.unique(sorted_s, return_index=True, return_counts=True)
-        avg = first + (counts + 1) / 2.0
-        ranks[order] = np.repeat(avg, counts)
-        return float((ranks[y].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
+from sculler.v2 import evaluators as _more  # noqa: E402
 from sculler.v2.evaluators import *  # noqa: E402,F401,F403
+
+__all__ += _more.__all__

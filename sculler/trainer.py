@@ -24,7 +24,7 @@ import numpy as np
 
 from sculler import event as E
 from sculler.backend import to_numpy
-from sculler.core.evaluator import create_evaluator
+from sculler.core.evaluator import create_evaluator, metrics_of
 from sculler.core.layer import PASS_TEST, PASS_TRAIN
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
@@ -155,7 +155,7 @@ class SGD:
         if bar is not None:
             bar.close()
         self._next_pass, self._next_batch = pass_id + 1, 0
-        metrics = {ev.name: ev.value() for ev in self._pass_evals}
+        metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
                     total_cost / max(samples, 1), metrics)
         handler(E.EndPass(pass_id, metrics))
@@ -188,14 +188,15 @@ class SGD:
                 opt.update(p.name, p.value, p.grad, config=p.config)
 
     def _eval_batch(self) -> dict[str, float]:
+        """Add the batch to the pass's evaluators; the batch's own metrics come from a second
+        set restarted every batch (printing evaluators run once)."""
         layers = self.network.layers
-        metrics = {}
         for bev, pev in zip(self._batch_evals, self._pass_evals):
-            bev.start()
-            bev.eval_batch(layers)
             pev.eval_batch(layers)
-            metrics[bev.name] = bev.value()
-        return metrics
+            if bev.reports_value:
+                bev.start()
+                bev.eval_batch(layers)
+        return metrics_of(self._batch_evals)
 
     # ------------------------------------------------------------------ testing
     def test(self, reader: Callable[[], Iterable[Any]], feeding: Any = None) -> E.TestResult:
@@ -211,7 +212,7 @@ class SGD:
                 ev.eval_batch(self.network.layers)
         if samples == 0:
             raise ValueError("test reader yielded no samples")
-        return E.TestResult(total / samples, {ev.name: ev.value() for ev in evals})
+        return E.TestResult(total / samples, metrics_of(evals))
 
     def save_parameter_to_tar(self, f: Any) -> None:
         self.parameters.to_tar(f)

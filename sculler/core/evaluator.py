@@ -28,13 +28,31 @@ def register_evaluator(type_name: str):
 def create_evaluator(config: EvaluatorConfig) -> Evaluator:
     cls = _EVALUATORS.get(config.type)
     if cls is None:
+        import sculler.core.metrics  # noqa: F401 - registers the other evaluator types
+
+        cls = _EVALUATORS.get(config.type)
+    if cls is None:
         close = difflib.get_close_matches(config.type, list(_EVALUATORS), n=3)
         raise ValueError(f"unknown evaluator type {config.type!r}; close matches: {close}")
     return cls(config)
 
 
+def metrics_of(evaluators: list[Evaluator]) -> dict[str, float]:
+    """The metrics dict of events and test results: ``name -> value()`` plus
+    ``name.statistic`` for evaluators with several (``values()``); evaluators that only
+    print (``reports_value = False``) are left out."""
+    out: dict[str, float] = {}
+    for ev in evaluators:
+        if not ev.reports_value:
+            continue
+        out[ev.name] = ev.value()
+        out.update({f"{ev.name}.{k}": v for k, v in ev.values().items()})
+    return out
+
+
 class Evaluator:
     type_name = ""
+    reports_value = True
 
     def __init__(self, config: EvaluatorConfig):
         self.config = config
@@ -50,6 +68,10 @@ class Evaluator:
 
     def value(self) -> float:
         return self.total / self.count if self.count else 0.0
+
+    def values(self) -> dict[str, float]:
+        """Further statistics (e.g. precision, recall); none by default."""
+        return {}
 
 
 @register_evaluator("classification_error")

@@ -292,3 +292,43 @@ class ValuePrinter(Evaluator):
 
     def value(self) -> float:
         return 0.0
+
+
+@register_evaluator("sum")
+class SumEvaluator(Evaluator):
+    def eval_batch(self, layers: dict) -> None:
+        out = layers[self.config.input_layers[0]].output
+        v = to_numpy(out.value if out.value is not None else out.ids)
+        self.total += float(v.sum(dtype=np.float64))
+        self.count += v.shape[0]
+
+
+@register_evaluator("auc")
+class AucEvaluator(Evaluator):
+    def start(self) -> None:
+        super().start()
+        self.scores: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+
+    def eval_batch(self, layers: dict) -> None:
+        out = to_numpy(layers[self.config.input_layers[0]].output.value)
+        lab = layers[self.config.input_layers[1]].output
+        ids = to_numpy(lab.ids if lab.ids is not None else lab.value).reshape(-1)
+        self.scores.append(out[:, -1].astype(np.float64))
+        self.labels.append(ids > 0.5)
+
+    def value(self) -> float:
+        if not self.scores:
+            return 0.0
+        s, y = np.concatenate(self.scores), np.concatenate(self.labels)
+        npos, nneg = int(y.sum()), int((~y).sum())
+        if npos == 0 or nneg == 0:
+            return 0.0
+        order = np.argsort(s, kind="mergesort")
+        ranks = np.empty(len(s))
+        sorted_s = s[order]
+        # average ranks over ties (1-based)
+        _, first, counts = np.unique(sorted_s, return_index=True, return_counts=True)
+        avg = first + (counts + 1) / 2.0
+        ranks[order] = np.repeat(avg, counts)
+        return float((ranks[y].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))

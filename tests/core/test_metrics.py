@@ -152,3 +152,15 @@ def test_v2_functions_attach_configs_and_trainer_reports_them():
     assert res.metrics["precision_recall_evaluator"] == pytest.approx(1.0)
     probs = paddle.infer(output_layer=out, parameters=params, input=[(v,) for v in X])
     assert res.metrics["mean_p1"] == pytest.approx(probs[:, 1].mean(), rel=1e-5)
+
+
+def test_metrics_of_reports_statistics_and_skips_printers():
+    from sculler.core.evaluator import create_evaluator, metrics_of
+    from sculler.core.model_config import EvaluatorConfig
+
+    pr = create_evaluator(EvaluatorConfig("pr", "precision_recall", ["out", "label"]))
+    printer = create_evaluator(EvaluatorConfig("show", "value_printer", ["out"]))
+    metrics = metrics_of([pr, printer])
+    assert "pr" in metrics and "show" not in metrics
+    assert {k for k in metrics if k.startswith("pr.")} == {f"pr.{k}" for k in pr.values()}
+    assert len(metrics) > 1
