@@ -160,6 +160,15 @@ def test_metrics_of_reports_statistics_and_skips_printers():
 
     pr = create_evaluator(EvaluatorConfig("pr", "precision_recall", ["out", "label"]))
     printer = create_evaluator(EvaluatorConfig("show", "value_printer", ["out"]))
+    import types
+
+    import numpy as np
+
+    from sculler.core.argument import Argument
+
+    layers = {"out": types.SimpleNamespace(output=Argument(np.eye(3)[[0, 1, 1, 2]])),
+              "label": types.SimpleNamespace(output=Argument(ids=np.array([0, 1, 2, 2])))}
+    pr.eval_batch(layers)
     metrics = metrics_of([pr, printer])
     assert "pr" in metrics and "show" not in metrics
     assert {k for k in metrics if k.startswith("pr.")} == {f"pr.{k}" for k in pr.values()}
