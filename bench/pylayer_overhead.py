@@ -22,19 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def _sculler_case(shape: tuple) -> Callable[[], None]:
     import sculler as paddle
-    from sculler.autograd import PyLayer
-
-    class Tanh(PyLayer):
-        @staticmethod
-        def forward(ctx, x):
-            y = paddle.tanh(x)
-            ctx.save_for_backward(y)
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):
-            (y,) = ctx.saved_tensor()
-            return dy * (1 - paddle.square(y))
+    from sculler.testing.pylayer_check import TanhPyLayer as Tanh
 
     x = paddle.to_tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32),
                          stop_gradient=False)

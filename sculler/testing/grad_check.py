@@ -24,6 +24,7 @@ from sculler.core.model_config import InputConfig, LayerConfig, ModelConfig
 from sculler.core.network import Network
 from sculler.core.parameter import ParameterSet
 from sculler.math.sparse import CsrMatrix
+from sculler.testing.numeric import numeric_grad
 
 DENSE_KINDS = ("data", "sequence_data", "hassub_sequence_data")
 
@@ -264,21 +265,13 @@ def _objective(h: _Harness, args, weight) -> float:
 def _compare(h, key, value, grad, args, weight, eps, rtol, max_elements, layer_type) -> float:
     n = value.size
     picks = np.arange(n) if n <= max_elements else h.rng.choice(n, max_elements, replace=False)
-    worst = (0.0, None, 0.0, 0.0)
-    for k in picks:
-        idx = np.unravel_index(int(k), value.shape)
-        orig = value[idx]
-        value[idx] = orig + eps
-        up = _objective(h, args, weight)
-        value[idx] = orig - eps
-        down = _objective(h, args, weight)
-        value[idx] = orig
-        numeric = (up - down) / (2 * eps)
-        a = float(grad[idx])
-        err = abs(a - numeric) / max(abs(a), abs(numeric), 1e-3)
-        if err > worst[0] or worst[1] is None:
-            worst = (err, idx, a, numeric)
-    err, idx, a, numeric = worst
+    numeric = numeric_grad(lambda: _objective(h, args, weight), value, eps, picks)
+    analytic = grad.reshape(-1)[picks]
+    errs = np.abs(analytic - numeric) / np.maximum(
+        np.maximum(np.abs(analytic), np.abs(numeric)), 1e-3)
+    k = int(errs.argmax())
+    err, a, numeric = float(errs[k]), float(analytic[k]), float(numeric[k])
+    idx = np.unravel_index(int(picks[k]), value.shape)
     if err > rtol:
         raise GradientCheckError(
             f"layer test_layer ({layer_type}): gradient of {key} is wrong at index "

@@ -12,8 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from sculler.autograd import PyLayer
+from sculler.eager import ops
 from sculler.eager.engine import no_grad
 from sculler.eager.tensor import Tensor
+from sculler.testing.numeric import numeric_grad
 
 __all__ = ["check_grad", "check_pylayer_grad"]
 
@@ -87,16 +90,7 @@ def check_grad(fn: Callable[..., Any], *inputs: Any, eps: float = 1e-6, rtol: fl
         if x.stop_gradient:
             continue
         analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy()
-        numeric = np.zeros(x.shape)
-        flat = x._array.reshape(-1)
-        for i in range(flat.size):
-            orig = flat[i]
-            flat[i] = orig + eps
-            up = loss_value()
-            flat[i] = orig - eps
-            down = loss_value()
-            flat[i] = orig
-            numeric.reshape(-1)[i] = (up - down) / (2 * eps)
+        numeric = numeric_grad(loss_value, x._array, eps)
         err = np.abs(analytic - numeric) / np.maximum(1.0, np.abs(numeric))
         if err.size and err.max() > rtol:
             worst = np.unravel_index(int(err.argmax()), err.shape)
@@ -115,3 +109,19 @@ def check_pylayer_grad(layer_cls: type, *inputs: Any, eps: float = 1e-6, rtol: f
     """
     check_grad(layer_cls.apply, *inputs, eps=eps, rtol=rtol, label=layer_cls.__name__,
                **kwargs)
+
+
+class TanhPyLayer(PyLayer):
+    """The PyLayer doc page's ``cus_tanh``: ``y = tanh(x)``, ``dx = dy (1 - y^2)``; a reference
+    PyLayer for tests, examples and benchmarks."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = ops.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensor()
+        return dy * (1 - ops.square(y))

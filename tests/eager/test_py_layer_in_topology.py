@@ -7,19 +7,7 @@ import sculler as paddle
 from sculler.autograd import PyLayer
 from sculler.eager.layer_bridge import py_layer_path
 from sculler.testing import INPUT_DATA, GradientCheckError, check_layer_grad
-
-
-class CusTanh(PyLayer):
-    @staticmethod
-    def forward(ctx, x):
-        y = paddle.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensor()
-        return dy * (1 - paddle.square(y))
+from sculler.testing.pylayer_check import TanhPyLayer as CusTanh
 
 
 class ScaledProduct(PyLayer):
@@ -63,7 +51,7 @@ def test_wrong_py_layer_backward_is_caught():
 
 def test_output_shape_mismatch_names_the_layer():
     config = {"size": 5, "py_layer": py_layer_path(CusTanh), "inputs": [INPUT_DATA(4)]}
-    with pytest.raises(ValueError, match=r"py_layer CusTanh\): forward must return one Tensor "
+    with pytest.raises(ValueError, match=r"py_layer TanhPyLayer\): forward must return one Tensor "
                        r"of shape \(\d+, 5\)"):
         check_layer_grad(config, "py_layer", 9)
 

@@ -4,22 +4,9 @@ import numpy as np
 import pytest
 
 import sculler as paddle
-from sculler.autograd import PyLayer
+from sculler.testing.pylayer_check import TanhPyLayer as PyTanh
 
 load_digits = pytest.importorskip("sklearn.datasets").load_digits
-
-
-class PyTanh(PyLayer):
-    @staticmethod
-    def forward(ctx, x):
-        y = paddle.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensor()
-        return dy * (1 - paddle.square(y))
 
 
 class MLP(paddle.nn.Layer):

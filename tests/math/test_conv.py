@@ -15,6 +15,7 @@ from sculler.math.conv import (
     conv_output_size,
     im2col,
 )
+from sculler.testing.numeric import numeric_grad
 
 try:
     import torch
@@ -49,20 +50,6 @@ def conv_loop(x, w, stride, padding, dilation, groups):
                 y[:, fi, oy, ox] = (patch * w[fi]).sum(axis=(1, 2, 3))
     return y
 
-
-def numeric_grad(f, a, eps=1e-6):
-    """Central differences of the scalar f() with respect to every entry of a (in place)."""
-    g = np.zeros_like(a)
-    flat, gflat = a.reshape(-1), g.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
-        fp = f()
-        flat[i] = old - eps
-        fm = f()
-        flat[i] = old
-        gflat[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 # (x shape, w shape, stride, padding, dilation, groups)

@@ -11,6 +11,7 @@ from sculler.math.norm import (
     maxout_backward,
     maxout_forward,
 )
+from sculler.testing.numeric import numeric_grad
 
 try:
     import torch
@@ -19,19 +20,6 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
-
-def numeric_grad(f, a, eps=1e-6):
-    g = np.zeros_like(a)
-    flat, gflat = a.reshape(-1), g.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
-        fp = f()
-        flat[i] = old - eps
-        fm = f()
-        flat[i] = old
-        gflat[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 def bn_loop(x, gamma, beta, eps=1e-5):

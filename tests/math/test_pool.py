@@ -12,6 +12,7 @@ from sculler.math.pool import (
     max_pool2d_forward,
     pool_output_shape,
 )
+from sculler.testing.numeric import numeric_grad
 
 try:
     import torch
@@ -48,19 +49,6 @@ def pool_loop(x, size, stride, padding, mode, ceil_mode=True, exclude_mode=True)
                 y[:, :, oy, ox] = win.sum(axis=(2, 3)) / count
     return y
 
-
-def numeric_grad(f, a, eps=1e-6):
-    g = np.zeros_like(a)
-    flat, gflat = a.reshape(-1), g.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
-        fp = f()
-        flat[i] = old - eps
-        fm = f()
-        flat[i] = old
-        gflat[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 # (size, stride, padding)
