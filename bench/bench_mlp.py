@@ -46,7 +46,7 @@ def bench_sculler(sizes, batch, batches):
 
 def bench_numpy(sizes, batch, batches):
     rng = np.random.RandomState(0)
-    Ws = [rng.randn(a, b).astype(np.float32) / np.sqrt(a) for a, b in zip(sizes, sizes[1:])]
+    Ws = [(rng.randn(a, b) / np.sqrt(a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
     bs = [np.zeros((1, b), np.float32) for b in sizes[1:]]
     mW = [np.zeros_like(w) for w in Ws]
     mb = [np.zeros_like(b) for b in bs]

@@ -10,6 +10,7 @@ the activation and dropout, and each parameter is told (``inc_update``) when its
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -177,7 +178,7 @@ class Layer:
     def scratch(self, key: str, shape: tuple, dtype=None):
         """A named grow-only work buffer of ``shape`` (contents undefined)."""
         dtype = np.dtype(dtype or self.dtype)
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype)
         return buf[:n].reshape(shape)
 
