@@ -33,11 +33,11 @@ _FORMAT = "sculler.save/1"
 def _encode(obj: Any, arrays: dict, where: str) -> Any:
     if isinstance(obj, Tensor):
         key = f"t{len(arrays)}"
-        arrays[key] = np.ascontiguousarray(to_numpy(obj._array))
+        arrays[key] = np.asarray(to_numpy(obj._array), order="C")
         return {"tensor": key, "name": obj.name, "stop_gradient": obj.stop_gradient}
     if isinstance(obj, np.ndarray):
         key = f"t{len(arrays)}"
-        arrays[key] = np.ascontiguousarray(obj)
+        arrays[key] = np.asarray(obj, order="C")
         return {"ndarray": key}
     if isinstance(obj, np.generic):
         obj = obj.item()
