@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import zlib
 from typing import Any, ClassVar
 
 import numpy as np
@@ -137,7 +138,8 @@ class Layer:
         self.pass_type = PASS_TEST
         self.dtype = backend.get_default_dtype()
         self._bufs: dict[str, Any] = {}
-        self._rng = np.random.RandomState(abs(hash(config.name)) % (2**31))
+        # per-layer stream (dropout masks), reproducible across processes
+        self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
     def attr(self, key: str, default: Any = None) -> Any:
         return self.config.attrs.get(key, default)
