@@ -21,6 +21,7 @@ from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
 from sculler.core.model_config import LayerConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback, Weight
+from sculler.math.blas import col_sum
 
 PASS_TRAIN = "train"
 PASS_TEST = "test"
@@ -229,6 +230,17 @@ class Layer:
     def prefetch(self) -> dict[str, np.ndarray]:
         """Rows of sparse parameters this batch needs, by parameter name (default: none)."""
         return {}
+
+    def add_bias(self) -> None:
+        """``y += b`` for the common (1, size) bias (no-op without a bias)."""
+        if self.bias is not None:
+            self.output.value += self.bias.w.reshape(1, -1)
+
+    def backward_bias(self, callback: UpdateCallback | None) -> None:
+        """``db += sum over the batch of dy`` for that bias, then its ``inc_update``."""
+        if self.bias is not None and self.bias.w_grad is not None:
+            col_sum(self.output.grad, self.bias.w_grad)
+            self.bias.parameter.inc_update(callback)
 
     def forward_activation(self) -> None:
         value = self.output.value

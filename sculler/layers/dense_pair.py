@@ -263,8 +263,7 @@ class TensorLayer(_Pair):
         out = self.reserve_output(a.shape[0], self.size)
         aw = xp.einsum("im,kmn->ikn", a, w)
         xp.einsum("ikn,in->ik", aw, b, out=out)
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
@@ -274,9 +273,7 @@ class TensorLayer(_Pair):
         dy = self.output.grad
         weight = self.weights[0]
         w = self._blocks(weight.w)
-        if self.bias is not None and self.bias.w_grad is not None:
-            self.bias.w_grad += dy.sum(axis=0, keepdims=True)
-            self.bias.parameter.inc_update(callback)
+        self.backward_bias(callback)
         self._add_grad(0, xp.einsum("ik,kmn,in->im", dy, w, b))
         self._add_grad(1, xp.einsum("ik,kmn,im->in", dy, w, a))
         if weight.w_grad is not None:

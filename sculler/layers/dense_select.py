@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from sculler.backend import get_array_module
 from sculler.core.layer import Layer, register_layer
-from sculler.math.blas import col_sum
 from sculler.math.sparse import CsrMatrix
 
 
@@ -107,8 +106,7 @@ class SelectiveFCLayer(Layer):
         out[...] = 0
         for i, weight in enumerate(self.weights[: self._n_data(self.config, self.inputs)]):
             out += self.get_input_value(i) @ weight.w.T
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
         mask = self._mask()
         if mask is not None:
@@ -120,9 +118,7 @@ class SelectiveFCLayer(Layer):
             self.output.grad *= mask
         self.backward_activation()
         dz = self.output.grad
-        if self.bias is not None and self.bias.w_grad is not None:
-            col_sum(dz, self.bias.w_grad)
-            self.bias.parameter.inc_update(callback)
+        self.backward_bias(callback)
         for i, weight in enumerate(self.weights[: self._n_data(self.config, self.inputs)]):
             x = self.get_input_value(i)
             if weight.w_grad is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.core.layer import Layer, register_layer
-from sculler.math.blas import col_sum, gemm
+from sculler.math.blas import gemm
 from sculler.math.sparse import csr_matmul, csr_t_matmul_rows
 
 
@@ -35,16 +35,13 @@ class FCLayer(Layer):
                 csr_matmul(x, weight.w, out, beta=beta)
             else:
                 gemm(x, weight.w, out, beta, self.scratch("prod", out.shape))
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
         dz = self.output.grad
-        if self.bias is not None and self.bias.w_grad is not None:
-            col_sum(dz, self.bias.w_grad)
-            self.bias.parameter.inc_update(callback)
+        self.backward_bias(callback)
         for i, weight in enumerate(self.weights):
             arg = self.get_input(i)
             if weight.w_grad is not None:

@@ -115,15 +115,6 @@ class ImageLayer(Layer):
         buf = self.output.value if which == "value" else self.output.grad
         return buf.reshape((buf.shape[0],) + self.out_geom)
 
-    def _backward_bias(self, callback) -> None:
-        if self.bias is not None and self.bias.w_grad is not None:
-            self.bias.w_grad += self.output.grad.sum(axis=0).reshape(self.bias.w_grad.shape)
-            self.bias.parameter.inc_update(callback)
-
-    def _add_bias(self) -> None:
-        if self.bias is not None:
-            self.output.value += self.bias.w.reshape(1, -1)
-
 
 @register_layer("maxout")
 class MaxOutLayer(ImageLayer):
@@ -152,12 +143,12 @@ class MaxOutLayer(ImageLayer):
         y, self._idx = maxout_forward(x, int(self.attr("groups")))
         self.reserve_output(x.shape[0], self.size)
         self.output_image()[...] = y
-        self._add_bias()
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             maxout_backward(self.output_image("grad"), self._idx, int(self.attr("groups")), out=gx)
@@ -222,12 +213,12 @@ class SpatialPyramidPoolLayer(ImageLayer):
             self._saved.append((y.shape, arg))
             out[:, col : col + c * b * b] = y[:, :, :b, :b].reshape(n, -1)
             col += c * b * b
-        self._add_bias()
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         gx = self.input_grad_image(0)
         if gx is None:
             return
@@ -294,12 +285,12 @@ class BilinearInterpLayer(ImageLayer):
         x = self.input_image(0)
         self.reserve_output(x.shape[0], self.size)
         self.output_image()[...] = self._ah @ x @ self._aw.T
-        self._add_bias()
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             gx += self._ah.T @ self.output_image("grad") @ self._aw

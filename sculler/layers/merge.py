@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from sculler.core.layer import Layer, register_layer
-from sculler.math.blas import col_sum
-
-
-class _BiasMixin:
-    def _backward_bias(self, callback) -> None:
-        if self.bias is not None and self.bias.w_grad is not None:
-            col_sum(self.output.grad, self.bias.w_grad)
-            self.bias.parameter.inc_update(callback)
 
 
 @register_layer("concat")
-class ConcatLayer(_BiasMixin, Layer):
+class ConcatLayer(Layer):
     """``y = f([x_1, x_2, ...] + b)``: inputs side by side; width is the sum of input widths."""
 
     @classmethod
@@ -29,13 +21,12 @@ class ConcatLayer(_BiasMixin, Layer):
             self.check_input_width(i, inp.size)
             out[:, col : col + inp.size] = self.get_input_value(i)
             col += inp.size
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         col = 0
         for i, inp in enumerate(self.inputs):
             grad = self.get_input_grad(i)
@@ -45,7 +36,7 @@ class ConcatLayer(_BiasMixin, Layer):
 
 
 @register_layer("addto")
-class AddtoLayer(_BiasMixin, Layer):
+class AddtoLayer(Layer):
     """``y = f(sum_i x_i + b)``; all inputs have the same width. With ``drop_rate`` this is
     PaddlePaddle's dropout layer."""
 
@@ -68,13 +59,12 @@ class AddtoLayer(_BiasMixin, Layer):
                 out[...] = self.get_input_value(0)
             else:
                 out += self.get_input_value(i)
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         for i in range(len(self.inputs)):
             grad = self.get_input_grad(i)
             if grad is not None:

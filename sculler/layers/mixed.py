@@ -32,7 +32,6 @@ from __future__ import annotations
 from sculler.backend import get_array_module
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
-from sculler.math.blas import col_sum
 
 
 def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
@@ -153,16 +152,13 @@ class MixedLayer(ConvTerms, Layer):
         out[...] = 0
         for i, kind in enumerate(self.kinds):
             getattr(self, "_fwd_" + kind)(i, out)
-        if self.bias is not None:
-            out += self.bias.w
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
         dy = self.output.grad
-        if self.bias is not None and self.bias.w_grad is not None:
-            col_sum(dy, self.bias.w_grad)
-            self.bias.parameter.inc_update(callback)
+        self.backward_bias(callback)
         for i, kind in enumerate(self.kinds):
             getattr(self, "_bwd_" + kind)(i, dy)
             w = self.weights[i]

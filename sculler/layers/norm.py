@@ -139,12 +139,12 @@ class CrossMapNormLayer(ImageLayer):
         self.reserve_output(x.shape[0], self.size)
         self._y, self._denom = cross_map_norm_forward(x, *self._params())
         self.output_image()[...] = self._y
-        self._add_bias()
+        self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        self._backward_bias(callback)
+        self.backward_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             cross_map_norm_backward(self.output_image("grad"), self.input_image(0), self._y,
