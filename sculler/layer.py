@@ -239,7 +239,7 @@ def dropout(input: LayerOutput, dropout_rate: float, name: str | None = None,  #
     ``1 - dropout_rate`` in testing)."""
     _no("dropout", **kw)
     return make_layer("addto", _as_inputs(input, "dropout"), name=name,
-                      name_prefix="dropout_layer", bias_attr=False,
+                      name_prefix="dropout", bias_attr=False,
                       layer_attr=ExtraLayerAttribute(drop_rate=dropout_rate))
 
 

@@ -2,7 +2,7 @@
 robust regression costs, ``sum_cost``, ``lambda_cost``, ``nce`` and ``hsigmoid``.
 
 Signatures follow PaddlePaddle v0.11; unnamed layers get its ``wrap_name_default`` names
-(``__huber_regression_cost_0__``, ``__nce_0__``, ...). ``sculler.layer`` re-exports them.
+(``__huber_regression_cost_0__``, ``__nce_layer_0__``, ...). ``sculler.layer`` re-exports them.
 
 Example:
     >>> import sculler as paddle
@@ -140,7 +140,7 @@ def nce(input: Any, label: LayerOutput, num_classes: int | None = None,  # noqa:
         pattrs = list(param_attr) + [None] * (len(inputs) - len(param_attr))
     elif param_attr is not None:
         pattrs = [param_attr] * len(feats) + [None] * (len(inputs) - len(feats))
-    return make_layer("nce", _as_inputs(inputs, "nce"), name=name, name_prefix="nce",
+    return make_layer("nce", _as_inputs(inputs, "nce"), name=name, name_prefix="nce_layer",
                       param_attr=pattrs, bias_attr=bias_attr, layer_attr=layer_attr,
                       attrs={"num_classes": n, "num_neg_samples": num_neg_samples,
                              "neg_distribution": neg_distribution,

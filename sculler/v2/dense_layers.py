@@ -285,13 +285,13 @@ def trans(input: LayerOutput, name: str | None = None,  # noqa: A002
 
 def resize(input: LayerOutput, size: int, name: str | None = None) -> LayerOutput:  # noqa: A002
     """Re-read the batch row-major as rows of width ``size``."""
-    return _simple("resize", "resize_layer", [input], name, size=size)
+    return _simple("resize", "resize", [input], name, size=size)
 
 
 def clip(input: LayerOutput, min: float, max: float,  # noqa: A002
          name: str | None = None) -> LayerOutput:
     """``y = min(max(x, min), max)``."""
-    return _simple("clip", "clip_layer", [input], name,
+    return _simple("clip", "clip", [input], name,
                    attrs={"min": float(min), "max": float(max)})
 
 
@@ -299,7 +299,7 @@ def scale_shift(input: LayerOutput, name: str | None = None,  # noqa: A002
                 param_attr: Any = None, bias_attr: Any = None) -> LayerOutput:
     """``y = w * x + b`` with learned scalars ``w`` and (by default) ``b``."""
     return make_layer("scale_shift", _as_inputs(input, "scale_shift"), name=name,
-                      name_prefix="scale_shift_layer", param_attr=param_attr,
+                      name_prefix="scale_shift", param_attr=param_attr,
                       bias_attr=bias_attr)
 
 
@@ -348,7 +348,7 @@ def out_prod(input1: LayerOutput, input2: LayerOutput, name: str | None = None,
 def linear_comb(weights: LayerOutput, vectors: LayerOutput, size: int | None = None,
                 name: str | None = None, layer_attr: Any = None) -> LayerOutput:
     """``y_i = w_i V_i`` with ``V_i`` the row read as (width of weights) x size."""
-    return _simple("convex_comb", "convex_comb", [weights, vectors], name, layer_attr,
+    return _simple("convex_comb", "linear_comb_layer", [weights, vectors], name, layer_attr,
                    size=size or 0)
 
 

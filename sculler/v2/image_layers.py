@@ -283,7 +283,7 @@ def pad(input: LayerOutput, pad_c: Sequence[int] | None = None,  # noqa: A002
     ``(C + sum(pad_c), H + sum(pad_h), W + sum(pad_w))``."""
     attrs = {"pad_c": _pad_pair(pad_c, "pad_c"), "pad_h": _pad_pair(pad_h, "pad_h"),
              "pad_w": _pad_pair(pad_w, "pad_w")}
-    return make_layer("pad", [_one_input(input, "pad")], name=name, name_prefix="pad_layer",
+    return make_layer("pad", [_one_input(input, "pad")], name=name, name_prefix="pad",
                       bias_attr=False, layer_attr=layer_attr, attrs=attrs)
 
 

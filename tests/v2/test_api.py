@@ -128,7 +128,7 @@ def test_dropout_is_addto_with_drop_rate():
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
     d = paddle.layer.dropout(input=x, dropout_rate=0.3)
     lc = paddle.topology.Topology(d).proto().layer(d.name)
-    assert (lc.type, lc.drop_rate, d.name) == ("addto", 0.3, "__dropout_layer_0__")
+    assert (lc.type, lc.drop_rate, d.name) == ("addto", 0.3, "__dropout_0__")
 
 
 def test_topology_from_model_config_data_types():

@@ -69,7 +69,7 @@ def test_nce_and_hsigmoid_parameters_follow_paddle_shapes():
     x1, x2, lab = dense("x1", 4), dense("x2", 2), ids("l", 10)
     cost = paddle.layer.nce(input=[x1, x2], label=lab, num_neg_samples=3,
                             param_attr=paddle.attr.Param(initial_std=0.1))
-    assert cost.name == "__nce_0__"
+    assert cost.name == "__nce_layer_0__"
     params = paddle.parameters.create(cost)
     assert [params.get_shape(n) for n in params.names()] == [(10, 4), (10, 2), (1, 10)]
     hs = paddle.layer.hsigmoid(input=x1, label=lab, bias_attr=False)
@@ -121,5 +121,5 @@ def test_hsigmoid_and_nce_learn_a_separable_problem():
     cost = paddle.layer.nce(input=dense("x", 5), label=ids("l", 6), num_neg_samples=3)
     costs, params = _train(cost, lambda: zip(X, labels), {"x": 0, "l": 1}, passes=15)
     assert np.mean(costs[-6:]) < np.mean(costs[:6]) / 1.5
-    scores = X @ params.get("___nce_0__.w0").T + params.get("___nce_0__.wbias")
+    scores = X @ params.get("___nce_layer_0__.w0").T + params.get("___nce_layer_0__.wbias")
     assert np.mean(scores.argmax(axis=1) == labels) > 0.5  # chance is 1/6

@@ -117,14 +117,14 @@ def test_dense_wrappers_names_sizes_and_types():
         (L.row_l2_norm(input=x), "__row_l2_norm_layer_0__", "row_l2_norm", 4),
         (L.tensor(a=x, b=y, size=3), "__tensor_layer_0__", "tensor", 3),
         (L.trans(input=x), "__trans_layer_0__", "trans", 4),
-        (L.resize(input=x, size=2), "__resize_layer_0__", "resize", 2),
-        (L.clip(input=x, min=-1, max=1), "__clip_layer_0__", "clip", 4),
-        (L.scale_shift(input=x), "__scale_shift_layer_0__", "scale_shift", 4),
+        (L.resize(input=x, size=2), "__resize_0__", "resize", 2),
+        (L.clip(input=x, min=-1, max=1), "__clip_0__", "clip", 4),
+        (L.scale_shift(input=x), "__scale_shift_0__", "scale_shift", 4),
         (L.prelu(input=x, partial_sum=2), "__prelu_layer_0__", "prelu", 4),
         (L.max_id(input=x), "__maxid_layer_0__", "maxid", 1),
         (L.sampling_id(input=x), "__sampling_id_layer_0__", "sampling_id", 4),
         (L.out_prod(input1=x, input2=w), "__out_prod_layer_0__", "out_prod", 4),
-        (L.linear_comb(weights=w, vectors=x, size=4), "__convex_comb_0__", "convex_comb", 4),
+        (L.linear_comb(weights=w, vectors=x, size=4), "__linear_comb_layer_0__", "convex_comb", 4),
         (L.selective_fc(input=x, size=5), "__selective_fc_layer_0__", "selective_fc", 5),
         (L.l2_distance(x=x, y=y), "__l2_distance_layer_0__", "l2_distance", 1),
         (L.dot_prod(input1=x, input2=y), "__dot_prod_layer_0__", "dot_prod", 1),
@@ -137,7 +137,7 @@ def test_dense_wrappers_names_sizes_and_types():
     assert params.get_shape("___tensor_layer_0__.wbias") == (1, 3)
     assert params.get_shape("___prelu_layer_0__.w0") == (1, 2)
     assert params.get_shape("___selective_fc_layer_0__.w0") == (5, 4)
-    assert params.get_shape("___scale_shift_layer_0__.w0") == (1, 1)
+    assert params.get_shape("___scale_shift_0__.w0") == (1, 1)
 
 
 def test_dense_wrapper_inference_values():
