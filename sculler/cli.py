@@ -63,35 +63,29 @@ def load_program(path: str, config_args: str) -> dict:
     ``data_sources``) or a v2 script whose module globals name ``cost``, ``optimizer``,
     ``train_reader`` (and optionally ``test_reader``, ``batch_size``, ``num_passes``,
     ``feeding``). Returns those items, with ``topology`` ready to train."""
-    import runpy
-
-    from sculler.config.config_parser import _parse_args, config_scope, finish_config
-    from sculler.layer import reset_names
+    from sculler.config.config_parser import run_config
     from sculler.topology import Topology
 
-    reset_names()
-    with config_scope(_parse_args(config_args)) as ctx:
-        names = runpy.run_path(path, run_name="__sculler_config__")
-        if ctx.layers:
-            settings = ctx.settings
-            if "train_source" not in settings or "learning_method" not in settings:
-                raise SystemExit(
-                    f"{path}: declare the data with data_sources(train=..., test=...) and the "
-                    "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
-                )
-            model = finish_config(ctx)
-            train_reader = load_source(settings["train_source"])
-            set_data_kinds(model, next(iter(train_reader())), settings["input_types"])
-            return {
-                "topology": Topology.from_model_config(model),
-                "optimizer": make_optimizer(settings),
-                "train_reader": train_reader,
-                "test_reader": load_source(settings["test_source"])
-                if settings.get("test_source") else None,
-                "batch_size": settings["batch_size"],
-                "num_passes": settings.get("num_passes"),
-                "feeding": None,
-            }
+    parsed, names = run_config(path, config_args)
+    if parsed is not None:
+        settings = parsed.settings
+        if "train_source" not in settings or "learning_method" not in settings:
+            raise SystemExit(
+                f"{path}: declare the data with data_sources(train=..., test=...) and the "
+                "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
+            )
+        train_reader = load_source(settings["train_source"])
+        set_data_kinds(parsed.model_config, next(iter(train_reader())), settings["input_types"])
+        return {
+            "topology": Topology.from_model_config(parsed.model_config),
+            "optimizer": make_optimizer(settings),
+            "train_reader": train_reader,
+            "test_reader": load_source(settings["test_source"])
+            if settings.get("test_source") else None,
+            "batch_size": settings["batch_size"],
+            "num_passes": settings.get("num_passes"),
+            "feeding": None,
+        }
     missing = [k for k in ("cost", "optimizer", "train_reader") if k not in names]
     if missing:
         raise SystemExit(

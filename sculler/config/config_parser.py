@@ -290,6 +290,21 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
     return ctx.builder.build(outputs, input_layer_names=ctx.inputs)
 
 
+def run_config(
+    path: str | os.PathLike, config_args: str | dict | None = None
+) -> tuple[TrainerConfig | None, dict[str, Any]]:
+    """Run a config file: its model and settings (None when it declares no layer, e.g. a v2
+    script) and its module globals."""
+    from sculler.layer import reset_names  # noqa: PLC0415 - the helpers' name counters
+
+    reset_names()
+    with config_scope(_parse_args(config_args)) as ctx:
+        names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+        if not ctx.layers:
+            return None, names
+        return TrainerConfig(finish_config(ctx), dict(ctx.settings)), names
+
+
 def parse_config(path: str | os.PathLike, config_args: str | dict | None = None) -> TrainerConfig:
     """Run a v1 config file and return its model and settings.
 
@@ -297,10 +312,7 @@ def parse_config(path: str | os.PathLike, config_args: str | dict | None = None)
         path: the config file (Python).
         config_args: ``"name=value,name2=value2"`` (or a dict) read by ``get_config_arg``.
     """
-    from sculler.layer import reset_names  # noqa: PLC0415 - the helpers' name counters
-
-    reset_names()
-    with config_scope(_parse_args(config_args)) as ctx:
-        runpy.run_path(os.fspath(path), run_name="__sculler_config__")
-        model = finish_config(ctx)
-        return TrainerConfig(model, dict(ctx.settings))
+    parsed, _ = run_config(path, config_args)
+    if parsed is None:
+        raise ValueError(f"{os.fspath(path)}: the config declares no layer")
+    return parsed
