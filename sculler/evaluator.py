@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sculler.core.model_config import EvaluatorConfig
-from sculler.layer import LayerOutput
+from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["classification_error", "sum", "auc"]
 

@@ -24,7 +24,7 @@ from sculler import activation as A
 from sculler import layer as L
 from sculler import pooling as P
 from sculler.attr import ExtraLayerAttribute
-from sculler.layer import LayerOutput, _auto_name
+from sculler.v2.layer_base import LayerOutput, auto_name
 
 __all__ = ["simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
            "vgg_16_network"]
@@ -40,7 +40,7 @@ def simple_img_conv_pool(input: LayerOutput, filter_size: Any, num_filters: int,
                          pool_layer_attr: Any = None) -> LayerOutput:
     """``img_pool(img_conv(input))``: a convolution (default act Relu) then pooling (Max);
     layers ``<name>_conv`` and ``<name>_pool``."""
-    name = name or _auto_name("conv_pool")
+    name = name or auto_name("conv_pool")
     conv = L.img_conv(input=input, filter_size=filter_size, num_filters=num_filters,
                       name=f"{name}_conv", num_channels=num_channel, act=act, groups=groups,
                       stride=conv_stride, padding=conv_padding, bias_attr=bias_attr,
@@ -62,7 +62,7 @@ def img_conv_bn_pool(input: LayerOutput, filter_size: Any, num_filters: int,  # 
                      pool_layer_attr: Any = None) -> LayerOutput:
     """Linear convolution, batch norm with ``act`` (default Relu), then pooling; layers
     ``<name>_conv``, ``<name>_bn``, ``<name>_pool``."""
-    name = name or _auto_name("conv_bn_pool")
+    name = name or auto_name("conv_bn_pool")
     conv = L.img_conv(input=input, filter_size=filter_size, num_filters=num_filters,
                       name=f"{name}_conv", num_channels=num_channel, act=A.Linear(),
                       groups=groups, stride=conv_stride, padding=conv_padding,

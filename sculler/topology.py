@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 from sculler.core.builder import ModelBuilder
 from sculler.core.model_config import LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
-from sculler.layer import LayerOutput
+from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["Topology"]
 

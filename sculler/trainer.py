@@ -29,10 +29,10 @@ from sculler.core.layer import PASS_TEST, PASS_TRAIN
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
 from sculler.data_feeder import DataFeeder
-from sculler.layer import LayerOutput
 from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
+from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["SGD", "train"]
 

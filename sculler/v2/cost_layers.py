@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sculler.layer import LayerOutput, _as_inputs, make_layer
+from sculler.v2.layer_base import LayerOutput, as_inputs, make_layer
 
 __all__ = [
     "cross_entropy_with_selfnorm_cost", "multi_binary_label_cross_entropy_cost",
@@ -28,7 +28,7 @@ __all__ = [
 
 def _simple(layer_type: str, prefix: str, inputs: list, name: str | None, coeff: float,
             layer_attr: Any, fn: str, **attrs: Any) -> LayerOutput:
-    return make_layer(layer_type, _as_inputs(inputs, fn), name=name, name_prefix=prefix,
+    return make_layer(layer_type, as_inputs(inputs, fn), name=name, name_prefix=prefix,
                       layer_attr=layer_attr, attrs={"coeff": float(coeff), **attrs})
 
 
@@ -96,7 +96,7 @@ def smooth_l1_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
 def sum_cost(input: LayerOutput, name: str | None = None,  # noqa: A002
              layer_attr: Any = None) -> LayerOutput:
     """The sum of the input's values per sample, used as a cost: ``cost_i = sum_j x_ij``."""
-    return make_layer("sum_cost", _as_inputs(input, "sum_cost"), name=name,
+    return make_layer("sum_cost", as_inputs(input, "sum_cost"), name=name,
                       name_prefix="sum_cost", layer_attr=layer_attr)
 
 
@@ -110,7 +110,7 @@ def lambda_cost(input: LayerOutput, score: LayerOutput, name: str | None = None,
             raise TypeError(f"lambda_cost: {key} must be an int, got {val!r}")
     if NDCG_num < 1:
         raise ValueError(f"lambda_cost: NDCG_num must be >= 1, got {NDCG_num}")
-    return make_layer("lambda_cost", _as_inputs([input, score], "lambda_cost"), name=name,
+    return make_layer("lambda_cost", as_inputs([input, score], "lambda_cost"), name=name,
                       name_prefix="lambda_cost", layer_attr=layer_attr,
                       attrs={"NDCG_num": NDCG_num, "max_sort_size": max_sort_size})
 
@@ -122,7 +122,7 @@ def nce(input: Any, label: LayerOutput, num_classes: int | None = None,  # noqa:
     """Noise-contrastive estimation cost: the true class against ``num_neg_samples`` classes
     drawn from ``neg_distribution`` (uniform by default), one (num_classes x width) weight
     per input and a bias. ``num_classes`` defaults to the label layer's size."""
-    feats = _as_inputs(input, "nce")
+    feats = as_inputs(input, "nce")
     n = int(num_classes if num_classes is not None else label.size)
     if neg_distribution is not None:
         neg_distribution = [float(p) for p in neg_distribution]
@@ -140,7 +140,7 @@ def nce(input: Any, label: LayerOutput, num_classes: int | None = None,  # noqa:
         pattrs = list(param_attr) + [None] * (len(inputs) - len(param_attr))
     elif param_attr is not None:
         pattrs = [param_attr] * len(feats) + [None] * (len(inputs) - len(feats))
-    return make_layer("nce", _as_inputs(inputs, "nce"), name=name, name_prefix="nce_layer",
+    return make_layer("nce", as_inputs(inputs, "nce"), name=name, name_prefix="nce_layer",
                       param_attr=pattrs, bias_attr=bias_attr, layer_attr=layer_attr,
                       attrs={"num_classes": n, "num_neg_samples": num_neg_samples,
                              "neg_distribution": neg_distribution,
@@ -152,7 +152,7 @@ def hsigmoid(input: Any, label: LayerOutput, num_classes: int | None = None,  # 
              layer_attr: Any = None) -> LayerOutput:
     """Hierarchical sigmoid cost over Paddle's binary code tree of ``num_classes`` leaves
     (default: the label layer's size); one (num_classes - 1) x width weight per input."""
-    feats = _as_inputs(input, "hsigmoid")
+    feats = as_inputs(input, "hsigmoid")
     n = int(num_classes if num_classes is not None else label.size)
     if n < 2:
         raise ValueError(f"hsigmoid: num_classes must be >= 2, got {n}")
@@ -161,6 +161,6 @@ def hsigmoid(input: Any, label: LayerOutput, num_classes: int | None = None,  # 
         pattrs = list(param_attr) + [None]
     elif param_attr is not None:
         pattrs = [param_attr] * len(feats) + [None]
-    return make_layer("hsigmoid", _as_inputs(feats + [label], "hsigmoid"), name=name,
+    return make_layer("hsigmoid", as_inputs(feats + [label], "hsigmoid"), name=name,
                       name_prefix="hsigmoid", param_attr=pattrs, bias_attr=bias_attr,
                       layer_attr=layer_attr, attrs={"num_classes": n})

@@ -18,7 +18,7 @@ from typing import Any
 from sculler import activation as A
 from sculler.attr import ParameterAttribute
 from sculler.core.model_config import LayerConfig
-from sculler.layer import LayerOutput, _as_inputs, _auto_name, _no, make_layer
+from sculler.v2.layer_base import LayerOutput, as_inputs, auto_name, make_layer, no_support
 
 __all__ = [
     "Projection", "full_matrix_projection", "trans_full_matrix_projection", "table_projection",
@@ -38,7 +38,7 @@ class Projection:
     def __init__(self, kind: str, inputs: list[LayerOutput], attrs: dict | None = None,
                  param_attr: Any = None, size: int = 0):
         self.kind = kind
-        self.inputs = _as_inputs(inputs, kind + "_projection")
+        self.inputs = as_inputs(inputs, kind + "_projection")
         self.attrs = dict(attrs or {})
         self.param_attr = param_attr
         self.size = int(size or 0)
@@ -75,7 +75,7 @@ def identity_projection(input: LayerOutput, offset: int | None = None,  # noqa: 
     """``x`` itself; with ``offset`` the window ``x[:, offset:offset+size]`` (size default
     ``input width - offset``), or ``x`` placed at ``offset`` of a wider output."""
     if offset is None:
-        _no("identity_projection", size=size)
+        no_support("identity_projection", size=size)
         return Projection("identity", [input], size=input.size)
     if size is None:
         size = input.size - int(offset)
@@ -118,7 +118,7 @@ def dotmul_operator(a: LayerOutput | None = None, b: LayerOutput | None = None,
     """``scale * a * b`` elementwise; ``a`` and ``b`` have one width."""
     if "x" in kwargs or "y" in kwargs:
         a, b = kwargs.pop("x", a), kwargs.pop("y", b)
-    _no("dotmul_operator", **kwargs)
+    no_support("dotmul_operator", **kwargs)
     if a is None or b is None or a.size != b.size:
         raise ValueError("dotmul_operator: needs layers a and b of one width, got "
                          f"{getattr(a, 'size', None)} and {getattr(b, 'size', None)}")
@@ -168,7 +168,7 @@ class MixedLayerType(LayerOutput):
 
     def __init__(self, name: str | None, size: int, act: Any, bias_attr: Any,
                  layer_attr: Any):
-        name = name or _auto_name("mixed")
+        name = name or auto_name("mixed")
         super().__init__(LayerConfig(name=name, type="mixed", size=int(size or 0)), [])
         self._settings = (size, act, bias_attr, layer_attr)
         self._projections: list[Projection] = []
@@ -224,7 +224,7 @@ def mixed(size: int = 0, input: Any = None, name: str | None = None,  # noqa: A0
 
 def _simple(layer_type: str, prefix: str, inputs: list, name: Any, layer_attr: Any = None,
             **kw: Any) -> LayerOutput:
-    return make_layer(layer_type, _as_inputs(inputs, prefix), name=name, name_prefix=prefix,
+    return make_layer(layer_type, as_inputs(inputs, prefix), name=name, name_prefix=prefix,
                       layer_attr=layer_attr, bias_attr=kw.pop("bias_attr", False), **kw)
 
 
@@ -250,7 +250,7 @@ def power(input: LayerOutput, weight: LayerOutput, name: str | None = None,  # n
 def interpolation(input: list, weight: LayerOutput, name: str | None = None,  # noqa: A002
                   layer_attr: Any = None) -> LayerOutput:
     """``y_i = w_i * a_i + (1 - w_i) * b_i`` for ``input = [a, b]``."""
-    pair = _as_inputs(input, "interpolation")
+    pair = as_inputs(input, "interpolation")
     if len(pair) != 2:
         raise ValueError(f"interpolation: input must be two layers [a, b], got {len(pair)}")
     return _simple("interpolation", "interpolation_layer", [weight, *pair], name, layer_attr)
@@ -272,7 +272,7 @@ def tensor(a: LayerOutput, b: LayerOutput, size: int, act: Any = None,
            name: str | None = None, param_attr: Any = None, bias_attr: Any = None,
            layer_attr: Any = None) -> LayerOutput:
     """Bilinear ``y_k = act(a W_k b^T + bias_k)``, k < size; with bias by default."""
-    return make_layer("tensor", _as_inputs([a, b], "tensor"), name=name,
+    return make_layer("tensor", as_inputs([a, b], "tensor"), name=name,
                       name_prefix="tensor_layer", size=size, act=act,
                       param_attr=[param_attr, None], bias_attr=bias_attr, layer_attr=layer_attr)
 
@@ -298,7 +298,7 @@ def clip(input: LayerOutput, min: float, max: float,  # noqa: A002
 def scale_shift(input: LayerOutput, name: str | None = None,  # noqa: A002
                 param_attr: Any = None, bias_attr: Any = None) -> LayerOutput:
     """``y = w * x + b`` with learned scalars ``w`` and (by default) ``b``."""
-    return make_layer("scale_shift", _as_inputs(input, "scale_shift"), name=name,
+    return make_layer("scale_shift", as_inputs(input, "scale_shift"), name=name,
                       name_prefix="scale_shift", param_attr=param_attr,
                       bias_attr=bias_attr)
 
@@ -316,7 +316,7 @@ def prelu(input: LayerOutput, name: str | None = None, partial_sum: int = 1,  # 
                 raise ValueError(f"prelu: channel_shared=False needs num_channels dividing the "
                                  f"input width {input.size}, got {num_channels!r}")
             partial_sum = input.size // int(num_channels)
-    return make_layer("prelu", _as_inputs(input, "prelu"), name=name, name_prefix="prelu_layer",
+    return make_layer("prelu", as_inputs(input, "prelu"), name=name, name_prefix="prelu_layer",
                       param_attr=param_attr, bias_attr=False, layer_attr=layer_attr,
                       attrs={"partial_sum": int(partial_sum)})
 
@@ -362,8 +362,8 @@ def selective_fc(input: Any, size: int, select: LayerOutput | None = None,  # no
                  layer_attr: Any = None) -> LayerOutput:
     """An fc (weights stored size x D) computing only the columns ``select`` marks; without
     ``select`` every column. ``mul_ratio`` is a speed hint and is not needed here."""
-    _no("selective_fc", pass_generation=pass_generation)
-    inputs = _as_inputs(input, "selective_fc")
+    no_support("selective_fc", pass_generation=pass_generation)
+    inputs = as_inputs(input, "selective_fc")
     has_select = select is not None and has_selected_colums
     pattrs = param_attr if isinstance(param_attr, (list, tuple)) else [param_attr] * len(inputs)
     if has_select:

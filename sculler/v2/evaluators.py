@@ -18,7 +18,7 @@ from typing import Any
 
 from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core evaluators
 from sculler.core.model_config import EvaluatorConfig
-from sculler.layer import LayerOutput
+from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer"]
 

@@ -29,8 +29,8 @@ import sculler.layers.norm  # noqa: F401 - registers batch_norm and norm
 import sculler.layers.pool  # noqa: F401 - registers pool
 from sculler import activation as A
 from sculler import pooling as P
-from sculler.layer import LayerOutput, _as_inputs, _no, make_layer
 from sculler.layers.image import image_geometry
+from sculler.v2.layer_base import LayerOutput, as_inputs, make_layer, no_support
 
 __all__ = ["img_conv", "img_pool", "batch_norm", "img_cmrnorm", "maxout", "spp",
            "bilinear_interp", "block_expand", "pad", "crop"]
@@ -55,7 +55,7 @@ def _xy(value: Any, value_y: Any, what: str, fn: str) -> tuple[int, int]:
 
 
 def _one_input(input: Any, fn: str) -> LayerOutput:  # noqa: A002
-    items = _as_inputs(input, fn)
+    items = as_inputs(input, fn)
     if len(items) != 1:
         raise ValueError(f"{fn}: takes one input layer, got {len(items)}")
     return items[0]
@@ -169,7 +169,7 @@ def batch_norm(input: LayerOutput, act: Any = None, name: str | None = None,  # 
     ``_<name>.w1``/``.w2``). A non-image input normalises each of its columns.
     """
     fn = "batch_norm"
-    _no(fn, img3D=img3D)
+    no_support(fn, img3D=img3D)
     src = _one_input(input, fn)
     types = (None, "batch_norm", "cudnn_batch_norm", "mkldnn_batch_norm")
     if batch_norm_type not in types:
@@ -293,7 +293,7 @@ def crop(input: Any, offset: Sequence[int], axis: int = 2,  # noqa: A002
     """Crop dimensions ``axis..3`` of the ``(N, C, H, W)`` image, starting at ``offset``, to
     ``shape`` or, with ``input=[image, reference]``, to the reference layer's geometry."""
     fn = "crop"
-    inputs = _as_inputs(input, fn)
+    inputs = as_inputs(input, fn)
     if len(inputs) > 2:
         raise ValueError(f"{fn}: input is one image layer or [image, reference], got "
                          f"{len(inputs)} layers")

@@ -1,0 +1,166 @@
+"""The machinery behind every v2 layer function: :class:`LayerOutput` (a node of a layer
+expression), :func:`make_layer` (the generic wrapper around a registered layer type) and
+PaddlePaddle's automatic layer names.
+
+The layer families (``sculler/layer.py`` and ``sculler/v2/*_layers.py``) import from here, and
+``sculler.layer`` re-exports them, so imports run one way: families -> this module -> core.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from sculler import activation as A
+from sculler.attr import ExtraLayerAttribute, ParameterAttribute
+from sculler.core.layer import get_layer_class
+from sculler.core.model_config import EvaluatorConfig, InputConfig, LayerConfig
+from sculler.data_type import InputType
+
+__all__ = ["LayerOutput", "make_layer", "reset_names", "auto_name", "as_inputs", "no_support"]
+
+_counters: dict[str, int] = {}
+_creation = itertools.count()
+
+
+def reset_names() -> None:
+    """Restart the automatic name counters (``__fc_layer_0__`` again); a Sculler extension for
+    programs that build several independent models in one process."""
+    _counters.clear()
+
+
+def auto_name(prefix: str) -> str:
+    n = _counters.get(prefix, 0)
+    _counters[prefix] = n + 1
+    return f"__{prefix}_{n}__"
+
+
+class LayerOutput:
+    """One node of a layer expression: ``name``, ``size``, ``parents`` and what the builder
+    needs (a LayerConfig template, weight and bias attributes, attached evaluators)."""
+
+    def __init__(self, config: LayerConfig, parents: list[LayerOutput],
+                 weight_attrs: list[dict | None] | None = None, bias_attr: Any = None,
+                 data_type: InputType | None = None,
+                 initializers: dict[int | str, Any] | None = None):
+        self.config = config
+        self.parents = parents
+        self.weight_attrs = weight_attrs or []
+        self.bias_attr = bias_attr
+        self.data_type = data_type
+        self.initializers = initializers or {}
+        self.evaluators: list[EvaluatorConfig] = []
+        self.order = next(_creation)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def size(self) -> int:
+        return self.config.size
+
+    @property
+    def layer_type(self) -> str:
+        return self.config.type
+
+    @property
+    def activation(self) -> str:
+        return self.config.active_type
+
+    def __repr__(self) -> str:
+        return f"LayerOutput({self.name!r}, type={self.layer_type!r}, size={self.size})"
+
+
+def as_inputs(input: Any, fn: str) -> list[LayerOutput]:  # noqa: A002
+    items = list(input) if isinstance(input, (list, tuple)) else [input]
+    for i, item in enumerate(items):
+        if not isinstance(item, LayerOutput):
+            raise TypeError(f"{fn}: input {i} must be a layer (LayerOutput), got "
+                            f"{type(item).__name__}")
+    if not items:
+        raise ValueError(f"{fn}: needs at least one input layer")
+    return items
+
+
+def _param_dict(attr: Any, what: str) -> tuple[dict | None, Any]:
+    if attr is None:
+        return None, None
+    if isinstance(attr, ParameterAttribute):
+        return attr.to_weight_attrs(), attr.initializer
+    if isinstance(attr, dict):
+        return dict(attr), None
+    raise TypeError(f"{what} must be an attr.Param (or a dict of its fields), got {attr!r}")
+
+
+def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | None = None,
+               name_prefix: str | None = None, size: int = 0, act: Any = None,
+               default_act: type[A.BaseActivation] = A.Linear, param_attr: Any = None,
+               bias_attr: Any = None, layer_attr: Any = None, parameter_name: str | None = None,
+               attrs: dict[str, Any] | None = None,
+               input_attrs: Sequence[dict] | None = None) -> LayerOutput:
+    """The generic v2 wrapper: a :class:`LayerOutput` of engine type ``layer_type``.
+
+    Args:
+        layer_type: a registered layer type (``sculler.core.layer.register_layer``).
+        inputs: parent layers, in the engine layer's input order.
+        name: the layer name; default ``__<name_prefix>_<n>__`` (PaddlePaddle's scheme).
+        size: output width (0: the layer type infers it).
+        act: an activation instance (default ``default_act()``).
+        param_attr: one ``attr.Param`` for every weighted input, or a list, one per input.
+        bias_attr: False (no bias), True/None (the type's default), or an ``attr.Param``.
+        layer_attr: ``attr.Extra`` (``drop_rate``).
+        parameter_name: shorthand for ``param_attr=attr.Param(name=parameter_name)``.
+        attrs: engine LayerConfig attrs (e.g. ``coeff``); input_attrs: per-input attrs.
+    """
+    fn = name_prefix or layer_type
+    cls = get_layer_class(layer_type)
+    act = default_act() if act is None else act
+    if not isinstance(act, A.BaseActivation):
+        raise TypeError(f"{fn}: act must be an activation instance such as "
+                        f"paddle.activation.Tanh(), got {act!r}")
+    if name is None:
+        name = auto_name(fn)
+    elif not isinstance(name, str) or not name:
+        raise TypeError(f"{fn}: name must be a non-empty str, got {name!r}")
+    if parameter_name is not None:
+        if param_attr is not None:
+            raise ValueError(f"layer {name!r}: give param_attr or parameter_name, not both")
+        param_attr = ParameterAttribute(name=parameter_name)
+    pattrs = param_attr if isinstance(param_attr, (list, tuple)) else [param_attr] * len(inputs)
+    if len(pattrs) != len(inputs):
+        raise ValueError(f"layer {name!r}: {len(pattrs)} param_attr for {len(inputs)} inputs")
+    weight_attrs, inits = [], {}
+    for i, pa in enumerate(pattrs):
+        d, init = _param_dict(pa, f"layer {name!r} param_attr")
+        weight_attrs.append(d)
+        if init is not None:
+            inits[i] = init
+    if bias_attr is None or isinstance(bias_attr, bool):
+        bias = bias_attr
+    else:
+        bias, binit = _param_dict(bias_attr, f"layer {name!r} bias_attr")
+        if binit is not None:
+            inits["bias"] = binit
+    drop_rate = 0.0
+    if layer_attr is not None:
+        if not isinstance(layer_attr, ExtraLayerAttribute):
+            raise TypeError(f"layer {name!r}: layer_attr must be attr.Extra, got {layer_attr!r}")
+        drop_rate = layer_attr.drop_rate
+    in_attrs = list(input_attrs or [{}] * len(inputs))
+    config = LayerConfig(
+        name=name, type=layer_type, size=int(size or 0), active_type=act.name,
+        inputs=[InputConfig(p.name, None, dict(a)) for p, a in zip(inputs, in_attrs)],
+        drop_rate=drop_rate, attrs=dict(attrs or {}),
+    )
+    config.size = int(cls.infer_size(config, [p.config for p in inputs]))
+    return LayerOutput(config, list(inputs), weight_attrs, bias, initializers=inits)
+
+
+def no_support(fn: str, **values: Any) -> None:
+    """NotImplementedError for arguments this layer cannot honour (never ignored silently)."""
+    for key, val in values.items():
+        if val is not None and val is not False:
+            raise NotImplementedError(f"{fn}: argument {key}={val!r} is not supported by this "
+                                      "layer")
