@@ -13,6 +13,7 @@ from sculler.backend import to_numpy
 from sculler.core.layer import PASS_TEST
 from sculler.core.network import Network
 from sculler.data_feeder import DataFeeder
+from sculler.fileio import FileFormatError, describe
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 
@@ -34,7 +35,11 @@ class Inference:
             if parameters is None:
                 if ptar is None:
                     raise ValueError("the inference file holds no parameters; pass parameters=")
-                parameters = Parameters.from_tar(io.BytesIO(ptar))
+                try:
+                    parameters = Parameters.from_tar(io.BytesIO(ptar))
+                except FileFormatError as e:
+                    raise FileFormatError(f"Inference: the parameters.tar entry of "
+                                          f"{describe(fileobj)} is damaged: {e}") from e
         elif output_layer is None:
             raise ValueError("Inference needs output_layer (with parameters) or fileobj")
         else:

@@ -21,6 +21,8 @@ import sys
 import warnings
 from typing import Any
 
+from sculler.fileio import atomic_write
+
 __all__ = ["PlotData", "Ploter"]
 
 
@@ -110,7 +112,7 @@ class Ploter:
         if shown:
             ax.legend(loc="upper left")
         if path is not None:
-            fig.savefig(os.fspath(path), format="png")
+            atomic_write(path, lambda stream: fig.savefig(stream, format="png"), "Ploter.plot")
             return
         from IPython import display
 

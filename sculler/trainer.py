@@ -16,7 +16,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,6 +28,14 @@ from sculler.core.layer import PASS_TEST, PASS_TRAIN
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
 from sculler.data_feeder import DataFeeder
+from sculler.fileio import (
+    CHECKPOINT_FORMAT,
+    SAVE_FORMAT,
+    FileFormatError,
+    atomic_write,
+    check_input_path,
+    open_safetensors,
+)
 from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
@@ -105,6 +112,9 @@ class SGD:
         if unknown:
             raise ValueError(f"immutable_parameters {sorted(unknown)} are not parameters of "
                              f"this model; parameters are {self.parameters.names()}")
+        if checkpoint is not None and os.path.isdir(checkpoint):
+            raise IsADirectoryError(f"train: checkpoint {checkpoint!r} is a directory; pass "
+                                    "a file path such as 'model.ckpt'")
         if checkpoint is not None and os.path.exists(checkpoint):
             self.load_checkpoint(checkpoint)
         if show_progress is None:
@@ -224,8 +234,8 @@ class SGD:
 
     def save_checkpoint(self, path: str) -> None:
         """Parameters, optimizer state, pass/batch counters and RNG states in one safetensors
-        file (JSON metadata), written to a temp file and renamed (atomic)."""
-        from safetensors.numpy import save_file
+        file (JSON metadata), written atomically (:func:`sculler.fileio.atomic_write`)."""
+        from safetensors.numpy import save as safetensors_bytes
 
         tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
                    for n in self.parameters.names()}
@@ -234,43 +244,53 @@ class SGD:
         rng = {"global": np.random.get_state()}
         rng.update({f"layer/{name}": layer._rng.get_state()
                     for name, layer in self.network.layers.items()})
-        meta: dict[str, Any] = {"next_pass": self._next_pass, "next_batch": self._next_batch,
-                                "rng": {}}
+        meta: dict[str, Any] = {"format": CHECKPOINT_FORMAT, "next_pass": self._next_pass,
+                                "next_batch": self._next_batch, "rng": {}}
         for key, (kind, keys, pos, has_gauss, gauss) in rng.items():
             tensors[f"rng/{key}"] = keys
             meta["rng"][key] = [kind, pos, has_gauss, gauss]
         version, internal, gauss_next = random.getstate()
         tensors["rng/python"] = np.asarray(internal, dtype=np.uint64)
         meta["python_rng"] = [version, gauss_next]
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".ckpt-")
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata={"sculler": json.dumps(meta)})
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        blob = safetensors_bytes(tensors, metadata={"sculler": json.dumps(meta)})
+        atomic_write(path, lambda stream: stream.write(blob), "save_checkpoint")
 
     def load_checkpoint(self, path: str) -> None:
         """Restore what :meth:`save_checkpoint` wrote; training then continues where it
-        stopped (bit-identical at pass boundaries)."""
-        from safetensors import safe_open
-
-        with safe_open(path, framework="numpy") as f:
-            raw = (f.metadata() or {}).get("sculler")
-            if raw is None:
-                raise ValueError(f"{path!r} is not a Sculler trainer checkpoint")
-            meta = json.loads(raw)
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-        opt = {}
-        for k, v in tensors.items():
-            group, _, name = k.partition("/")
-            if group == "param":
-                if name not in self.parameters:
-                    raise ValueError(f"checkpoint parameter {name!r} is not in this model")
+        stopped (bit-identical at pass boundaries). A file of ``sculler.save``, a foreign or
+        damaged file, or a checkpoint of another model is an error naming the file."""
+        path = check_input_path(path, "load_checkpoint")
+        meta, f = open_safetensors(path, "load_checkpoint")
+        with f:
+            fmt = meta.get("format", CHECKPOINT_FORMAT if "next_pass" in meta else None)
+            if fmt != CHECKPOINT_FORMAT:
+                kind = ("a file written by sculler.save (load it with sculler.load)"
+                        if fmt == SAVE_FORMAT else "a safetensors file not written by Sculler")
+                raise FileFormatError(f"load_checkpoint: {path!r} is {kind}, not a trainer "
+                                      "checkpoint (SGD.save_checkpoint)")
+            try:
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+            except Exception as e:  # SafetensorError: data cut short
+                raise FileFormatError(f"load_checkpoint: {path!r} is damaged "
+                                      f"({type(e).__name__}: {e})") from e
+        params = {k[6:]: v for k, v in tensors.items() if k.startswith("param/")}
+        foreign = sorted(set(params) - set(self.parameters.names()))
+        missing = sorted(set(self.parameters.names()) - set(params))
+        if foreign or missing:
+            raise ValueError(f"load_checkpoint: {path!r} is a checkpoint of another model: "
+                             f"parameters {foreign} are not in this model, {missing} are not "
+                             "in the checkpoint")
+        try:
+            for name, v in params.items():
                 self.parameters.set(name, v)
-            elif group == "opt":
-                opt[name] = v
+            self._restore_state(meta, tensors)
+        except (KeyError, TypeError, ValueError) as e:
+            raise FileFormatError(f"load_checkpoint: {path!r} is damaged or of another "
+                                  f"model ({type(e).__name__}: {e})") from e
+        self._resume = True
+
+    def _restore_state(self, meta: dict, tensors: dict) -> None:
+        opt = {k[4:]: v for k, v in tensors.items() if k.startswith("opt/")}
         self.optimizer.load_state_dict(opt)
         for key, (kind, pos, has_gauss, gauss) in meta["rng"].items():
             state = (kind, tensors[f"rng/{key}"], pos, has_gauss, gauss)
@@ -281,7 +301,6 @@ class SGD:
         version, gauss_next = meta["python_rng"]
         random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
         self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
-        self._resume = True
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
+
+from sculler.fileio import atomic_write
 
 __all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
 
@@ -43,17 +44,24 @@ def md5file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _fetch(url: str, dirname: str) -> str:
-    """Download ``url`` into a new temporary file in ``dirname`` and return its path."""
-    fd, tmp = tempfile.mkstemp(dir=dirname, prefix=".download-")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+class _Md5Mismatch(Exception):
+    def __init__(self, got: str):
+        self.got = got
+
+
+def _fetch(url: str, filename: str, md5sum: str) -> None:
+    """Download ``url`` into ``filename`` atomically, only when its md5 is ``md5sum``."""
+
+    def write(out) -> None:
+        h = hashlib.md5()
+        with urllib.request.urlopen(url, timeout=60) as resp:
             for chunk in iter(lambda: resp.read(1 << 20), b""):
                 out.write(chunk)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+                h.update(chunk)
+        if h.hexdigest() != md5sum:
+            raise _Md5Mismatch(h.hexdigest())
+
+    atomic_write(filename, write, f"download {url}")
 
 
 def download(url: str, module_name: str, md5sum: str, save_name: str | None = None) -> str:
@@ -77,15 +85,12 @@ def download(url: str, module_name: str, md5sum: str, save_name: str | None = No
     got, last_error = None, None
     for _ in range(RETRY_LIMIT):
         try:
-            tmp = _fetch(url, dirname)
+            _fetch(url, filename, md5sum)
+            return filename
         except OSError as exc:
             last_error = exc
-            continue
-        got = md5file(tmp)
-        if got == md5sum:
-            os.replace(tmp, filename)
-            return filename
-        os.unlink(tmp)
+        except _Md5Mismatch as exc:
+            got = exc.got
     detail = f"last error: {last_error}" if got is None else f"got md5 {got}"
     raise DownloadError(
         f"could not download {url} with md5 {md5sum} after {RETRY_LIMIT} tries ({detail}); "

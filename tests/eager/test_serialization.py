@@ -64,7 +64,7 @@ def test_unsupported_objects_and_bad_files_raise(tmp_path):
     junk.write_bytes(b"not a safetensors file at all")
     with pytest.raises(ValueError, match="junk.bin"):
         paddle.load(str(junk))
-    with pytest.raises(ValueError, match="no file"):
+    with pytest.raises(FileNotFoundError, match="no file"):
         paddle.load(str(tmp_path / "missing"))
 
 
