@@ -25,6 +25,7 @@ from sculler import event as E
 from sculler.backend import to_numpy
 from sculler.core.evaluator import create_evaluator, metrics_of
 from sculler.core.layer import PASS_TEST, PASS_TRAIN
+from sculler.core.nan_guard import NonFiniteError, gradients_finite, locate_backward, locate_forward
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
 from sculler.data_feeder import DataFeeder
@@ -176,13 +177,13 @@ class SGD:
         net.forward(args, PASS_TRAIN)
         cost_sum = net.total_cost()
         if not math.isfinite(cost_sum):
-            bad = [layer.name for layer in net.cost_layers()
-                   if not np.isfinite(to_numpy(layer.output.value)).all()]
-            raise FloatingPointError(f"cost layer(s) {bad} produced NaN/Inf in pass {pass_id}, "
-                                     f"batch {batch_id}; lower the learning rate or check the "
-                                     "data")
+            raise NonFiniteError(locate_forward(net, pass_id, batch_id))
         self._ready.clear()
         net.backward(self._ready.append)
+        if not gradients_finite(net):
+            message = locate_backward(net, pass_id, batch_id)
+            if message is not None:
+                raise NonFiniteError(message)
         return cost_sum
 
     def _update(self, frozen: set[str]) -> None:
