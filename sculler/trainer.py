@@ -41,6 +41,7 @@ from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 from sculler.v2.layer_base import LayerOutput
+from sculler.validate import iterate_reader, require_reader
 
 __all__ = ["SGD", "train"]
 
@@ -107,6 +108,7 @@ class SGD:
         (default: when stderr is a terminal).
         """
         handler = event_handler or _noop
+        require_reader(reader, "train(reader=...)")
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())
@@ -144,7 +146,7 @@ class SGD:
         skip = self._next_batch
         total_cost = 0.0
         samples = 0
-        for batch_id, data_batch in enumerate(reader()):
+        for batch_id, data_batch in enumerate(iterate_reader(reader, "train(reader=...)")):
             if batch_id < skip:
                 continue
             handler(E.BeginIteration(pass_id, batch_id))
@@ -215,7 +217,8 @@ class SGD:
         feeder = DataFeeder(self.topology.data_type(), feeding)
         evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
         total, samples = 0.0, 0
-        for data_batch in reader():
+        for data_batch in iterate_reader(require_reader(reader, "test(reader=...)"),
+                                         "test(reader=...)"):
             self.network.forward(feeder.convert(data_batch), PASS_TEST)
             total += self.network.total_cost()
             samples += len(data_batch)

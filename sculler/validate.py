@@ -32,7 +32,8 @@ def integer(value: Any, what: str, minimum: int | None = None) -> int:
                              "as 13/2 gives a float: use // or round explicitly")
     out = int(value)
     if minimum is not None and out < minimum:
-        raise ValueError(f"{what} must be >= {minimum}, got {out}")
+        want = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{what} must be {want}, got {out}")
     return out
 
 

@@ -33,6 +33,7 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
+from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}
 
@@ -130,12 +131,22 @@ class Bias:
             self.attrs["name"] = parameter_name
 
 
-def _as_inputs(inputs: Any) -> list[Input]:
+def _as_inputs(inputs: Any, layer: str) -> list[Input]:
     if inputs is None:
         return []
-    if isinstance(inputs, (str, Input)):
+    if isinstance(inputs, (str, Input, LayerConfig)):
         inputs = [inputs]
-    return [i if isinstance(i, Input) else Input(i) for i in inputs]
+    out = []
+    for i, item in enumerate(inputs):
+        if isinstance(item, LayerConfig):
+            raise TypeError(f"layer {layer!r}: input {i} is the LayerConfig that Layer() "
+                            f"returned for {item.name!r}; v1 configs name their inputs: "
+                            f"inputs=[{item.name!r}] or inputs=[Input({item.name!r})]")
+        if not isinstance(item, (str, Input)):
+            raise TypeError(f"layer {layer!r}: input {i} must be a layer name (str) or an "
+                            f"Input(...), got {type(item).__name__} {item!r}")
+        out.append(item if isinstance(item, Input) else Input(item))
+    return out
 
 
 class LayerBase:
@@ -159,7 +170,7 @@ class LayerBase:
         ctx = _context()
         if name in ctx.layers:
             raise ValueError(f"layer {name!r} is defined twice")
-        self.inputs = _as_inputs(inputs)
+        self.inputs = _as_inputs(inputs, name)
         for i, inp in enumerate(self.inputs):
             if inp.input_layer_name not in ctx.layers:
                 raise ValueError(
@@ -169,13 +180,13 @@ class LayerBase:
         self.config = LayerConfig(
             name=name,
             type=type,
-            size=int(size or 0),
+            size=0 if size is None else integer(size, f"layer {name!r}: size", minimum=0),
             active_type=active_type or "linear",
             inputs=[
                 InputConfig(inp.input_layer_name, inp.parameter_name, dict(inp.attrs))
                 for inp in self.inputs
             ],
-            drop_rate=float(drop_rate),
+            drop_rate=probability(drop_rate, f"layer {name!r}: drop_rate"),
             attrs=dict(xargs),
         )
         self.weight_attrs: list[dict | None] = [
@@ -259,8 +270,19 @@ def get_config_arg(name: str, arg_type: type, default: Any = None) -> Any:
     if raw is None:
         return default
     if arg_type is bool:
+        if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ValueError(f"config arg {name}={raw!r} is not a bool; use true/false or 1/0")
         return raw.lower() in ("1", "true", "yes", "on")
-    return arg_type(raw)
+    try:
+        if arg_type is int:
+            try:
+                return int(raw)
+            except ValueError:
+                return integer(float(raw), f"config arg {name}")
+        return arg_type(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config arg {name}={raw!r} cannot be read as "
+                         f"{getattr(arg_type, '__name__', arg_type)}: {e}") from e
 
 
 def _parse_args(config_args: str | dict | None) -> dict[str, str]:
