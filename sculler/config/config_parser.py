@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from sculler.core.builder import ModelBuilder
-from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
     EvaluatorConfig,
@@ -33,6 +32,7 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
+from sculler.layers import get_layer_class
 from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
     EvaluatorConfig,
@@ -19,6 +18,7 @@ from sculler.core.model_config import (
     ModelConfig,
     ParameterConfig,
 )
+from sculler.layers import get_layer_class
 
 ParamAttrs = Mapping[str, Any]
 

@@ -9,7 +9,6 @@ the activation and dropout, and each parameter is told (``inc_update``) when its
 
 from __future__ import annotations
 
-import difflib
 import math
 import zlib
 from typing import Any, ClassVar
@@ -27,9 +26,8 @@ PASS_TRAIN = "train"
 PASS_TEST = "test"
 PASS_GC = "gc"  # gradient check: training semantics with a fixed dropout mask
 
+# type name -> class, filled by @register_layer; looked up through sculler.layers
 _REGISTRY: dict[str, type[Layer]] = {}
-# types whose class lives above the engine (front ends); imported on first use
-_DEFERRED = {"py_layer": "sculler.eager.layer_bridge"}
 
 
 def register_layer(*type_names: str):
@@ -42,32 +40,6 @@ def register_layer(*type_names: str):
         return cls
 
     return deco
-
-
-def get_layer_class(type_name: str) -> type[Layer]:
-    """The class registered as ``type_name``; an unknown name lists the close matches."""
-    cls = _REGISTRY.get(type_name)
-    if cls is None:
-        import importlib
-
-        import sculler.layers  # noqa: F401 - registers the built-in layers
-
-        if type_name in _DEFERRED:
-            importlib.import_module(_DEFERRED[type_name])
-        cls = _REGISTRY.get(type_name)
-    if cls is None:
-        close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
-        raise ValueError(
-            f"unknown layer type {type_name!r}; close matches: {close or 'none'}. "
-            "Register your own with @register_layer(name)."
-        )
-    return cls
-
-
-def layer_types() -> list[str]:
-    import sculler.layers  # noqa: F401
-
-    return sorted(_REGISTRY)
 
 
 def _reserve(buf, n: int, dtype):

@@ -14,9 +14,9 @@ from typing import Any
 
 from sculler import activation as A
 from sculler.attr import ExtraLayerAttribute, ParameterAttribute
-from sculler.core.layer import get_layer_class
 from sculler.core.model_config import EvaluatorConfig, InputConfig, LayerConfig
 from sculler.data_type import InputType
+from sculler.layers import get_layer_class
 from sculler.validate import integer
 
 __all__ = ["LayerOutput", "make_layer", "reset_names", "auto_name", "as_inputs", "no_support"]
