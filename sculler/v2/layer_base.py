@@ -150,7 +150,7 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
             raise TypeError(f"layer {name!r}: layer_attr must be attr.Extra, got {layer_attr!r}")
         drop_rate = layer_attr.drop_rate
     in_attrs = list(input_attrs or [{}] * len(inputs))
-    size = 0 if size is None else integer(size, f"{fn} layer {name!r}: size", minimum=0)
+    size = 0 if size is None else integer(size, f"layer {name!r} ({layer_type}): size", minimum=0)
     config = LayerConfig(
         name=name, type=layer_type, size=size, active_type=act.name,
         inputs=[InputConfig(p.name, None, dict(a)) for p, a in zip(inputs, in_attrs)],
