@@ -156,7 +156,11 @@ CASES = [
     ("v1 concat declared size", lambda t: _v1(
         dict(name="a", type="data", size=4), dict(name="b", type="data", size=5),
         dict(name="c", type="concat", size=7, inputs=["a", "b"])),
-     ValueError, ["'c'", "concat", "size 7", "[4, 5]", "sum 9"]),
+     ValueError, ["'c'", "concat", "size 7", "['a', 'b']", "[4, 5]", "give 9"]),
+    ("v1 addto declared size", lambda t: _v1(
+        dict(name="a", type="data", size=4), dict(name="b", type="data", size=4),
+        dict(name="s", type="addto", size=8, inputs=["a", "b"])),
+     ValueError, ["'s'", "addto", "size 8", "give 4"]),
     ("v1 input is a Layer() result", lambda t: _v1_layer_result_as_input(),
      TypeError, ["'h'", "input 0", "Layer()", "'x'", "inputs=['x']"]),
     ("v1 input is a number", lambda t: _v1(

@@ -222,7 +222,7 @@ class LayerBase:
         inputs = [ctx.layers[n] for n in self.config.input_layer_names]
         cls = get_layer_class(self.config.type)
         cls.check_config(self.config, inputs)
-        self.config.size = int(cls.infer_size(self.config, inputs))
+        self.config.size = cls.resolve_size(self.config, inputs)
         computed = dict(cls.weight_dims(self.config, inputs))
         if self.bias_attr is not False and "bias" in self._declared_dims:
             computed["bias"] = cls.bias_dims(self.config, inputs)

@@ -71,6 +71,19 @@ class Layer:
         return config.size
 
     @classmethod
+    def resolve_size(cls, config: LayerConfig, inputs: list[LayerConfig]) -> int:
+        """:meth:`infer_size`, checked against the size the user declared (if any): a layer
+        whose inputs give another width is an error, as in PaddlePaddle, never overridden."""
+        size = int(cls.infer_size(config, inputs))
+        if config.size and size != config.size:
+            raise ValueError(
+                f"layer {config.name!r} ({config.type}) declares size {config.size}, but its "
+                f"inputs {[i.name for i in inputs]} of widths {[i.size for i in inputs]} give "
+                f"{size}; drop size or fix it"
+            )
+        return size
+
+    @classmethod
     def weight_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, tuple]:
         """Shape of the weight of each input that has one (``{input_index: dims}``)."""
         return {}

@@ -11,13 +11,7 @@ class ConcatLayer(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        """The sum of the input widths; a declared ``size`` must equal it."""
-        total = sum(inp.size for inp in inputs)
-        if config.size and config.size != total:
-            raise ValueError(f"layer {config.name!r} (concat) declares size {config.size}, but "
-                             f"its inputs {[inp.name for inp in inputs]} have widths "
-                             f"{[inp.size for inp in inputs]} (sum {total}); drop size or fix it")
-        return total
+        return sum(inp.size for inp in inputs)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)

@@ -156,7 +156,7 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
         inputs=[InputConfig(p.name, None, dict(a)) for p, a in zip(inputs, in_attrs)],
         drop_rate=drop_rate, attrs=dict(attrs or {}),
     )
-    config.size = int(cls.infer_size(config, [p.config for p in inputs]))
+    config.size = cls.resolve_size(config, [p.config for p in inputs])
     return LayerOutput(config, list(inputs), weight_attrs, bias, initializers=inits)
 
 
