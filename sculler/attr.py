@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sculler.validate import number, probability
+from sculler.validate import boolean, number, probability
 
 __all__ = ["Param", "ParamAttr", "ParameterAttribute", "Extra", "ExtraAttr",
            "ExtraLayerAttribute", "Hook", "HookAttr"]
@@ -43,9 +43,9 @@ class ParameterAttribute:
         self.name = name
         self.initializer = initializer
         a: dict[str, Any] = {}
-        if is_static:
+        if boolean(is_static, "Param(is_static=...)"):
             a["is_static"] = True
-        if sparse_update:
+        if boolean(sparse_update, "Param(sparse_update=...)"):
             a["sparse_update"] = True
         if initial_min is not None:
             low = number(initial_min, "Param(initial_min=...)")

@@ -16,6 +16,7 @@ from sculler.data_feeder import DataFeeder
 from sculler.fileio import FileFormatError, describe
 from sculler.parameters import Parameters
 from sculler.topology import Topology
+from sculler.validate import positive_int
 
 __all__ = ["Inference", "infer"]
 
@@ -58,7 +59,7 @@ class Inference:
                                  f"needs {pc.dims}")
         self.topology = topo
         self.network = Network(mc, parameters.parameter_set)
-        self.batch_size = int(batch_size)
+        self.batch_size = positive_int(batch_size, "Inference(batch_size=...)")
 
     def iter_infer(self, input: Sequence[Any], feeding: Any = None,  # noqa: A002
                    field: str | list[str] = "value") -> Iterator[list[np.ndarray]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sculler.validate import iterate_reader, require_reader
+from sculler.validate import boolean, iterate_reader, require_reader
 
 __all__ = ["batch"]
 
@@ -28,6 +28,7 @@ def batch(
     if batch_size <= 0:
         raise ValueError(f"batch_size must be a positive int, got {batch_size}")
     require_reader(reader, "paddle.batch(reader)")
+    drop_last = boolean(drop_last, "paddle.batch(drop_last=...)")
 
     def batch_reader() -> Iterator[list]:
         b: list = []

@@ -41,7 +41,7 @@ from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 from sculler.v2.layer_base import LayerOutput
-from sculler.validate import iterate_reader, require_reader
+from sculler.validate import integer, iterate_reader, require_reader
 
 __all__ = ["SGD", "train"]
 
@@ -109,6 +109,7 @@ class SGD:
         """
         handler = event_handler or _noop
         require_reader(reader, "train(reader=...)")
+        num_passes = integer(num_passes, "train(num_passes=...)", minimum=0)
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())

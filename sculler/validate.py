@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_array", "exact_shape", "integer", "iterate_reader", "number",
+__all__ = ["as_array", "boolean", "exact_shape", "integer", "iterate_reader", "number",
            "positive_int", "probability", "require_reader"]
 
 
@@ -35,6 +35,14 @@ def integer(value: Any, what: str, minimum: int | None = None) -> int:
         want = "a positive int" if minimum == 1 else f"an int >= {minimum}"
         raise ValueError(f"{what} must be {want}, got {out}")
     return out
+
+
+def boolean(value: Any, what: str) -> bool:
+    """``value`` when it is a bool (or a numpy bool); ``'no'`` or ``1`` is a TypeError, since a
+    truthy string would silently mean True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be True or False, got {_given(value)}")
+    return bool(value)
 
 
 def positive_int(value: Any, what: str) -> int:

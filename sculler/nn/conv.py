@@ -15,7 +15,7 @@ from sculler.math import conv as K
 from sculler.math import pool as P
 from sculler.nn.initializer import Normal
 from sculler.nn.layer import Layer
-from sculler.validate import positive_int
+from sculler.validate import integer, positive_int
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -80,6 +80,16 @@ def _pair(v: Any, what: str = "kernel_size") -> tuple[int, int]:
     return tuple(positive_int(i, what) for i in items)
 
 
+def _check_window(module: str, kernel_size: Any, stride: Any, padding: Any) -> None:
+    """Pooling windows: kernel and stride positive ints (or pairs), padding ints >= 0."""
+    _pair(kernel_size, f"{module}(kernel_size=...)")
+    if stride is not None:
+        _pair(stride, f"{module}(stride=...)")
+    pads = list(padding) if isinstance(padding, (list, tuple)) else [padding]
+    for p in pads:
+        integer(p, f"{module}(padding=...)", minimum=0)
+
+
 class Conv2D(Layer):
     """2-D convolution layer: weight [out_channels, in_channels/groups, kh, kw], bias
     [out_channels] (``bias_attr=False`` drops it)."""
@@ -114,6 +124,7 @@ class MaxPool2D(Layer):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False) -> None:
         super().__init__()
+        _check_window("MaxPool2D", kernel_size, stride, padding)
         self._options = dict(kernel_size=kernel_size, stride=stride, padding=padding,
                              ceil_mode=ceil_mode)
 
@@ -125,6 +136,7 @@ class AvgPool2D(Layer):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, exclusive: bool = True) -> None:
         super().__init__()
+        _check_window("AvgPool2D", kernel_size, stride, padding)
         self._options = dict(kernel_size=kernel_size, stride=stride, padding=padding,
                              ceil_mode=ceil_mode, exclusive=exclusive)
 
