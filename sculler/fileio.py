@@ -32,6 +32,14 @@ _TMP_SUFFIX = ".tmp"
 
 
 def _current_umask() -> int:
+    """The process umask, read without changing it where Linux tells it (/proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -209,7 +217,7 @@ def open_safetensors(path: str, what: str) -> tuple[dict, Any]:
         raw = (f.metadata() or {}).get("sculler")
         doc = json.loads(raw) if raw is not None else {}
     except Exception as e:  # safetensors raises its own SafetensorError on a bad header
-        if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+        if isinstance(e, OSError):  # permissions, I/O: not a format problem
             raise
         raise FileFormatError(f"{what}: {path!r} is not a safetensors file written by "
                               f"Sculler; it is damaged or of another format "
