@@ -71,21 +71,19 @@ def test_none_gradient_for_an_input_that_needs_none():
 
 
 def test_tensor_and_function_given_by_keyword():
-    class Tanh(PyLayer):
+    class Apply(PyLayer):  # the tensor itself arrives by keyword
         @staticmethod
         def forward(ctx, x1, func1, func2=paddle.square):
-            ctx.func = func2
-            y = func1(x1)
-            ctx.save_for_backward(y)
-            return y
+            ctx.deriv = func2
+            ctx.save_for_backward(func1(x1))
+            return ctx.saved_tensor()[0]
 
         @staticmethod
         def backward(ctx, dy):
-            (y,) = ctx.saved_tensor()
-            return dy * (1 - ctx.func(y))
+            return dy * (1 - ctx.deriv(ctx.saved_tensor()[0]))
 
     x, ref = _pair()
-    Tanh.apply(x1=x, func1=paddle.tanh).mean().backward()
+    Apply.apply(x1=x, func1=paddle.tanh).mean().backward()
     paddle.tanh(ref).mean().backward()
     np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), atol=1e-12)
 
