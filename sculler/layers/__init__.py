@@ -16,5 +16,7 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    sequence,
+    sequence_shape,
     similarity,
 )
