@@ -17,6 +17,7 @@ from sculler.layers import (  # noqa: F401
     norm,
     pool,
     sequence,
+    sequence_select,
     sequence_shape,
     similarity,
 )
