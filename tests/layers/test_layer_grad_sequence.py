@@ -184,13 +184,26 @@ CONTEXT = [
 ]
 
 
+CONCAT2 = [
+    ("concat2", dict(), [INPUT_LABEL(7, attrs=proj("table", size=3), param={"name": "_proj"}),
+                         INPUT_LABEL(7, attrs=proj("table", size=3), param={"name": "_proj"}),
+                         INPUT_DATA(2, attrs=proj("full_matrix", size=4))], None, True),
+    ("concat2", dict(bias=True, active_type="tanh"),
+     [SEQ(2, attrs=proj("context", context_len=3, context_start=-1, trainable_padding=True)),
+      SEQ(3, attrs=proj("identity")), SEQ(3, attrs=proj("dotmul"))], None, True),
+]
+
+
 def _id(case):
     layer_type, settings, inputs, make, _ = case
     extras = ",".join(f"{k}={v}" for k, v in settings.items())
     return f"{layer_type}[{extras}|{getattr(make, '__name__', 'random')}]"
 
 
-@pytest.mark.parametrize("case", SEQUENCE + CONTEXT, ids=[_id(c) for c in SEQUENCE + CONTEXT])
+ROWS = SEQUENCE + CONTEXT + CONCAT2
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[_id(c) for c in ROWS])
 @pytest.mark.parametrize("batch", [1, 9])
 def test_sequence_layer_gradient(case, batch):
     layer_type, settings, inputs, make, use_weight = case
