@@ -172,6 +172,15 @@ class SequenceLastInstanceLayer(SequenceAggregate):
         g[get_array_module(g).asarray(self._rows)] += dy
 
 
+@register_layer("seqfirstins")
+class SequenceFirstInstanceLayer(SequenceLastInstanceLayer):
+    """PaddlePaddle's config-level ``seqfirstins``: ``seqlastins`` with ``select_first``."""
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        self.windows_from_end = bool(self.attr("select_first", True))
+
+
 @register_layer("max")
 class MaxPoolingLayer(SequenceAggregate):
     """Per-dimension maximum over each segment: ``y_ij = max_t x_tj`` (gradient to the first

@@ -129,6 +129,7 @@ def aggregate_rows(layer_type, extra):
 SEQUENCE = (
     aggregate_rows("seqlastins", {})
     + aggregate_rows("seqlastins", {"select_first": True})
+    + [("seqfirstins", dict(seq_pool_stride=2), [SEQ(2)], seq(2, "many"), False)]
     + aggregate_rows("max", {})
     + aggregate_rows("average", {})
     + aggregate_rows("average", {"average_strategy": "sum"})

@@ -284,3 +284,12 @@ def test_kmax_seq_score_and_sub_nested_seq_match_loops():
     with pytest.raises(ValueError, match="selected index 9 is not a sub-sequence of sample 0"):
         run_layer("sub_nested_seq", {}, [NESTED(2), IDX(1)],
                   [x, Argument(value=np.array([[9.0], [0]]))])
+
+
+def test_seqfirstins_is_first_seq_and_expand_needs_nested_target_from_sequence():
+    arg = seq_arg(RNG, [3, 2], 2)
+    out = run_layer("seqfirstins", {}, [SEQ(2)], [arg])
+    np.testing.assert_allclose(out.value, arg.value[[0, 3]])
+    data = seq_arg(RNG, [1, 1], 2)
+    with pytest.raises(ValueError, match=r"expand_level=FROM_SEQUENCE.*must be a nested"):
+        run_layer("expand", {"trans_type": "seq"}, [SEQ(2), SEQ(2)], [data, arg])
