@@ -185,7 +185,9 @@ class SequenceFirstInstanceLayer(SequenceLastInstanceLayer):
 class MaxPoolingLayer(SequenceAggregate):
     """Per-dimension maximum over each segment: ``y_ij = max_t x_tj`` (gradient to the first
     arg-max row). With ``output_max_index`` the output is the absolute batch row of each
-    maximum, as a float, and there is no backward. Shapes: (T, D) -> (segments, D)."""
+    maximum, as a float, and there is no backward. Shapes: (T, D) -> (segments, D). An empty
+    segment is a ValueError naming the data layer and sample (PaddlePaddle would seed the
+    maximum with the next sequence's first row)."""
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)

@@ -264,6 +264,9 @@ def test_kmax_seq_score_and_sub_nested_seq_match_loops():
                       seq_starts=np.array([0, 3, 4, 5]), sub_seq_starts=None)
     out = run_layer("kmax_seq_score", {"beam_size": 2}, [SEQ(1)], [scores])
     np.testing.assert_array_equal(out.value, [[1, 2], [0, -1], [0, -1]])
+    scores.seq_starts = np.array([0, 3, 3, 5])  # an empty sequence gets only padding
+    out = run_layer("kmax_seq_score", {"beam_size": 3}, [SEQ(1)], [scores])
+    np.testing.assert_array_equal(out.value, [[1, 2, 0], [-1, -1, -1], [1, 0, -1]])
     assert out.seq_starts is None
     x = seq_arg(RNG, [3, 4], 2, nested=True)
     subs = x.sub_seq_starts
