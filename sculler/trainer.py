@@ -43,6 +43,24 @@ def _noop(event: Any) -> None:
     return None
 
 
+def _as_handler(event_handler: Any) -> Callable[[Any], None]:
+    """One callable from None, a handler, or a list/tuple of handlers (called in order)."""
+    if event_handler is None:
+        return _noop
+    if not isinstance(event_handler, (list, tuple)):
+        return event_handler
+    handlers = list(event_handler)
+    for h in handlers:
+        if not callable(h):
+            raise TypeError(f"event_handler list items must be callable, got {h!r}")
+
+    def every(event: Any) -> None:
+        for h in handlers:
+            h(event)
+
+    return every
+
+
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
     optimizer ``update_equation``. Only local training is supported here."""
@@ -87,7 +105,7 @@ class SGD:
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
-              event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
+              event_handler: Callable[[Any], None] | list | None = None, feeding: Any = None,
               immutable_parameters: Iterable[str] | None = None,
               show_progress: bool | None = None, checkpoint: str | None = None) -> None:
         """Run passes ``0 .. num_passes-1`` over the batches of ``reader`` (after
@@ -96,9 +114,10 @@ class SGD:
         ``immutable_parameters`` are names not updated (their gradients are still computed
         where needed). ``checkpoint``: a path; resumed from when it exists, rewritten
         (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
-        (default: when stderr is a terminal).
+        (default: when stderr is a terminal). ``event_handler``: a callable or a list of
+        them, called in order with every event.
         """
-        handler = event_handler or _noop
+        handler = _as_handler(event_handler)
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())
@@ -285,7 +304,7 @@ class SGD:
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],
-          event_handler: Callable[[Any], None] | None = None,
+          event_handler: Callable[[Any], None] | list | None = None,
           immutable_parameters: Iterable[str] | None = None, num_passes: int = 1,
           feeding: Any = None, update_equation: Optimizer | None = None,
           **kwargs: Any) -> SGD:
