@@ -102,6 +102,7 @@ class SGD:
         self._next_pass = 0
         self._next_batch = 0
         self._resume = False
+        self._batches_per_pass: int | None = None
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
@@ -144,15 +145,19 @@ class SGD:
         self.optimizer.start_pass(pass_id)
         for ev in self._pass_evals:
             ev.start()
+        batches = reader()
+        skip = self._next_batch
         bar = None
         if show_progress:
             from tqdm import tqdm
 
-            bar = tqdm(desc=f"pass {pass_id}", unit="batch", leave=False)
-        skip = self._next_batch
+            # total (hence ETA): the reader's len, else the batches of the last full pass
+            total = len(batches) if hasattr(batches, "__len__") else self._batches_per_pass
+            bar = tqdm(desc=f"pass {pass_id}", unit="batch", total=total, initial=skip,
+                       leave=False)
         total_cost = 0.0
         samples = 0
-        for batch_id, data_batch in enumerate(reader()):
+        for batch_id, data_batch in enumerate(batches):
             if batch_id < skip:
                 continue
             handler(E.BeginIteration(pass_id, batch_id))
@@ -167,12 +172,14 @@ class SGD:
             self._next_batch = batch_id + 1
             cost = cost_sum / n
             if bar is not None:
-                bar.update(1)
                 bar.set_postfix(cost=f"{cost:.5g}", **{k: f"{v:.4g}" for k, v in metrics.items()},
                                 refresh=False)
+                bar.update(1)
             handler(E.EndIteration(pass_id, batch_id, cost, metrics))
         if bar is not None:
             bar.close()
+        if skip == 0:
+            self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
         metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
