@@ -144,6 +144,7 @@ def test_infer_prints_or_saves_what_infer_gives(tiny, tmp_path):
     assert saved.returncode == 0, saved.stderr
     with open(params, "rb") as f:
         parameters = paddle.parameters.Parameters.from_tar(f)
+    paddle.layer.reset_names()  # the layer names the CLI's run gave
     names = runpy.run_path(str(tiny))
     expected = paddle.infer(output_layer=names["predict"], parameters=parameters,
                             input=[(r,) for r in rows])
@@ -162,3 +163,29 @@ def test_demo_main_script_takes_checkpoint_and_logdir(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "pass 0: test cost" in proc.stdout and "main() returned: 0." in proc.stdout
     assert ckpt.exists() and list(logdir.glob("events.out.tfevents.*"))
+
+
+def test_export_writes_an_onnx_model_that_matches_infer(tiny, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    import runpy
+
+    import sculler as paddle
+
+    assert run_cli("train", "--config", str(tiny), "--save_dir", str(tmp_path),
+                   "--no_progress", "--num_passes", "1").returncode == 0
+    params, model = str(tmp_path / "params.tar"), tmp_path / "m.onnx"
+    proc = run_cli("export", "--config", str(tiny), "--params", params, "--onnx", str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert "__fc_layer_0__" in proc.stdout
+    rows = np.random.RandomState(2).randn(6, 4).astype(np.float32)
+    got = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, {"x": rows})[0]
+    with open(params, "rb") as f:
+        parameters = paddle.parameters.Parameters.from_tar(f)
+    paddle.layer.reset_names()  # the layer names the CLI's run gave
+    want = paddle.infer(output_layer=runpy.run_path(str(tiny))["predict"],
+                        parameters=parameters, input=[(r,) for r in rows])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    missing = run_cli("export", "--config", str(tiny), "--params", str(tmp_path / "no.tar"),
+                      "--onnx", str(model))
+    assert missing.returncode == 2 and "parameter file" in missing.stderr
