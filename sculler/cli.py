@@ -387,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     debug = argparse.ArgumentParser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback of an error")
-    parser = argparse.ArgumentParser(prog="sculler", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sculler", description="Sculler: train, infer, export (ONNX), summary, check-grad.")
     parser.add_argument("--version", action="version", version=f"sculler {__version__}")
     parser.add_argument("--debug", action="store_true", default=False,
                         help="show the full traceback of an error")
@@ -402,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = with_config("train", "train a v1 config, a v2 script (module-level cost, "
                         "optimizer, train_reader) or a script's own main()")
-    train.add_argument("--num_passes", type=int, default=None)
+    train.add_argument("--num_passes", type=int, default=None,
+                       help="passes (default: the file's num_passes, else 10)")
     train.add_argument("--save_dir", default="output", help="where parameter tars go")
     train.add_argument("--seed", type=int, default=None, help="random seed (default 1)")
     train.add_argument("--checkpoint", default=None,
