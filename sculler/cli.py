@@ -198,20 +198,25 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def run_main(main_fn: Callable, args: argparse.Namespace) -> int:
-    """Run a script's own ``main()``, passing the CLI options its signature accepts; an
-    option given on the command line that it does not accept is an error."""
+    """Run a script's own ``main()``, passing the CLI options its signature accepts. Given
+    options it does not accept: --num_passes, --checkpoint and --logdir are errors (the run
+    would not do what was asked), the others a warning."""
     wanted = {"num_passes": args.num_passes, "seed": args.seed, "checkpoint": args.checkpoint,
               "logdir": args.logdir, "save_dir": args.save_dir,
               "show_progress": False if args.no_progress else None}
     accepted = inspect.signature(main_fn).parameters
     takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
     given = {k: v for k, v in wanted.items() if v is not None}
-    refused = [k for k in given if k not in accepted and not takes_any
-               and k not in ("save_dir", "show_progress", "seed")]
+    ignored = [k for k in given if k not in accepted and not takes_any]
+    refused = [k for k in ignored if k in ("num_passes", "checkpoint", "logdir")]
     if refused:
         raise UserError(f"{args.config}: its main() does not accept "
                         f"{', '.join('--' + k for k in refused)} (its parameters: "
                         f"{list(accepted)})")
+    if ignored:
+        flags = ["--no_progress" if k == "show_progress" else "--" + k for k in ignored]
+        print(f"sculler: warning: {args.config}: main() does not accept {', '.join(flags)}; "
+              "ignored", file=sys.stderr)
     kwargs = {k: v for k, v in given.items() if k in accepted or takes_any}
     result = main_fn(**kwargs)
     if isinstance(result, (int, float, str, np.number)):
@@ -231,7 +236,8 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
                                  update_equation=program["optimizer"])
     batch_size = program["batch_size"]
     num_passes = args.num_passes or program["num_passes"] or 10
-    os.makedirs(args.save_dir, exist_ok=True)
+    save_dir = args.save_dir or "output"
+    os.makedirs(save_dir, exist_ok=True)
     board = paddle.plot.TensorBoard(args.logdir) if args.logdir else None
     costs: list[float] = []
     result = None
@@ -252,7 +258,7 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
                 line += f" | test cost {result.cost:.4f}"
                 line += "".join(f", {k} {v:.4f}" for k, v in result.metrics.items())
             print(line, flush=True)
-            parameters.to_tar(os.path.join(args.save_dir, f"pass-{event.pass_id:05d}.tar"))
+            parameters.to_tar(os.path.join(save_dir, f"pass-{event.pass_id:05d}.tar"))
 
     if args.checkpoint and os.path.exists(args.checkpoint):
         trainer.load_checkpoint(args.checkpoint)
@@ -268,7 +274,7 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     if board is not None:
         board.close()
-    final = os.path.join(args.save_dir, "params.tar")
+    final = os.path.join(save_dir, "params.tar")
     parameters.to_tar(final)
     print(f"Trained {num_passes} passes in {elapsed:.1f} s; parameters saved to {final}")
     if result is not None and "classification_error_evaluator" in result.metrics:
@@ -405,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "optimizer, train_reader) or a script's own main()")
     train.add_argument("--num_passes", type=int, default=None,
                        help="passes (default: the file's num_passes, else 10)")
-    train.add_argument("--save_dir", default="output", help="where parameter tars go")
+    train.add_argument("--save_dir", default=None,
+                       help="where parameter tars go (default: output)")
     train.add_argument("--seed", type=int, default=None, help="random seed (default 1)")
     train.add_argument("--checkpoint", default=None,
                        help="checkpoint file: resumed from when it exists, saved every pass")

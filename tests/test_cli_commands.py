@@ -121,6 +121,7 @@ def test_a_script_main_gets_the_options_its_signature_takes(tmp_path):
     proc = run_cli("train", "--config", str(script), "--num_passes", "3", "--seed", "4")
     assert proc.returncode == 0, proc.stderr
     assert "ran 3 None" in proc.stdout and "main() returned: 0.5" in proc.stdout
+    assert "sculler: warning:" in proc.stderr and "does not accept --seed; ignored" in proc.stderr
     refused = run_cli("train", "--config", str(script), "--logdir", str(tmp_path))
     assert refused.returncode == 2 and "does not accept --logdir" in refused.stderr
 
