@@ -1,18 +1,23 @@
-"""sculler.plot.TensorBoard: scalars written per iteration, per pass and per test result, read
-back from the event files with tensorboardX's own protobuf (and its CRC), and
-``event_handler=[h1, h2]`` in the trainer."""
+"""Training logs: sculler.plot.TensorBoard scalars per iteration, per pass and per test result,
+read back from the event files with tensorboardX's own protobuf (and its CRC);
+``event_handler=[h1, h2]`` in the trainer; the tqdm bar's total (hence ETA) from the reader's
+len or the previous pass, with the batch cost and metrics."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import struct
 
 import numpy as np
 import pytest
+import tqdm
 
 import sculler as paddle
 from sculler import event as E
 
-tensorboardX = pytest.importorskip("tensorboardX")
+needs_tensorboardx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
+                                        reason="TensorBoard logs need sculler[tensorboard]")
 
 
 def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
@@ -42,6 +47,7 @@ def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
     return scalars
 
 
+@needs_tensorboardx
 def test_events_become_scalars_by_iteration_pass_and_test(tmp_path):
     with paddle.plot.TensorBoard(tmp_path) as board:
         for pass_id in range(2):
@@ -60,7 +66,8 @@ def test_events_become_scalars_by_iteration_pass_and_test(tmp_path):
     assert got["lr"] == [(3, pytest.approx(0.01))]
 
 
-def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
+def small_trainer():
+    """SGD over a 3 -> 2 softmax classifier."""
     paddle.init(seed=1)
     paddle.layer.reset_names()
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
@@ -68,12 +75,18 @@ def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
     out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
     cost = paddle.layer.classification_cost(input=out, label=y)
     params = paddle.parameters.create(cost)
-    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
-    rng = np.random.RandomState(0)
-    samples = [(rng.randn(3).astype(np.float32), int(rng.randint(2))) for _ in range(40)]
+    return paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
+
+
+SAMPLES = [(np.full(3, i / 10, np.float32), i % 2) for i in range(40)]
+
+
+@needs_tensorboardx
+def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
+    trainer = small_trainer()
     seen: list = []
     board = paddle.plot.TensorBoard(tmp_path)
-    trainer.train(paddle.batch(lambda: iter(samples), 10), num_passes=2,
+    trainer.train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
                   event_handler=[seen.append, board])
     board.close()
     costs = [e.cost for e in seen if isinstance(e, E.EndIteration)]
@@ -82,4 +95,37 @@ def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
     np.testing.assert_allclose([v for _, v in got["train/cost"]], costs, rtol=1e-6)
     assert [s for s, _ in got["pass/classification_error_evaluator"]] == [0, 1]
     with pytest.raises(TypeError, match="callable"):
-        trainer.train(paddle.batch(lambda: iter(samples), 10), event_handler=[seen.append, 3])
+        trainer.train(paddle.batch(lambda: iter(SAMPLES), 10), event_handler=[seen.append, 3])
+
+
+class EveryUpdate(tqdm.tqdm):
+    """The trainer's bar, redrawn on every update and kept at the end (for reading)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "mininterval": 0, "leave": True})
+
+
+@pytest.fixture
+def every_update(monkeypatch):
+    monkeypatch.setattr(tqdm, "tqdm", EveryUpdate)
+
+
+def _bars(err: str, pass_id: int) -> list[str]:
+    return [s for s in re.split(r"[\r\n]", err) if s.startswith(f"pass {pass_id}:")]
+
+
+def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_update, capsys):
+    small_trainer().train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
+                     show_progress=True)
+    err = capsys.readouterr().err
+    first, second = _bars(err, 0), _bars(err, 1)
+    assert first and not any("/4" in s for s in first)  # length unknown in pass 0
+    last = second[-1]  # elapsed<ETA, rate, then the postfix (cost and metrics)
+    assert re.search(r"\| 4/4 \[\d\d:\d\d<\d\d:\d\d, [0-9.]+batch/s, ", last), last
+    assert re.search(r"cost=[0-9.]+", last) and "classification_error_evaluator=" in last
+
+
+def test_total_comes_from_len_of_the_reader(every_update, capsys):
+    batches = [SAMPLES[i:i + 10] for i in range(0, 40, 10)]
+    small_trainer().train(lambda: batches, num_passes=1, show_progress=True)
+    assert any(" 4/4 [" in s for s in _bars(capsys.readouterr().err, 0))
