@@ -157,6 +157,16 @@ def test_infer_prints_or_saves_what_infer_gives(tiny, tmp_path):
     assert wrong.returncode == 2 and "not found" in wrong.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(str(p.relative_to(ROOT)) for p in
+                                          (ROOT / "examples").glob("*/train.py")))
+def test_every_example_runs_through_sculler_train(script, tmp_path):
+    proc = run_cli("train", "--config", script, "--save_dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_demo_main_script_takes_checkpoint_and_logdir(tmp_path):
     ckpt, logdir = tmp_path / "cnn.ckpt", tmp_path / "logs"
     proc = run_cli("train", "--config", "demo/cnn_digits.py", "--num_passes", "1",
