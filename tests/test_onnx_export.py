@@ -27,14 +27,15 @@ def randomize(params, seed: int = 0, low: float | None = None) -> None:
         params.set(name, value.astype(np.float32))
 
 
-def check(outputs, feeds: dict[str, np.ndarray], tmp_path, params=None, atol=1e-5):
+def check(outputs, feeds: dict[str, np.ndarray], tmp_path, params=None, atol=1e-5,
+          opset=None):
     """Export ``outputs`` and compare onnxruntime with paddle.infer on ``feeds``."""
     outputs = outputs if isinstance(outputs, list) else [outputs]
     if params is None:
         params = paddle.parameters.create(outputs)
         randomize(params)
     path = tmp_path / "model.onnx"
-    export(outputs if len(outputs) > 1 else outputs[0], params, path)
+    export(outputs if len(outputs) > 1 else outputs[0], params, path, opset=opset)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert sorted(i.name for i in session.get_inputs()) == sorted(feeds)
     assert [o.name for o in session.get_outputs()] == [o.name for o in outputs]
@@ -174,3 +175,17 @@ def test_an_input_of_the_wrong_kind_is_refused_by_name(tmp_path):
     out = paddle.layer.fc(input=ids, size=2, name="over_ids")
     with pytest.raises(UnsupportedLayerError, match=r"'over_ids' \(fc\): input 0 \('ids'\)"):
         export(out, paddle.parameters.create(out), tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("opset", [13, 19])
+def test_opsets(opset, tmp_path):
+    paddle.layer.reset_names()
+    x = dense("x", 3)
+    out = paddle.layer.fc(input=x, size=2, act=A.Softmax())
+    params = paddle.parameters.create(out)
+    check(out, {"x": RNG.randn(2, 3).astype(np.float32)}, tmp_path, params=params, opset=opset)
+    import onnx
+
+    assert onnx.load(str(tmp_path / "model.onnx")).opset_import[0].version == opset
+    with pytest.raises(ValueError, match="opset 11 is too old"):
+        export(out, params, tmp_path / "m.onnx", opset=11)

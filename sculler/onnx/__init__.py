@@ -27,6 +27,7 @@ from sculler.onnx.graph import GraphBuilder
 __all__ = ["DEFAULT_OPSET", "UnsupportedLayerError", "export"]
 
 DEFAULT_OPSET = 17
+MIN_OPSET = 13
 
 
 class UnsupportedLayerError(NotImplementedError):
@@ -40,10 +41,15 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
 
     Raises:
         UnsupportedLayerError: naming each layer (and data layer) that cannot be exported.
+        ValueError: ``opset`` below 13.
     """
     from sculler.parameters import atomic_write
     from sculler.topology import Topology
 
+    opset = DEFAULT_OPSET if opset is None else int(opset)
+    if opset < MIN_OPSET:
+        raise ValueError(f"onnx export: opset {opset} is too old; the graph uses opset "
+                         f"{MIN_OPSET} operators (Softmax on the last axis, Pad/Clip inputs)")
     topology = Topology(output_layer_or_layers)
     model = topology.proto()
     layers = {lc.name: lc for lc in model.layers}
@@ -102,7 +108,7 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
     graph = onnx.helper.make_graph(g.nodes, "sculler", graph_inputs, graph_outputs,
                                    g.initializers)
     proto = onnx.helper.make_model(
-        graph, opset_imports=[onnx.helper.make_opsetid("", opset or DEFAULT_OPSET)],
+        graph, opset_imports=[onnx.helper.make_opsetid("", opset)],
         producer_name="sculler")
     onnx.checker.check_model(proto)
     atomic_write(os.fspath(path), lambda f: f.write(proto.SerializeToString()))

@@ -18,7 +18,8 @@ import textwrap
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BLOCK = re.compile(r"(?:^(<!--[^\n]*-->)[ \t]*\n)?^```python[ \t]*\n(.*?)^```", re.S | re.M)
+BLOCK = re.compile(r"(?:^[ \t]*(<!--[^\n]*-->)[ \t]*\n)?^([ \t]*)```python[ \t]*\n(.*?)^\2```",
+                   re.S | re.M)
 SKIP = re.compile(r"<!--\s*skip-run:\s*(.*?)\s*-->")
 DOC_FILES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 RUN_TIMEOUT_S = 300
@@ -28,10 +29,10 @@ def blocks_of(path: pathlib.Path) -> list[tuple[int, str, str | None]]:
     """``(line number, code, skip reason or None)`` of each python block of ``path``."""
     text = path.read_text()
     found = []
-    for m in BLOCK.finditer(text):
-        line = text.count("\n", 0, m.start(2))
+    for m in BLOCK.finditer(text):  # fences may be indented (inside a list item)
+        line = text.count("\n", 0, m.start(3))
         marker = SKIP.fullmatch(m.group(1) or "")
-        found.append((line, m.group(2), marker.group(1) if marker else None))
+        found.append((line, textwrap.dedent(m.group(3)), marker.group(1) if marker else None))
     return found
 
 
@@ -59,8 +60,9 @@ def test_doc_files_are_found():
 
 def test_skip_marker_and_line_numbers_are_read(tmp_path):
     doc = tmp_path / "d.md"
-    doc.write_text("t\n```python\nx = 1\n```\n<!-- skip-run: fragment -->\n```python\ny\n```\n")
-    assert blocks_of(doc) == [(2, "x = 1\n", None), (6, "y\n", "fragment")]
+    doc.write_text("t\n```python\nx = 1\n```\n<!-- skip-run: fragment -->\n```python\ny\n```\n"
+                   "- item:\n\n  ```python\n  z = 2\n  ```\n")
+    assert blocks_of(doc) == [(2, "x = 1\n", None), (6, "y\n", "fragment"), (11, "z = 2\n", None)]
     assert "y\n" not in script_of(doc) and "x = 1\n" in script_of(doc)
 
 
