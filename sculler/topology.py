@@ -122,6 +122,16 @@ class Topology:
                         self.initializers[pname] = init
         return self._proto
 
+    def summary(self) -> str:
+        """A table of the layers in order: name, type, output size, sequence level, parameters
+        with their shapes and counts, and the total number of parameters."""
+        from sculler.summary import format_summary
+
+        return format_summary(self.proto())
+
+    def __str__(self) -> str:
+        return self.summary()
+
     def get_layer(self, name: str) -> LayerOutput:
         try:
             return self._by_name[name]

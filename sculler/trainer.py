@@ -52,6 +52,24 @@ def _noop(event: Any) -> None:
     return None
 
 
+def _as_handler(event_handler: Any) -> Callable[[Any], None]:
+    """One callable from None, a handler, or a list/tuple of handlers (called in order)."""
+    if event_handler is None:
+        return _noop
+    if not isinstance(event_handler, (list, tuple)):
+        return event_handler
+    handlers = list(event_handler)
+    for h in handlers:
+        if not callable(h):
+            raise TypeError(f"event_handler list items must be callable, got {h!r}")
+
+    def every(event: Any) -> None:
+        for h in handlers:
+            h(event)
+
+    return every
+
+
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
     optimizer ``update_equation``. Only local training is supported here."""
@@ -93,10 +111,11 @@ class SGD:
         self._next_pass = 0
         self._next_batch = 0
         self._resume = False
+        self._batches_per_pass: int | None = None
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
-              event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
+              event_handler: Callable[[Any], None] | list | None = None, feeding: Any = None,
               immutable_parameters: Iterable[str] | None = None,
               show_progress: bool | None = None, checkpoint: str | None = None) -> None:
         """Run passes ``0 .. num_passes-1`` over the batches of ``reader`` (after
@@ -105,9 +124,10 @@ class SGD:
         ``immutable_parameters`` are names not updated (their gradients are still computed
         where needed). ``checkpoint``: a path; resumed from when it exists, rewritten
         (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
-        (default: when stderr is a terminal).
+        (default: when stderr is a terminal). ``event_handler``: a callable or a list of
+        them, called in order with every event.
         """
-        handler = event_handler or _noop
+        handler = _as_handler(event_handler)
         require_reader(reader, "train(reader=...)")
         num_passes = integer(num_passes, "train(num_passes=...)", minimum=0)
         feeder = DataFeeder(self.topology.data_type(), feeding)
@@ -139,15 +159,19 @@ class SGD:
         self.optimizer.start_pass(pass_id)
         for ev in self._pass_evals:
             ev.start()
+        batches = iterate_reader(reader, "train(reader=...)")
+        skip = self._next_batch
         bar = None
         if show_progress:
             from tqdm import tqdm
 
-            bar = tqdm(desc=f"pass {pass_id}", unit="batch", leave=False)
-        skip = self._next_batch
+            # total (hence ETA): the reader's len, else the batches of the last full pass
+            total = len(batches) if hasattr(batches, "__len__") else self._batches_per_pass
+            bar = tqdm(desc=f"pass {pass_id}", unit="batch", total=total, initial=skip,
+                       leave=False)
         total_cost = 0.0
         samples = 0
-        for batch_id, data_batch in enumerate(iterate_reader(reader, "train(reader=...)")):
+        for batch_id, data_batch in enumerate(batches):
             if batch_id < skip:
                 continue
             handler(E.BeginIteration(pass_id, batch_id))
@@ -162,12 +186,14 @@ class SGD:
             self._next_batch = batch_id + 1
             cost = cost_sum / n
             if bar is not None:
-                bar.update(1)
                 bar.set_postfix(cost=f"{cost:.5g}", **{k: f"{v:.4g}" for k, v in metrics.items()},
                                 refresh=False)
+                bar.update(1)
             handler(E.EndIteration(pass_id, batch_id, cost, metrics))
         if bar is not None:
             bar.close()
+        if skip == 0:
+            self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
         metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
@@ -309,7 +335,7 @@ class SGD:
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],
-          event_handler: Callable[[Any], None] | None = None,
+          event_handler: Callable[[Any], None] | list | None = None,
           immutable_parameters: Iterable[str] | None = None, num_passes: int = 1,
           feeding: Any = None, update_equation: Optimizer | None = None,
           **kwargs: Any) -> SGD:

@@ -114,9 +114,10 @@ def require_reader(reader: Any, what: str) -> Callable[[], Iterable[Any]]:
                     f"{kind}; wrap data in one: reader=lambda: iter(data)")
 
 
-def iterate_reader(reader: Callable[[], Iterable[Any]], what: str) -> Iterator[Any]:
-    """``iter(reader())`` after :func:`require_reader`; a reader creator passed where a
-    reader is expected (its call returns a function) is a TypeError saying the fix."""
+def iterate_reader(reader: Callable[[], Iterable[Any]], what: str) -> Iterable[Any]:
+    """``reader()``, checked to be iterable, after :func:`require_reader`; a reader creator
+    passed where a reader is expected (its call returns a function) is a TypeError saying
+    the fix. The iterable itself is returned (a ``len`` it has stays available)."""
     items = require_reader(reader, what)()
     if callable(items) and not isinstance(items, Iterable):
         name = getattr(reader, "__name__", type(reader).__name__)
@@ -124,7 +125,8 @@ def iterate_reader(reader: Callable[[], Iterable[Any]], what: str) -> Iterator[A
                         f"{name} is a reader creator; pass the reader it creates, "
                         f"{name}(), instead")
     try:
-        return iter(items)
+        iter(items)
     except TypeError:
         raise TypeError(f"{what}: the reader returned a {type(items).__name__}, which is not "
                         "iterable; a reader returns an iterable of samples") from None
+    return items

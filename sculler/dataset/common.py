@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 
@@ -19,6 +20,7 @@ from sculler.fileio import atomic_write
 __all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
 
 RETRY_LIMIT = 3
+SHOW_PROGRESS: bool | None = None  # download bars: None = when stderr is a terminal
 
 
 def _default_data_home() -> str:
@@ -50,14 +52,23 @@ class _Md5Mismatch(Exception):
 
 
 def _fetch(url: str, filename: str, md5sum: str) -> None:
-    """Download ``url`` into ``filename`` atomically, only when its md5 is ``md5sum``."""
+    """Download ``url`` into ``filename`` atomically (:func:`sculler.fileio.atomic_write`),
+    only when its md5 is ``md5sum``. A tqdm bar (bytes, total from Content-Length) shows on
+    a terminal, or always when ``SHOW_PROGRESS`` is True."""
+    from tqdm import tqdm
 
     def write(out) -> None:
         h = hashlib.md5()
         with urllib.request.urlopen(url, timeout=60) as resp:
-            for chunk in iter(lambda: resp.read(1 << 20), b""):
-                out.write(chunk)
-                h.update(chunk)
+            length = resp.headers.get("Content-Length")
+            show = SHOW_PROGRESS if SHOW_PROGRESS is not None else sys.stderr.isatty()
+            with tqdm(total=int(length) if length else None, unit="B", unit_scale=True,
+                      unit_divisor=1024, desc=url.rstrip("/").split("/")[-1], leave=False,
+                      disable=not show) as bar:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    out.write(chunk)
+                    h.update(chunk)
+                    bar.update(len(chunk))
         if h.hexdigest() != md5sum:
             raise _Md5Mismatch(h.hexdigest())
 

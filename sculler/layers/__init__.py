@@ -9,6 +9,7 @@ import importlib
 
 from sculler.core.layer import _REGISTRY, Layer
 from sculler.layers import (  # noqa: F401
+    concat2,
     conv,
     cost,
     cost_extra,
@@ -24,6 +25,9 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    sequence,
+    sequence_select,
+    sequence_shape,
     similarity,
 )
 
