@@ -18,10 +18,15 @@ from sculler.topology import Topology
 
 @pytest.fixture
 def model():
+    return _classifier("out")
+
+
+def _classifier(name):
+    """A softmax layer ``name`` over 4 inputs, its parameters and a trainer."""
     paddle.layer.reset_names()
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
     y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
-    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), name="out")
+    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), name=name)
     cost = paddle.layer.classification_cost(input=out, label=y)
     params = paddle.parameters.create(cost)
     trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(
@@ -182,13 +187,7 @@ def test_checkpoint_reader_tells_files_apart(model, tmp_path):
 
 def test_checkpoint_of_another_model_names_the_parameters(model, tmp_path):
     _, params, trainer = model
-    paddle.layer.reset_names()
-    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
-    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
-    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), name="other")
-    cost = paddle.layer.classification_cost(input=out, label=y)
-    p2 = paddle.parameters.create(cost)
-    other = paddle.trainer.SGD(cost, p2, paddle.optimizer.Momentum(learning_rate=0.1))
+    _, _, other = _classifier("other")
     other.save_checkpoint(str(tmp_path / "other.ckpt"))
     with pytest.raises(ValueError, match="other.ckpt.*another model.*'_other.w0'"):
         trainer.load_checkpoint(str(tmp_path / "other.ckpt"))
