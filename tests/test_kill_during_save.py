@@ -124,17 +124,57 @@ def _plot_writer(tmp_path):
     return save, load
 
 
+def _onnx_writer(tmp_path):
+    onnx = pytest.importorskip("onnx", reason="ONNX export needs the optional extra")
+    from onnx import numpy_helper
+
+    from sculler.onnx import export
+
+    out, _, params = _network()
+
+    def save(version: int, path: str) -> None:
+        _fill(params, float(version))
+        export(out, params, path)
+
+    def load(path: str) -> float:
+        model = onnx.load(path)
+        weights = [numpy_helper.to_array(t) for t in model.graph.initializer]
+        values = {float(w.flat[0]) for w in weights if w.dtype.kind == "f"}
+        assert len(values) == 1, "a mix of two saves"
+        return values.pop()
+
+    return save, load
+
+
+def _infer_output_writer(tmp_path):
+    from sculler.cli import write_array
+
+    def save(version: int, path: str) -> None:
+        write_array(path, np.full((300, 300), float(version), np.float32))
+
+    def load(path: str) -> float:
+        data = np.load(path)
+        assert data.shape == (300, 300) and len(set(data.flat)) == 1
+        return float(data.flat[0])
+
+    return save, load
+
+
 WRITERS = {"Parameters.to_tar": _tar_writer,
            "Topology.serialize_for_inference": _inference_writer,
            "SGD.save_checkpoint": _checkpoint_writer, "sculler.save": _save_writer,
-           "Ploter.plot": _plot_writer}
+           "Ploter.plot": _plot_writer, "sculler.onnx.export": _onnx_writer,
+           "cli write_array": _infer_output_writer}
+
+
+TARGET = {"cli write_array": "target.npy"}  # the writer picks the format by extension
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_random_sigkill_never_leaves_a_partial_file(writer, tmp_path, monkeypatch):
     monkeypatch.delenv("DISABLE_PLOT", raising=False)
     save, load = WRITERS[writer](tmp_path)
-    path = str(tmp_path / "target")
+    path = str(tmp_path / TARGET.get(writer, "target"))
     start = time.perf_counter()
     save(1, path)
     duration = time.perf_counter() - start
@@ -159,7 +199,7 @@ def test_random_sigkill_never_leaves_a_partial_file(writer, tmp_path, monkeypatc
     assert seen <= {1.0, 2.0}
     save(2, path)
     assert load(path) == 2.0
-    assert os.listdir(tmp_path) == ["target"], "a temporary file survived a successful save"
+    assert os.listdir(tmp_path) == [os.path.basename(path)], "a temporary file survived"
 
 
 def test_failed_save_removes_its_temporary_file(tmp_path):
