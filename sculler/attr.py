@@ -31,8 +31,8 @@ class ParameterAttribute:
                  learning_rate: float | None = None, momentum: float | None = None,
                  gradient_clipping_threshold: float | None = None, sparse_update: bool = False,
                  update_hooks: Any = None, initializer: Callable[[str], Any] | None = None):
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"Param name must be a str, got {name!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"Param name must be a non-empty str, got {name!r}")
         if update_hooks is not None:
             raise NotImplementedError("Param(update_hooks=...) (pruning hooks) is not supported")
         if initializer is not None and not callable(initializer):

@@ -141,6 +141,7 @@ CASES = [
     ("uniform init half given", lambda t: A.Param(initial_min=-1.0),
      ValueError, ["initial_min", "initial_max"]),
     ("param name not a str", lambda t: A.Param(name=3), TypeError, ["Param name", "3"]),
+    ("param name empty", lambda t: A.Param(name=""), TypeError, ["Param name", "''"]),
     ("two layers one name", lambda t: _two_layers(dict(name="h"), dict(name="h")),
      ValueError, ["'h'", "unique"]),
     ("shared parameter other shape", lambda t: _two_layers(
@@ -202,6 +203,10 @@ CASES = [
      TypeError, ["'h'", "drop_rate", "'0.1'"]),
     ("v1 unknown type", lambda t: _v1(dict(name="x", type="dataa", size=4)),
      ValueError, ["'dataa'", "data"]),
+    ("v1 unknown activation", lambda t: _v1(
+        dict(name="x", type="data", size=4),
+        dict(name="h", type="fc", size=3, inputs=["x"], active_type="tahn")),
+     ValueError, ["'h'", "'tahn'", "tanh"]),
     ("config arg int given 1.5", lambda t: _v1_arg("hidden", int, "1.5"),
      ValueError, ["hidden", "'1.5'", "int"]),
     ("config arg int given text", lambda t: _v1_arg("hidden", int, "big"),

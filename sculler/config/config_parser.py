@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
@@ -175,6 +176,10 @@ class LayerBase:
         ctx = _context()
         if name in ctx.layers:
             raise ValueError(f"layer {name!r} is defined twice")
+        try:
+            get_activation(active_type or "linear")
+        except ValueError as e:
+            raise ValueError(f"layer {name!r}: {e}") from None
         self.inputs = _as_inputs(inputs, name)
         for i, inp in enumerate(self.inputs):
             if inp.input_layer_name not in ctx.layers:
