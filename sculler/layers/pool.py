@@ -75,13 +75,13 @@ class PoolLayer(ImageLayer):
         super().forward(pass_type)
         x = self.input_image(0)
         self.reserve_output(x.shape[0], self.size)
-        if self.is_max:
-            y, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode)
-        else:
-            y = avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
-                                   exclude_mode=self.exclude_mode)
         out = self.output_image()
-        out[...] = y
+        if self.is_max:
+            _, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
+                                                 out=out)
+        else:
+            avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
+                               exclude_mode=self.exclude_mode, out=out)
         if self.bias is not None:
             out += self.bias.w.reshape(1, -1, 1, 1)
         self.forward_activation()
