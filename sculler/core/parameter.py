@@ -31,6 +31,9 @@ class Parameter:
         self.touched_rows: list = []
         self.users = 0
         self._pending = 0
+        # set by a Network whose users of this parameter all write first (see Layer.first_write):
+        # the gradient is logically zero but not cleared; the first writer overwrites it
+        self.grad_unwritten = False
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -52,6 +55,7 @@ class Parameter:
         self.value[...] = backend.xp().asarray(vals, dtype=self.value.dtype)
 
     def zero_grad(self) -> None:
+        self.grad_unwritten = False
         if self.grad is None:
             return
         if self.config.sparse_update and self.touched_rows:
@@ -73,8 +77,11 @@ class Parameter:
     def inc_update(self, callback: UpdateCallback | None) -> None:
         """One user's gradient is complete; fire ``callback`` when it was the last one."""
         self._pending -= 1
-        if self._pending == 0 and callback is not None:
-            callback(self)
+        if self._pending == 0:
+            if self.grad_unwritten:  # its users reported without writing: the gradient is 0
+                self.zero_grad()
+            if callback is not None:
+                callback(self)
 
     def __repr__(self) -> str:
         return f"Parameter({self.name!r}, shape={self.shape})"

@@ -60,6 +60,7 @@ class ConvLayer(ImageLayer):
     """
 
     default_bias = True
+    first_write = True
     trans = False
 
     @classmethod
@@ -173,30 +174,41 @@ class ConvLayer(ImageLayer):
                 if cf["groups"] not in dy_cols:
                     dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
         if self.bias is not None and self.bias.w_grad is not None:
+            gb = self.bias.w_grad.reshape(-1)
+            if self.param_grad_beta(self.bias) == 0.0:
+                gb[...] = 0
             if self.bias.w.size != self.out_geom[0]:
-                self.bias.w_grad += self.output.grad.sum(axis=0).reshape(self.bias.w_grad.shape)
+                gb += self.output.grad.sum(axis=0)
             elif dy_cols:
-                cols = next(iter(dy_cols.values()))
-                self.bias.w_grad += cols.reshape(self.out_geom[0], -1).sum(axis=1)
+                gb += next(iter(dy_cols.values())).reshape(gb.size, -1).sum(axis=1)
             else:
-                self.bias.w_grad += dy.sum(axis=(0, 2, 3)).reshape(self.bias.w_grad.shape)
+                gb += dy.sum(axis=(0, 2, 3))
             self.bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             shape = self.w_shapes[i]
             w = weight.w.reshape(shape)
-            extra = {} if self.trans else {"dy_cols": dy_cols[self.confs[i]["groups"]]}
             if weight.w_grad is not None:
                 gw = weight.w_grad.reshape(shape)
+                beta = self.param_grad_beta(weight)
                 if self.trans:
+                    if beta == 0.0:
+                        gw[...] = 0
                     conv2d_transpose_backward_filter(x, dy, shape, *self._args(i), out=gw)
                 else:
-                    conv2d_backward_filter(x, dy, shape, *self._args(i), out=gw,
-                                           cols=self._cols[i], **extra)
+                    conv2d_backward_filter(x, dy, shape, *self._args(i), out=gw, beta=beta,
+                                           cols=self._cols[i],
+                                           dy_cols=dy_cols[self.confs[i]["groups"]])
             gx = self.input_grad_image(i)
             if gx is not None:
-                fn = conv2d_transpose_backward_data if self.trans else conv2d_backward_data
-                fn(dy, w, x.shape, *self._args(i), out=gx, **extra)
+                beta = self.input_grad_beta(i)
+                if self.trans:
+                    if beta == 0.0:
+                        gx[...] = 0
+                    conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)
+                else:
+                    conv2d_backward_data(dy, w, x.shape, *self._args(i), out=gx, beta=beta,
+                                         dy_cols=dy_cols[self.confs[i]["groups"]])
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
 
