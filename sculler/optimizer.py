@@ -29,6 +29,7 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import optim as K
+from sculler.math import parallel
 
 __all__ = [
     "Optimizer", "SGD", "Momentum", "Adam", "Adamax", "AdaGrad", "Adagrad", "DecayedAdaGrad",
@@ -322,16 +323,23 @@ class Optimizer:
     def _dense_step(self, key: str, value: Any, grad: Any, st: dict[str, Any], lr: float,
                     mu: float, l1: float, l2: float, clip: Any) -> None:
         """Clip, update and regularize one dense array (a parameter or a packed run)."""
-        if clip:
-            K.clip_by_value(grad, -clip, clip)
         tmp = self._buffer(key, "tmp", value)
         lr_vec = self._buffer(key, "lr", value) if self._lr_vec else None
         post = bool(l1) or not self._decay_in_kernel
-        first = self._batches == 0
-        self._apply(value, grad, st, lr, mu, 0.0 if post else l2, tmp, lr_vec,
-                    self.rho, 1.0 if first else 1.0 - self.rho)
-        if post:
-            self._regularize(value, lr, l1, l2, 1.0, tmp, lr_vec)
+        coef_new = 1.0 if self._batches == 0 else 1.0 - self.rho
+        names = list(st)
+
+        def piece(v, g, t, *rest):  # the whole step is elementwise: run it on any slice
+            if clip:
+                K.clip_by_value(g, -clip, clip)
+            sub = dict(zip(names, rest))
+            lv = rest[len(names)] if lr_vec is not None else None
+            self._apply(v, g, sub, lr, mu, 0.0 if post else l2, t, lv, self.rho, coef_new)
+            if post:
+                self._regularize(v, lr, l1, l2, 1.0, t, lv)
+
+        arrays = [value, grad, tmp, *(st[n] for n in names)]
+        parallel.run(piece, arrays + ([lr_vec] if lr_vec is not None else []))
 
     def update_dense(self, items: Iterable[tuple[str, Any, Any, Any]]) -> None:
         """``update(key, value, grad, config)`` for each item, fused where possible.
