@@ -523,10 +523,16 @@ class Optimizer:
         """One eager update of every parameter with a gradient (2.x: clip, decay, update)."""
         params = [p for p in self._eager_params()
                   if not getattr(p, "stop_gradient", False) and p.grad is not None]
+        # clipping and weight decay change the gradient: only then work on a copy of it
+        modifies = self.grad_clip is not None or bool(self._l2) or bool(
+            self.gradient_clipping_threshold)
         grads = []
         for p in params:
-            g = self._buffer(p.name, "grad", p._array)
-            g[...] = p.grad._array
+            if modifies:
+                g = self._buffer(p.name, "grad", p._array)
+                g[...] = p.grad._array
+            else:
+                g = p.grad._array
             grads.append(g)
         self._clip_eager(grads)
         for p, g in zip(params, grads):

@@ -102,3 +102,21 @@ def test_pack_keeps_contents_and_rebinds_weight_views():
     ps["a"].value[...] = 7.0
     ps["a"].grad[...] = 2.0
     assert (w.w == 7.0).all() and (w.w_grad == 2.0).all()
+
+
+def test_eager_step_reads_gradients_in_place_unless_it_must_change_them():
+    import sculler as paddle
+
+    w = paddle.to_tensor(np.ones((2, 3), np.float32), stop_gradient=False)
+    (w * 3.0).sum().backward()
+    grad_before = w.grad.numpy().copy()
+    opt = O.Momentum(momentum=0.9, learning_rate=0.1, parameters=[w])
+    opt.step()
+    assert not any(name == "grad" for _, name in opt._scratch)  # no copy of the gradient
+    np.testing.assert_array_equal(w.grad.numpy(), grad_before)
+    np.testing.assert_allclose(w.numpy(), 1 - 0.1 * 3.0)
+    clipped = O.Momentum(momentum=0.9, learning_rate=0.1, parameters=[w],
+                         grad_clip=O.ClipGradByValue(1.0))
+    clipped.step()
+    assert any(name == "grad" for _, name in clipped._scratch)
+    np.testing.assert_array_equal(w.grad.numpy(), grad_before)  # clipped a copy

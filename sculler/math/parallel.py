@@ -22,10 +22,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 18))
 _LOAD_CHECK_S = 1.0
@@ -60,6 +62,8 @@ def threads() -> int:
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor  # (imports logging: on first use)
+
         _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="sculler-ew")
     return _pool
 
