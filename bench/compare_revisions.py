@@ -3,7 +3,11 @@ revision (default ``main``), each case alternating between the two in fresh proc
 a change in the machine's load hits both. Prints the median of each side, the ratio and the
 other processes' load (see ``bench/_load.py``) of each run.
 
-Run: ``python bench/compare_revisions.py [--rev main] [--rounds 3] [case ...]``; cases:
+The CPU seconds of each case's whole run (median) are printed too: with ``--threads 1`` the
+same work on one thread, a measure that a busy machine disturbs much less than wall time.
+
+Run: ``python bench/compare_revisions.py [--rev main] [--rounds 3] [--threads N] [case ...]``;
+cases:
 ``lenet``, ``mlp_small``, ``mlp_big``, ``pylayer_tiny``, ``pylayer_big``, ``eager_mlp``,
 ``import``.
 """
@@ -49,13 +53,15 @@ CASES = {
 }
 
 RUNNER = """
-import json, sys, warnings
+import json, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {bench!r})
 from _load import LoadMeter
 with LoadMeter() as m:
+    cpu = time.process_time()
 {body}
-print(json.dumps({{"value": v, "other": m.other}}))
+    cpu = time.process_time() - cpu
+print(json.dumps({{"value": v, "other": m.other, "cpu": cpu}}))
 """
 
 
@@ -73,10 +79,13 @@ def export(rev: str, dest: str) -> str:
     return path
 
 
-def run_case(case: str, tree: str) -> dict:
+def run_case(case: str, tree: str, threads: int | None) -> dict:
     body = "\n".join("    " + line for line in CASES[case][1].splitlines())
     code = RUNNER.format(bench=HERE, body=body)
     env = dict(os.environ, PYTHONPATH=tree)
+    if threads:
+        env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+                   SCULLER_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=HERE, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -86,6 +95,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", default="main")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="BLAS/elementwise threads (1: CPU seconds become a load-robust "
+                         "second measure of the same work)")
     ap.add_argument("cases", nargs="*", default=list(CASES))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,8 +107,9 @@ def main() -> None:
             got: dict[str, list[dict]] = {"before": [], "after": []}
             for _ in range(args.rounds):
                 for side in ("before", "after"):
-                    got[side].append(run_case(case, trees[side]))
+                    got[side].append(run_case(case, trees[side], args.threads))
             med = {s: statistics.median(r["value"] for r in got[s]) for s in got}
+            cpu = {s: statistics.median(r["cpu"] for r in got[s]) for s in got}
             loads = [r["other"] for s in got for r in got[s] if r["other"] is not None]
             worst = max(loads) if loads else None
             gain = med["after"] / med["before"] if unit == "samples/s" else (
@@ -105,6 +118,8 @@ def main() -> None:
             load = "?" if worst is None else f"{worst:.0%}"
             print(f"{case:13s} before {med['before']:10.4g} {unit:9s} after "
                   f"{med['after']:10.4g} {unit:9s} speed-up x{gain:4.2f}  "
+                  f"CPU s {cpu['before']:.3g} -> {cpu['after']:.3g} "
+                  f"(x{cpu['before'] / cpu['after']:4.2f})  "
                   f"(max other load {load}){flag}", flush=True)
 
 

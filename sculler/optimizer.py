@@ -117,6 +117,10 @@ class _EagerParamConfig:
         self.decay_rate = 0.0  # eager weight decay is already in the gradient
 
 
+_SETTINGS = ("learning_rate", "momentum", "decay_rate", "decay_rate_l1",
+             "gradient_clipping_threshold", "is_static")
+
+
 def _span(run: list[tuple[str, Any, Any, Any]], field: int) -> Any:
     """The flat slice of the shared buffer covering a run's consecutive views."""
     first, last = run[0][field], run[-1][field]
@@ -189,6 +193,7 @@ class Optimizer:
         self._states: dict[str, dict[str, Any]] = {}
         self._scratch: dict[tuple[str, str], Any] = {}
         self._flat_states: dict[tuple[str, ...], dict[str, tuple[Any, list[Any]]]] = {}
+        self._plans: dict[tuple, tuple] = {}
         self._num_samples = 0
         self._batches = 0
         self._pass = 0
@@ -350,16 +355,24 @@ class Optimizer:
         (``state_dict`` is unchanged): it becomes views of the run's flat state.
         """
         items = list(items)
-        runs, singles = self._flat_runs(items)
+        sig = tuple((k, id(v), id(g), self._settings_key(c)) for k, v, g, c in items)
+        plan = self._plans.get(sig)
+        if plan is None:
+            if len(self._plans) > 16:
+                self._plans.clear()
+            runs, singles = self._flat_runs(items)
+            fused = [(tuple(it[0] for it in run), run, _span(run, 1), _span(run, 2))
+                     for run in runs]
+            # the arrays are kept with the plan, so the ids in its key stay theirs
+            plan = self._plans[sig] = (fused, singles, [(v, g) for _, v, g, _ in items])
+        fused, singles, _ = plan
         for key, value, grad, config in singles:
             self.update(key, value, grad, config)
-        for run in runs:
-            keys = tuple(it[0] for it in run)
+        for keys, run, value, grad in fused:
             config = run[0][3]
             if config is not None and getattr(config, "is_static", False):
                 continue
             lr, mu, l2, l1, clip = self._settings(config)
-            value, grad = _span(run, 1), _span(run, 2)
             st = self._flat_state(keys, run, value, mu)
             self._dense_step("\x00" + "\x00".join(keys), value, grad, st, lr, mu, l1, l2, clip)
 
@@ -393,9 +406,7 @@ class Optimizer:
 
     @staticmethod
     def _settings_key(config: Any) -> tuple:
-        return tuple(_cfg(config, name, None) for name in (
-            "learning_rate", "momentum", "decay_rate", "decay_rate_l1",
-            "gradient_clipping_threshold", "is_static"))
+        return tuple(getattr(config, name, None) for name in _SETTINGS)
 
     def _flat_state(self, keys: tuple[str, ...], run, value: Any, mu: float) -> dict[str, Any]:
         """The run's flat state arrays; each parameter's state is rebound to a view of them
