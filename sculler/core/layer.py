@@ -148,6 +148,7 @@ class Layer:
         self.pass_type = PASS_TEST
         self.dtype = backend.get_default_dtype()
         self._bufs: dict[str, Any] = {}
+        self._views: dict[str, Any] = {}  # the last view handed out per scratch key
         # first-write state, managed by the Network: whether reserve_output may leave the
         # output gradient uncleared, and whether it still is (nobody has written it)
         self.defer_grad_zero = False
@@ -211,10 +212,14 @@ class Layer:
 
     def scratch(self, key: str, shape: tuple, dtype=None):
         """A named grow-only work buffer of ``shape`` (contents undefined)."""
+        view = self._views.get(key)
+        if view is not None and view.shape == shape and (dtype is None or view.dtype == dtype):
+            return view  # the same request as last time: the same view
         dtype = np.dtype(dtype or self.dtype)
         n = math.prod(shape)
         buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype)
-        return buf[:n].reshape(shape)
+        view = self._views[key] = buf[:n].reshape(shape)
+        return view
 
     def reserve_output(self, batch_size: int, size: int):
         """Size the output (and its zeroed gradient) for this batch, reusing memory: buffers

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
 from sculler.math.blas import gemm
 
@@ -379,6 +381,16 @@ def conv2d_forward(
     else:
         _check_cols(cols, x.shape[1] * kh * kw, n * oh * ow, "conv2d_forward")
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
+    shape = (n, nf, oh, ow)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {shape}")
+    if not last and groups == 1 and xp is np:
+        # columns ordered (n, p): one GEMM per sample writes y[n] = w2 @ cols[:, n] straight
+        # into the NCHW output (no transposing copy of the result)
+        y = xp.empty(shape, dtype=xp.result_type(w, cols)) if out is None else out
+        per_sample = cols.reshape(cg * kh * kw, n, oh * ow).transpose(1, 0, 2)
+        xp.matmul(w2[0], per_sample, out=y.reshape(n, nf, oh * ow))
+        return y
     c3 = cols.reshape(groups, cg * kh * kw, oh * ow * n)
     y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
     if last:
@@ -387,8 +399,6 @@ def conv2d_forward(
         y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
     if out is None:
         return xp.ascontiguousarray(y)
-    if out.shape != y.shape:
-        raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {y.shape}")
     out[...] = y
     return out
 
