@@ -27,6 +27,10 @@ _wrap = Tensor._from_array
 def _ew(ufunc: Any, a: Any, b: Any) -> Any:
     """``ufunc(a, b)``; large same-shaped numpy operands (or one and a scalar) are split over
     threads (:mod:`sculler.math.parallel`), giving the same values."""
+    big = parallel.PARALLEL_MIN_ELEMENTS
+    if (type(a) is not np.ndarray or a.size < big) and (
+            type(b) is not np.ndarray or b.size < big):
+        return ufunc(a, b)  # the common small case, decided in two checks
     is_array = [type(v) is np.ndarray for v in (a, b)]
     if not any(is_array) or not all(
             k or isinstance(v, int | float | np.generic) for k, v in zip(is_array, (a, b))):
@@ -204,14 +208,15 @@ def _unary(kernel: str) -> Any:
             return _ew(np.multiply, a, a)
 
     def forward(a: Any) -> Any:
-        if f_into and parallel.splittable((a,)):
+        if f_into and a.size >= parallel.PARALLEL_MIN_ELEMENTS and parallel.splittable((a,)):
             y = np.empty_like(a)
             parallel.run(lambda s, d: f(s, out=d), (a, y))
             return y
         return f(a)
 
     def grad(a: Any, y: Any, g: Any) -> Any:
-        if df_inplace is not None and parallel.splittable((y, g)):
+        if df_inplace is not None and g.size >= parallel.PARALLEL_MIN_ELEMENTS and (
+                parallel.splittable((y, g))):
             out = np.empty_like(g)
 
             def piece(yp: Any, gp: Any, op: Any) -> None:
