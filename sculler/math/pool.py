@@ -3,9 +3,10 @@
 Window ``(oy, ox)`` covers rows ``oy*sy - py ... oy*sy - py + ky - 1`` (columns alike),
 clipped to the image. The output size is :func:`sculler.math.conv.conv_output_size` with
 ``caffe_mode=not ceil_mode``; Paddle pools in ceil mode, which keeps a last partial window.
-The kernels copy the ``ky * kx`` window taps into one contiguous array (a single
-transposing copy when the windows tile the image, stride == size) and reduce over it, never
-looping over pixels; the max backward is one scatter to the winners' flat indices.
+The kernels copy the ``ky * kx`` window taps (a strided slice of the whole batch each) into one
+contiguous array and reduce over it, never looping over pixels; the max backward is one
+scatter to the winners' flat indices, and windows that tile the image (stride >= size, no
+frame) are written straight into ``out``.
 
 Max pooling returns, beside the output, the tap (``i * kx + j``) that won each window; the
 backward routes the gradient to that one input (the first maximum in row-major order on
@@ -107,7 +108,7 @@ def _crop_into(gpad, x_shape, pad, out, name):
     h, w = x_shape[2:]
     dx = gpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w]
     if out is None:
-        return dx if dx.base is None and dx.shape == gpad.shape else dx.copy()
+        return gpad if dx.shape == gpad.shape else dx.copy()
     _check_out(out, x_shape, name)
     out += dx
     return out
