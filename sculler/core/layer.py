@@ -213,7 +213,7 @@ class Layer:
     def scratch(self, key: str, shape: tuple, dtype=None):
         """A named grow-only work buffer of ``shape`` (contents undefined)."""
         view = self._views.get(key)
-        if view is not None and view.shape == shape and (dtype is None or view.dtype == dtype):
+        if view is not None and view.shape == shape and view.dtype == (dtype or self.dtype):
             return view  # the same request as last time: the same view
         dtype = np.dtype(dtype or self.dtype)
         n = math.prod(shape)
