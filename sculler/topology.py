@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import tarfile
 from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
@@ -171,6 +170,8 @@ class Topology:
             blobs["parameters.tar"] = buf.getvalue()
 
         def write(stream: BinaryIO) -> None:
+            import tarfile
+
             with tarfile.open(fileobj=stream, mode="w") as tar:
                 for name, data in blobs.items():
                     info = tarfile.TarInfo(name)
@@ -186,6 +187,8 @@ class Topology:
         if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
             with open(f, "rb") as fh:
                 return Topology.load_for_inference(fh)
+        import tarfile
+
         with tarfile.open(fileobj=binary(f), mode="r") as tar:
             names = tar.getnames()
             if "model.json" not in names:

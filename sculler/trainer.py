@@ -92,6 +92,8 @@ class SGD:
         self.optimizer = update_equation
         mc = self.topology.proto()
         self.network = Network(mc, parameters.parameter_set)
+        # dense parameters in one buffer: the optimizer updates them in a few flat passes
+        parameters.parameter_set.pack(self.network.used_parameters)
         self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
         self._pass_evals = self.network.evaluators
         self._cost_names = [layer.name for layer in self.network.cost_layers()]
@@ -203,6 +205,7 @@ class SGD:
 
     def _update(self, frozen: set[str]) -> None:
         opt = self.optimizer
+        dense = []
         for p in self._ready:
             if p.name in frozen or p.config.is_static or p.grad is None:
                 continue
@@ -211,7 +214,8 @@ class SGD:
                 if rows.size:
                     opt.update(p.name, p.value, p.grad[rows], config=p.config, rows=rows)
             else:
-                opt.update(p.name, p.value, p.grad, config=p.config)
+                dense.append((p.name, p.value, p.grad, p.config))
+        opt.update_dense(dense)
 
     def _eval_batch(self) -> dict[str, float]:
         """Add the batch to the pass's evaluators; the batch's own metrics come from a second

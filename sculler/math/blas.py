@@ -21,8 +21,9 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
 def col_sum(m, out, beta: float = 1.0):
     """``out = sum of the rows of m + beta * out`` (bias gradient: Paddle's collectBias)."""
     if beta == 0.0:
-        out[...] = 0
-    elif beta != 1.0:
+        m.sum(axis=0, out=out.reshape(m.shape[1:]))
+        return out
+    if beta != 1.0:
         out *= beta
     out += m.sum(axis=0).reshape(out.shape)
     return out
