@@ -45,6 +45,7 @@ __all__ = [
     "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
+    "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer",
 ]
 
 # v1 activation names
@@ -85,6 +86,10 @@ cross_entropy = _helper(_v2.cross_entropy_cost)
 square_error_cost = regression_cost = mse_cost = _helper(_v2.square_error_cost)
 cos_sim = _helper(_v2.cos_sim)
 rank_cost = _helper(_v2.rank_cost)
+crf_layer = _helper(_v2.crf)
+crf_decoding_layer = _helper(_v2.crf_decoding)
+ctc_layer = _helper(_v2.ctc)
+warp_ctc_layer = _helper(_v2.warp_ctc)
 
 
 def outputs(*layers: Any) -> None:

@@ -5,6 +5,8 @@ from sculler.layers import (  # noqa: F401
     cost,
     cost_extra,
     cost_sampled,
+    crf,
+    ctc,
     data,
     dense,
     dense_pair,

@@ -35,7 +35,9 @@ class InputDef:
 
     ``low``/``high`` bound dense values (keep them away from kinks and poles); ``nnz`` is the
     number of nonzeros per row of sparse inputs; ``attrs`` become the input's config attrs;
-    ``param`` are attributes of the input's weight (e.g. ``{"sparse_update": True}``).
+    ``param`` are attributes of the input's weight (e.g. ``{"sparse_update": True}``);
+    ``seq_lengths`` fixes a sequence input's layout (its rows are their sum, whatever the batch
+    size), so that several inputs can share one layout or one number of sequences.
     """
 
     kind: str
@@ -46,6 +48,7 @@ class InputDef:
     nnz: int = 3
     attrs: dict[str, Any] = field(default_factory=dict)
     param: dict[str, Any] | None = None
+    seq_lengths: tuple[int, ...] | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -118,6 +121,8 @@ def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool)
     """A random argument of kind ``d.kind`` with ``batch`` rows (time steps for sequences)."""
     dtype = backend.get_default_dtype()
     arg = Argument()
+    if d.seq_lengths is not None:
+        batch = int(sum(d.seq_lengths))
     if d.kind in ("label", "sequence_label"):
         arg.ids = rng.randint(0, d.size, size=batch).astype(np.int64)
     elif d.kind.startswith("sparse"):
@@ -132,7 +137,9 @@ def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool)
         shape = (d.size, batch) if trans else (batch, d.size)
         value = rng.uniform(d.low, d.high, size=shape).astype(dtype)
         arg.value = value.T if trans else value
-    if d.kind.startswith("sequence") or d.kind == "hassub_sequence_data":
+    if d.seq_lengths is not None:
+        arg.seq_starts = np.concatenate([[0], np.cumsum(d.seq_lengths)]).astype(np.int64)
+    elif d.kind.startswith("sequence") or d.kind == "hassub_sequence_data":
         arg.seq_starts = _seq_starts(rng, batch)
     if d.kind == "hassub_sequence_data":
         arg.sub_seq_starts = _sub_starts(rng, arg.seq_starts)
