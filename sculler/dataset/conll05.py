@@ -149,10 +149,15 @@ def get_embedding() -> str:
 
 
 def test() -> Callable[[], Iterator]:
-    """Reader creator of the CoNLL-2005 test samples (nine sequences each)."""
-    word_dict, verb_dict, label_dict = get_dict()
-    corpus = corpus_reader(common.download(DATA_URL, "conll05st", DATA_MD5))
-    return reader_creator(corpus, word_dict, verb_dict, label_dict)
+    """Reader creator of the CoNLL-2005 test samples (nine sequences each); the files are
+    fetched when the reader is first iterated."""
+
+    def reader() -> Iterator[tuple[list[int], ...]]:
+        word_dict, verb_dict, label_dict = get_dict()
+        corpus = corpus_reader(common.download(DATA_URL, "conll05st", DATA_MD5))
+        yield from reader_creator(corpus, word_dict, verb_dict, label_dict)()
+
+    return reader
 
 
 def fetch() -> None:
