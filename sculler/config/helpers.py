@@ -24,6 +24,8 @@ from typing import Any
 from sculler import activation as _act
 from sculler import data_type as _dt
 from sculler import layer as _v2
+from sculler import networks as _networks
+from sculler import pooling as _pooling
 from sculler.attr import ExtraAttr, ExtraLayerAttribute, ParamAttr, ParameterAttribute
 from sculler.config.config_parser import (
     Bias,
@@ -34,6 +36,7 @@ from sculler.config.config_parser import (
     Settings,
     adopt,
     get_config_arg,
+    is_declared,
 )
 from sculler.optimizer import L1Regularization, L2Regularization
 
@@ -46,6 +49,10 @@ __all__ = [
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
     "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer",
+    "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling", "SumPooling",
+    "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
+    "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
+    "sub_nested_seq_layer", "kmax_seq_score_layer", "sequence_conv_pool", "text_conv_pool",
 ]
 
 # v1 activation names
@@ -90,6 +97,51 @@ crf_layer = _helper(_v2.crf)
 crf_decoding_layer = _helper(_v2.crf_decoding)
 ctc_layer = _helper(_v2.ctc)
 warp_ctc_layer = _helper(_v2.warp_ctc)
+
+
+# sequence layers (sculler/v2/sequence_layers.py)
+AggregateLevel, ExpandLevel = _v2.AggregateLevel, _v2.ExpandLevel
+MaxPooling, AvgPooling = _pooling.Max, _pooling.Avg
+SumPooling, SquareRootNPooling = _pooling.Sum, _pooling.SquareRootN
+pooling_layer = _helper(_v2.pooling)
+last_seq = _helper(_v2.last_seq)
+first_seq = _helper(_v2.first_seq)
+expand_layer = _helper(_v2.expand)
+seq_concat_layer = _helper(_v2.seq_concat)
+seq_reshape_layer = _helper(_v2.seq_reshape)
+sub_seq_layer = _helper(_v2.sub_seq)
+seq_slice_layer = _helper(_v2.seq_slice)
+sub_nested_seq_layer = _helper(_v2.sub_nested_seq)
+kmax_seq_score_layer = _helper(_v2.kmax_seq_score)
+
+
+def _network_helper(v2_network):
+    """A v1 network helper: call the v2 network, then add every layer it made to the config
+    (parents first)."""
+
+    def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
+        out = v2_network(*args, **kwargs)
+        order, seen = [], set()
+
+        def visit(node: _v2.LayerOutput) -> None:
+            if node.name in seen or is_declared(node.name):
+                return
+            seen.add(node.name)
+            for parent in node.parents:
+                visit(parent)
+            order.append(node)
+
+        visit(out)
+        for node in order:
+            adopt(node, node.weight_attrs, node.bias_attr)
+        return out
+
+    helper.__name__ = v2_network.__name__
+    helper.__doc__ = v2_network.__doc__
+    return helper
+
+
+sequence_conv_pool = text_conv_pool = _network_helper(_networks.sequence_conv_pool)
 
 
 def outputs(*layers: Any) -> None:

@@ -1,6 +1,7 @@
 """Built-in layers, one family per module; importing this package registers them all."""
 
 from sculler.layers import (  # noqa: F401
+    concat2,
     conv,
     cost,
     cost_extra,
@@ -18,5 +19,8 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    sequence,
+    sequence_select,
+    sequence_shape,
     similarity,
 )
