@@ -17,5 +17,7 @@ from sculler.layers import (  # noqa: F401
     norm,
     pool,
     recurrent,
+    sequence,
+    sequence_shape,
     similarity,
 )

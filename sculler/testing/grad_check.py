@@ -11,6 +11,7 @@ batch give the same results as a fresh network, and that the config survives a J
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +78,16 @@ INPUT_SPARSE_FLOAT_VALUE_DATA = _kind("sparse_float_value_data")
 @dataclass
 class TestConfig:
     """The layer's settings (``size``, ``active_type``, ``drop_rate``, and any other key goes
-    to ``attrs``), its inputs, and whether it has a bias (None = the layer type's default)."""
+    to ``attrs``), its inputs, and whether it has a bias (None = the layer type's default).
+
+    ``make_inputs(batch, rng) -> [Argument, ...]`` replaces the random inputs when the inputs
+    must agree with each other (e.g. one row per sequence of another input); ``inputs`` still
+    declare the data layers' kinds and widths."""
 
     layer: dict[str, Any] = field(default_factory=dict)
     inputs: list[InputDef] = field(default_factory=list)
     bias: bool | dict | None = None
+    make_inputs: Callable[[int, np.random.RandomState], list[Argument]] | None = None
 
     __test__ = False  # not a pytest test class
 
@@ -185,6 +191,8 @@ class _Harness:
         self.layer = self.net.get_layer("test_layer")
 
     def inputs(self, batch: int) -> list[Argument]:
+        if self.config.make_inputs is not None:
+            return self.config.make_inputs(batch, self.rng)
         return [make_input(d, batch, self.rng, self.trans) for d in self.config.inputs]
 
     def run(self, net: Network, args: list[Argument], weight) -> tuple[np.ndarray, dict]:
@@ -234,7 +242,8 @@ def check_layer_grad(
     if isinstance(config, dict):
         settings = dict(config)
         config = TestConfig(
-            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None)
+            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),
+            make_inputs=settings.pop("make_inputs", None),
         )
     with backend.default_dtype(np.float64):
         model = build_test_model(config, layer_type)
