@@ -53,6 +53,7 @@ __all__ = [
     "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
     "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
     "sub_nested_seq_layer", "kmax_seq_score_layer", "sequence_conv_pool", "text_conv_pool",
+    "lstmemory", "grumemory", "recurrent_layer",
 ]
 
 # v1 activation names
@@ -142,6 +143,9 @@ def _network_helper(v2_network):
 
 
 sequence_conv_pool = text_conv_pool = _network_helper(_networks.sequence_conv_pool)
+lstmemory = _helper(_v2.lstmemory)
+grumemory = _helper(_v2.grumemory)
+recurrent_layer = _helper(_v2.recurrent)
 
 
 def outputs(*layers: Any) -> None:

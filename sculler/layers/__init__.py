@@ -19,6 +19,7 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    recurrent,
     sequence,
     sequence_select,
     sequence_shape,
