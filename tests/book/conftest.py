@@ -1,6 +1,7 @@
 """Helpers for the PaddlePaddle book chapter programs (re-created on offline synthetic data)."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -40,3 +41,10 @@ def assert_finite_and_falling(costs, factor=0.9):
     assert flat and all(math.isfinite(c) for c in flat), flat
     first, last = np.mean(costs[0]), np.mean(costs[-1])
     assert last < factor * first, (first, last)
+
+
+@pytest.fixture
+def book():
+    """The helpers above, for the chapter tests (``book.train_costs``, ...)."""
+    return SimpleNamespace(train_costs=train_costs,
+                           assert_finite_and_falling=assert_finite_and_falling)

@@ -7,8 +7,6 @@ import pytest
 
 import sculler as paddle
 
-from .conftest import assert_finite_and_falling, train_costs
-
 CLASSES = 10
 
 
@@ -83,7 +81,7 @@ def resnet_cifar10(ipt, depth=8):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("net", [vgg_bn_drop, resnet_cifar10])
-def test_chapter03_trains_with_falling_cost(net):
+def test_chapter03_trains_with_falling_cost(net, book):
     paddle.init(use_gpu=False, trainer_count=1, seed=1)
     image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3 * 32 * 32),
                               height=32, width=32)
@@ -98,12 +96,12 @@ def test_chapter03_trains_with_falling_cost(net):
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters,
                                  update_equation=momentum_optimizer)
     tests = []
-    costs = train_costs(trainer, cifar_like(48, 0), batch_size=16, num_passes=3,
+    costs = book.train_costs(trainer, cifar_like(48, 0), batch_size=16, num_passes=3,
                         feeding={"image": 0, "label": 1},
                         on_pass=lambda e: tests.append(trainer.test(
                             reader=paddle.batch(cifar_like(32, 1), batch_size=16),
                             feeding={"image": 0, "label": 1})))
-    assert_finite_and_falling(costs)
+    book.assert_finite_and_falling(costs)
     # (the test cost itself may be inf this early: batch norm's moving statistics have seen
     # nine batches, and a saturated softmax gives log(0))
     assert len(tests) == 3
