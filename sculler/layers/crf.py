@@ -14,9 +14,17 @@ from sculler.core.layer import Layer, register_layer
 from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
 
 
-def _crf_weight_dims(config, inputs) -> dict[int, tuple]:
-    c = inputs[0].size
-    return {0: (c + 2, c)}
+class _CRFBase(Layer):
+    """One output column (costs) or ids, and the (C + 2) x C parameter on input 0."""
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        return 1
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        c = inputs[0].size
+        return {0: (c + 2, c)}
 
 
 def _sequence_input(layer: Layer):
@@ -42,7 +50,7 @@ def _label_ids(layer: Layer, index: int, rows: int, num_classes: int):
 
 
 @register_layer("crf")
-class CRFLayer(Layer):
+class CRFLayer(_CRFBase):
     """Negative log-likelihood of a linear-chain CRF, one cost per sequence.
 
     ``cost_n = weight_n * (log Z_n - score_n(labels))`` with
@@ -57,14 +65,6 @@ class CRFLayer(Layer):
     is_cost = True
     min_inputs = 2
     max_inputs = 3
-
-    @classmethod
-    def infer_size(cls, config, inputs):
-        return 1
-
-    @classmethod
-    def weight_dims(cls, config, inputs):
-        return _crf_weight_dims(config, inputs)
 
     def _weight_column(self, n: int):
         arg = self.get_input(2)
@@ -82,7 +82,7 @@ class CRFLayer(Layer):
         n = starts.size - 1
         out = self.reserve_output(n, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
-        nll, self._saved = crf_nll(x, labels, starts, self.weights[0].w)
+        nll, self._saved = crf_nll(x, labels, starts, self.weights[0].w, alloc=self.scratch)
         self._nll = nll
         out[:, 0] = nll
         if len(self.inputs) == 3:
@@ -101,12 +101,12 @@ class CRFLayer(Layer):
         weight = self.weights[0]
         labels = np.asarray(self.get_input(1).ids, dtype=np.int64)
         crf_nll_backward(self._saved, labels, weight.w, dcost, self.get_input_grad(0),
-                         weight.w_grad)
+                         weight.w_grad, alloc=self.scratch)
         weight.parameter.inc_update(callback)
 
 
 @register_layer("crf_decoding")
-class CRFDecodingLayer(Layer):
+class CRFDecodingLayer(_CRFBase):
     """Viterbi decoding of a linear-chain CRF: the best tag of every token.
 
     ``delta_t[j] = max_i(delta_{t-1}[i] + w[i, j]) + x_t[j]`` from ``delta_0 = a + x_0``; the
@@ -121,18 +121,10 @@ class CRFDecodingLayer(Layer):
     min_inputs = 1
     max_inputs = 2
 
-    @classmethod
-    def infer_size(cls, config, inputs):
-        return 1
-
-    @classmethod
-    def weight_dims(cls, config, inputs):
-        return _crf_weight_dims(config, inputs)
-
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts = _sequence_input(self)
-        tags = crf_viterbi(x, starts, self.weights[0].w)
+        tags = crf_viterbi(x, starts, self.weights[0].w, alloc=self.scratch)
         if len(self.inputs) == 2:
             labels = _label_ids(self, 1, x.shape[0], x.shape[1])
             out = self.reserve_output(x.shape[0], 1)

@@ -71,7 +71,8 @@ class _CTCBase(Layer):
         out = self.reserve_output(starts.size - 1, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
         cost, self._gamma, self._scored = ctc_loss(
-            self.log_probs(x), starts, ids, label_starts, blank, want_grad=self.need_gradient)
+            self.log_probs(x), starts, ids, label_starts, blank, want_grad=self.need_gradient,
+            alloc=self.scratch)
         out[:, 0] = cost
 
     def backward(self, callback=None) -> None:
@@ -99,7 +100,9 @@ class CTCLayer(_CTCBase):
         return num_classes - 1
 
     def log_probs(self, x):
-        return np.log(np.maximum(x, FLT_MIN))
+        out = self.scratch("log_probs", x.shape)
+        np.maximum(x, FLT_MIN, out=out)
+        return np.log(out, out=out)
 
     def input_grad(self, x, gamma, scale_row, dx) -> None:
         dx -= scale_row * np.where(x > FLT_MIN, gamma / np.maximum(x, FLT_MIN), 0.0)
@@ -120,8 +123,10 @@ class WarpCTCLayer(_CTCBase):
         return blank
 
     def log_probs(self, x):
-        shifted = x - x.max(axis=1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        out = self.scratch("log_probs", x.shape)
+        np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+        out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+        return out
 
     def input_grad(self, x, gamma, scale_row, dx) -> None:
         lengths = np.diff(np.asarray(self.get_input(0).seq_starts))

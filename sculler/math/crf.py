@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.math.seq2batch import SequenceBatch
+from sculler.math.workspace import Alloc, work_array
 
 __all__ = ["CrfForward", "crf_nll", "crf_nll_backward", "crf_viterbi", "split_crf_weight"]
 
@@ -63,12 +64,13 @@ class CrfForward:
         self.plan, self.xb, self.alpha, self.log_z = plan, xb, alpha, log_z
 
 
-def crf_nll(x, labels, seq_starts, weight):
+def crf_nll(x, labels, seq_starts, weight, alloc: Alloc | None = None):
     """Negative log-likelihood of each sequence's tags.
 
     Args:
         x: (T, C) packed emission scores; labels: (T,) tag ids; seq_starts: (N + 1,).
         weight: the (C + 2, C) parameter (any buffer of that many values).
+        alloc: where the (T, C) work arrays come from (default: new arrays).
 
     Returns:
         ``(nll, saved)``: (N,) nll per sequence (0 for an empty sequence) and the
@@ -77,8 +79,8 @@ def crf_nll(x, labels, seq_starts, weight):
     a, b, w = split_crf_weight(weight, x.shape[1])
     plan = SequenceBatch(seq_starts)
     n = plan.num_sequences
-    xb = plan.to_batch(x)
-    alpha = np.empty_like(xb)
+    xb = plan.to_batch(x, out=work_array(alloc, "crf_xb", x.shape, x.dtype))
+    alpha = work_array(alloc, "crf_alpha", x.shape, x.dtype)
     if plan.num_steps:
         alpha[plan.step(0)] = a + xb[plan.step(0)]
     for t in range(1, plan.num_steps):
@@ -93,7 +95,8 @@ def crf_nll(x, labels, seq_starts, weight):
     return nll, CrfForward(plan, xb, alpha, log_z)
 
 
-def crf_nll_backward(saved: CrfForward, labels, weight, dcost, dx=None, dweight=None) -> None:
+def crf_nll_backward(saved: CrfForward, labels, weight, dcost, dx=None, dweight=None,
+                     alloc: Alloc | None = None) -> None:
     """ADD ``dcost_n * d nll_n / d(.)`` into ``dx`` (T, C) and ``dweight`` (C + 2, C) (either
     may be None): ``dx_t = marginal_t - onehot(s_t)``; ``da``/``db`` the same at the first /
     last step; ``dw`` = expected minus observed transition counts."""
@@ -102,8 +105,8 @@ def crf_nll_backward(saved: CrfForward, labels, weight, dcost, dx=None, dweight=
     c = w.shape[0]
     scale_slot = np.asarray(dcost, dtype=xb.dtype)[plan.order]
     log_z_slot = log_z[plan.order]
-    beta = np.empty_like(xb)
-    marg = np.empty_like(xb)
+    beta = work_array(alloc, "crf_beta", xb.shape, xb.dtype)
+    marg = work_array(alloc, "crf_marg", xb.shape, xb.dtype)
     dw = np.zeros((c, c), dtype=xb.dtype)
     for t in range(plan.num_steps - 1, -1, -1):
         cur = plan.step(t)
@@ -119,7 +122,7 @@ def crf_nll_backward(saved: CrfForward, labels, weight, dcost, dx=None, dweight=
             pair = np.exp(pair - log_z_slot[:k1, None, None]) * scale_slot[:k1, None, None]
             dw += pair.sum(axis=0)
         marg[cur] = np.exp(alpha[cur] + bt - log_z_slot[:k, None]) * scale_slot[:k, None]
-    marg_seq = plan.to_sequence(marg)
+    marg_seq = plan.to_sequence(marg, out=work_array(alloc, "crf_marg_seq", xb.shape, xb.dtype))
     rows = np.arange(marg_seq.shape[0])
     lengths_seq = plan.lengths
     seq_of_row = np.repeat(np.arange(lengths_seq.size), lengths_seq)
@@ -144,7 +147,7 @@ def crf_nll_backward(saved: CrfForward, labels, weight, dcost, dx=None, dweight=
     np.subtract.at(dwt, (labels[r - 1], labels[r]), scale_row[r])
 
 
-def crf_viterbi(x, seq_starts, weight):
+def crf_viterbi(x, seq_starts, weight, alloc: Alloc | None = None):
     """The best tag path of each sequence: (T,) int64 ids in packed order.
 
     ``delta_0 = a + x_0``; ``delta_t[j] = max_i(delta_{t-1}[i] + w[i, j]) + x_t[j]``; the last
@@ -152,16 +155,16 @@ def crf_viterbi(x, seq_starts, weight):
     """
     a, b, w = split_crf_weight(weight, x.shape[1])
     plan = SequenceBatch(seq_starts)
-    xb = plan.to_batch(x)
-    delta = np.empty_like(xb)
-    back = np.zeros(xb.shape, dtype=np.int64)
+    xb = plan.to_batch(x, out=work_array(alloc, "vit_xb", x.shape, x.dtype))
+    delta = work_array(alloc, "vit_delta", x.shape, x.dtype)
+    back = work_array(alloc, "vit_back", x.shape, np.int64)
     if plan.num_steps:
         delta[plan.step(0)] = a + xb[plan.step(0)]
     for t in range(1, plan.num_steps):
         cand = delta[plan.prev_rows(t)][:, :, None] + w[None]
         back[plan.step(t)] = cand.argmax(axis=1)
         delta[plan.step(t)] = cand.max(axis=1) + xb[plan.step(t)]
-    tags = np.empty(xb.shape[0], dtype=np.int64)
+    tags = work_array(alloc, "vit_tags_batch", (x.shape[0],), np.int64)
     nxt_tags = np.empty(0, dtype=np.int64)
     for t in range(plan.num_steps - 1, -1, -1):
         cur = plan.step(t)
@@ -172,4 +175,4 @@ def crf_viterbi(x, seq_starts, weight):
             tt[:k1] = back[plan.step(t + 1)][np.arange(k1), nxt_tags]
         tt[k1:] = (delta[cur][k1:] + b).argmax(axis=1)
         nxt_tags = tt[:k]
-    return plan.to_sequence(tags)
+    return plan.to_sequence(tags, out=work_array(alloc, "vit_tags", (x.shape[0],), np.int64))

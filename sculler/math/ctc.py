@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.math.seq2batch import SequenceBatch
+from sculler.math.workspace import Alloc, work_array
 
 __all__ = ["ctc_loss", "ctc_feasible"]
 
@@ -53,7 +54,8 @@ def _extended(labels, label_starts, blank: int, order):
     return ext, 2 * lab_len + 1, skip
 
 
-def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad: bool = True):
+def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad: bool = True,
+             alloc: Alloc | None = None):
     """Per-sequence CTC cost and the occupation probabilities.
 
     Args:
@@ -61,6 +63,7 @@ def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad:
         labels: (L,) packed label ids; label_starts: (N + 1,) label sequences.
         blank: the blank class id.
         want_grad: also return ``gamma``.
+        alloc: where the (T, C) and (T, states) work arrays come from (default: new arrays).
 
     Returns:
         cost (N,) ``-log p(l_n | x_n)``, 0 where infeasible; ``gamma`` (T, C) with
@@ -81,14 +84,18 @@ def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad:
     np.add.at(repeats, seq_of_label[same], 1)
     feasible = ctc_feasible(np.diff(starts_l), repeats, plan.lengths)
     feasible_slot = feasible[order]
-    lpb = plan.to_batch(log_probs)
+    rows = log_probs.shape[0]
+    lpb = plan.to_batch(log_probs,
+                        out=work_array(alloc, "ctc_lp", log_probs.shape, log_probs.dtype))
     steps = plan.num_steps
     # slot (position within its step) of every time-major row
     slot_rows = np.arange(lpb.shape[0]) - np.repeat(plan.step_starts[:-1], plan.batch_sizes)
     valid = np.arange(s_max)[None, :] < ext_len[:, None]
-    emit = np.take_along_axis(lpb, ext[slot_rows], axis=1)
+    emit = work_array(alloc, "ctc_emit", (rows, s_max), lpb.dtype)
+    emit[...] = np.take_along_axis(lpb, ext[slot_rows], axis=1)
     emit[~valid[slot_rows]] = NEG_INF
-    alpha = np.full_like(emit, NEG_INF)
+    alpha = work_array(alloc, "ctc_alpha", emit.shape, emit.dtype)
+    alpha[...] = NEG_INF
     if steps:
         first = plan.step(0)
         alpha[first, :2] = emit[first, :2]
@@ -116,7 +123,8 @@ def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad:
     scored[order[ok]] = True
     if not want_grad:
         return cost, None, scored
-    beta = np.full_like(emit, NEG_INF)
+    beta = work_array(alloc, "ctc_beta", emit.shape, emit.dtype)
+    beta[...] = NEG_INF
     for t in range(steps - 1, -1, -1):
         cur = plan.step(t)
         k = int(plan.batch_sizes[t])
@@ -138,6 +146,8 @@ def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad:
     with np.errstate(invalid="ignore"):
         occ = np.exp(alpha + beta - log_p[slot_rows][:, None])
     occ[~ok_rows] = 0.0
-    gamma_b = np.zeros_like(lpb)
-    np.add.at(gamma_b, (np.arange(lpb.shape[0])[:, None], ext[slot_rows]), occ)
-    return cost, plan.to_sequence(gamma_b), scored
+    gamma_b = work_array(alloc, "ctc_gamma_batch", lpb.shape, lpb.dtype)
+    gamma_b[...] = 0.0
+    np.add.at(gamma_b, (np.arange(rows)[:, None], ext[slot_rows]), occ)
+    gamma = plan.to_sequence(gamma_b, out=work_array(alloc, "ctc_gamma", lpb.shape, lpb.dtype))
+    return cost, gamma, scored
