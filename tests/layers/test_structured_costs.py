@@ -239,3 +239,27 @@ def test_ctc_error_evaluator_counts_edit_operations():
     assert values["error"] == pytest.approx((0 + 1 / 2) / 2)
     assert values["deletion_error"] == pytest.approx(0.25)
     assert values["sequence_error"] == pytest.approx(0.5)
+
+
+def test_v1_helpers_build_the_structured_costs(tmp_path):
+    from sculler.config.config_parser import parse_config
+
+    path = tmp_path / "conf.py"
+    path.write_text(
+        "from sculler.config.helpers import *\n"
+        "x = data_layer(name='x', size=4)\n"
+        "y = data_layer(name='y', size=4)\n"
+        "z = data_layer(name='z', size=3)\n"
+        "c = crf_layer(input=x, label=y, param_attr=ParamAttr(name='crfw'))\n"
+        "d = crf_decoding_layer(input=x, size=4, param_attr=ParamAttr(name='crfw'))\n"
+        "e = ctc_layer(input=x, label=z, norm_by_times=True)\n"
+        "f = warp_ctc_layer(input=x, label=z, blank=1)\n"
+        "outputs(c, e, f)\n")
+    model = parse_config(str(path)).model_config
+    assert [model.layer(n).type for n in ("__crf_layer_0__", "__crf_decoding_layer_0__",
+                                          "__ctc_layer_0__", "__warp_ctc_layer_0__")] == [
+        "crf", "crf_decoding", "ctc", "warp_ctc"]
+    assert [p.name for p in model.parameters] == ["crfw"]
+    assert model.parameter("crfw").dims == [6, 4]
+    assert model.layer("__ctc_layer_0__").attrs["norm_by_times"] is True
+    assert model.layer("__warp_ctc_layer_0__").attrs["blank"] == 1
