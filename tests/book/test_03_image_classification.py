@@ -80,6 +80,7 @@ def resnet_cifar10(ipt, depth=8):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
 @pytest.mark.parametrize("net", [vgg_bn_drop, resnet_cifar10])
 def test_chapter03_trains_with_falling_cost(net, book):
     paddle.init(use_gpu=False, trainer_count=1, seed=1)
