@@ -65,11 +65,24 @@ for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftm
 
 
 def _helper(v2_function):
-    """A v1 helper: call the v2 function, then add its layer to the config being parsed."""
+    """A v1 helper: call the v2 function, then add the layers it made to the config being
+    parsed (parents first; a network helper makes several)."""
 
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
         out = v2_function(*args, **kwargs)
-        adopt(out, out.weight_attrs, out.bias_attr)
+        order, seen = [], set()
+
+        def visit(node: _v2.LayerOutput) -> None:
+            if node.name in seen or is_declared(node.name):
+                return
+            seen.add(node.name)
+            for parent in node.parents:
+                visit(parent)
+            order.append(node)
+
+        visit(out)
+        for node in order:
+            adopt(node, node.weight_attrs, node.bias_attr)
         return out
 
     helper.__name__ = v2_function.__name__
@@ -116,33 +129,7 @@ sub_nested_seq_layer = _helper(_v2.sub_nested_seq)
 kmax_seq_score_layer = _helper(_v2.kmax_seq_score)
 
 
-def _network_helper(v2_network):
-    """A v1 network helper: call the v2 network, then add every layer it made to the config
-    (parents first)."""
-
-    def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
-        out = v2_network(*args, **kwargs)
-        order, seen = [], set()
-
-        def visit(node: _v2.LayerOutput) -> None:
-            if node.name in seen or is_declared(node.name):
-                return
-            seen.add(node.name)
-            for parent in node.parents:
-                visit(parent)
-            order.append(node)
-
-        visit(out)
-        for node in order:
-            adopt(node, node.weight_attrs, node.bias_attr)
-        return out
-
-    helper.__name__ = v2_network.__name__
-    helper.__doc__ = v2_network.__doc__
-    return helper
-
-
-sequence_conv_pool = text_conv_pool = _network_helper(_networks.sequence_conv_pool)
+sequence_conv_pool = text_conv_pool = _helper(_networks.sequence_conv_pool)
 lstmemory = _helper(_v2.lstmemory)
 grumemory = _helper(_v2.grumemory)
 recurrent_layer = _helper(_v2.recurrent)

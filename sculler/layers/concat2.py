@@ -9,7 +9,7 @@ by ``paddle.layer.concat(input=[table_projection(...), ...])`` (the book's word2
 
 from __future__ import annotations
 
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import register_layer
 from sculler.layers.mixed import MixedLayer, _proj_width, _weight_shape
 
 CONCAT_KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "scaling",
@@ -57,24 +57,8 @@ class ConcatProjectionLayer(MixedLayer):
             self.blocks.append(slice(cols, cols + w))
             cols += w
 
-    def forward(self, pass_type: str) -> None:
-        Layer.forward(self, pass_type)  # MixedLayer.forward sums; this writes blocks
-        out = self.reserve_output(self.check_same_batch(), self.size)
-        out[...] = 0
-        for i, (kind, block) in enumerate(zip(self.kinds, self.blocks)):
-            getattr(self, "_fwd_" + kind)(i, out[:, block])
-        self.add_bias()
-        self.forward_activation()
-
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        dy = self.output.grad
-        self.backward_bias(callback)
-        for i, (kind, block) in enumerate(zip(self.kinds, self.blocks)):
-            getattr(self, "_bwd_" + kind)(i, dy[:, block])
-            w = self.weights[i]
-            if w is not None and w.w_grad is not None:
-                w.parameter.inc_update(callback)
+    def _columns(self, i: int) -> slice:
+        return self.blocks[i]
 
     def _window(self, i):
         return slice(None), slice(None)

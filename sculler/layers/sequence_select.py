@@ -13,7 +13,7 @@ import numpy as np
 
 from sculler.backend import get_array_module, to_numpy
 from sculler.core.layer import Layer, register_layer
-from sculler.layers.sequence import require_sequences
+from sculler.layers.sequence import SequenceLayer, require_sequences
 from sculler.math import segment as S
 
 
@@ -41,24 +41,20 @@ def _fail(layer: Layer, msg: str, k: int) -> None:
     raise ValueError(f"layer {layer.name!r} ({layer.type_name}): {msg} (sample {k})")
 
 
-class _Gather(Layer):
-    """Output rows are input-0 rows ``self._rows``; backward adds the gradient back."""
+class _Gather(SequenceLayer):
+    """Output rows are input-0 rows ``self._rows``; backward adds the gradient back (the
+    other inputs are indices and get none)."""
 
     def emit(self, rows: np.ndarray, seq_starts, sub_seq_starts=None) -> None:
         x = self.get_input_value(0)
         self._rows = get_array_module(x).asarray(rows)
         out = self.reserve_output(len(rows), self.size)
-        out[...] = x[self._rows]
-        self.output.seq_starts, self.output.sub_seq_starts = seq_starts, sub_seq_starts
-        self.add_bias()
-        self.forward_activation()
+        S.gather_rows(x, self._rows, out)
+        self.finish_forward(seq_starts, sub_seq_starts)
 
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            get_array_module(g).add.at(g, self._rows, self.output.grad)
+    def add_input_grad(self, i, g, dy) -> None:
+        if i == 0:
+            get_array_module(g).add.at(g, self._rows, dy)
 
     @classmethod
     def infer_size(cls, config, inputs):
