@@ -59,7 +59,9 @@ def crf_decoding(input: LayerOutput, size: int, label: LayerOutput | None = None
 
 def _ctc(layer_type: str, input: LayerOutput, label: LayerOutput,  # noqa: A002
          size: int | None, name: str | None, layer_attr: Any, **attrs: Any) -> LayerOutput:
-    size = _check_size(layer_type, size, label.size + 1, "the label's number of classes + 1")
+    if not (layer_type == "warp_ctc" and size is not None and size == label.size):
+        size = _check_size(layer_type, size, label.size + 1,
+                           "the label's number of classes + 1")
     if input.size != size:
         raise ValueError(f"{layer_type}: input width {input.size} must equal size {size} "
                          "(number of labels + 1 for the blank)")
@@ -81,7 +83,9 @@ def warp_ctc(input: LayerOutput, label: LayerOutput, size: int | None = None,  #
              name: str | None = None, blank: int = 0, norm_by_times: bool = False,
              layer_attr: Any = None) -> LayerOutput:
     """CTC cost on unnormalised activations (linear act; the softmax is inside) of width
-    ``size`` = label classes + 1; the blank is class ``blank`` (default 0)."""
+    ``size`` = label classes + 1; the blank is class ``blank`` (default 0). As Sculler's data
+    layers check id ranges, a label whose ids reach ``size - 1`` (any blank but the last) may
+    be declared with ``size`` ids and an explicit ``size`` (a Sculler extension)."""
     if input.activation not in ("", "linear"):
         raise ValueError(f"warp_ctc: input {input.name!r} must have a linear activation (the "
                          f"softmax is inside warp_ctc), got {input.activation!r}")

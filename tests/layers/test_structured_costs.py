@@ -214,6 +214,11 @@ def test_v2_wrappers_names_sizes_and_shared_parameter():
         paddle.layer.ctc(input=x, label=y)
     with pytest.raises(ValueError, match="blank 4"):
         paddle.layer.warp_ctc(input=x, label=z, blank=4)
+    # blank 0: the label ids reach size - 1, so the label type may declare all `size` ids
+    full = paddle.layer.data(name="full", type=paddle.data_type.integer_value_sequence(4))
+    assert paddle.layer.warp_ctc(input=x, label=full, size=4).size == 1
+    with pytest.raises(ValueError, match="size=4 must equal"):
+        paddle.layer.ctc(input=x, label=full, size=4)
     soft = paddle.layer.fc(input=x, size=4, act=paddle.activation.Softmax())
     with pytest.raises(ValueError, match="linear activation"):
         paddle.layer.warp_ctc(input=soft, label=z)
@@ -263,3 +268,32 @@ def test_v1_helpers_build_the_structured_costs(tmp_path):
     assert model.parameter("crfw").dims == [6, 4]
     assert model.layer("__ctc_layer_0__").attrs["norm_by_times"] is True
     assert model.layer("__warp_ctc_layer_0__").attrs["blank"] == 1
+
+
+def test_warp_ctc_equals_torch_ctc_loss_on_longer_sequences():
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(4)
+    width, blank = 6, 2
+    in_lengths = [12, 7, 20, 9, 15]
+    labels = [rng.choice([k for k in range(width) if k != blank], size=n).tolist()
+              for n in (5, 3, 8, 4, 0)]
+    labels[2][3] = labels[2][2]  # a repeat
+    starts = _starts(in_lengths)
+    acts = rng.randn(starts[-1], width)
+    flat = np.array([k for lab in labels for k in lab], dtype=np.int64)
+    label_arg = Argument(ids=flat, seq_starts=_starts([len(lab) for lab in labels]))
+    net, out = run("warp_ctc", [Argument(acts, seq_starts=starts), label_arg], [width, width],
+                   {"num_classes": width, "blank": blank})
+    net.backward()
+    padded = torch.full((max(in_lengths), len(in_lengths), width), 0.0, dtype=torch.float64)
+    for n, (s, e) in enumerate(zip(starts[:-1], starts[1:])):
+        padded[: e - s, n] = torch.from_numpy(acts[s:e])
+    padded.requires_grad_(True)
+    loss = torch.nn.functional.ctc_loss(
+        padded.log_softmax(2), torch.from_numpy(flat), torch.tensor(in_lengths),
+        torch.tensor([len(lab) for lab in labels]), blank=blank, reduction="none")
+    np.testing.assert_allclose(out.value[:, 0], loss.detach().numpy(), rtol=1e-10)
+    loss.sum().backward()
+    grad = net.data_layers[0].output.grad
+    for n, (s, e) in enumerate(zip(starts[:-1], starts[1:])):
+        np.testing.assert_allclose(grad[s:e], padded.grad[: e - s, n].numpy(), atol=1e-10)
