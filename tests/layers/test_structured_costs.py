@@ -297,3 +297,28 @@ def test_warp_ctc_equals_torch_ctc_loss_on_longer_sequences():
     grad = net.data_layers[0].output.grad
     for n, (s, e) in enumerate(zip(starts[:-1], starts[1:])):
         np.testing.assert_allclose(grad[s:e], padded.grad[: e - s, n].numpy(), atol=1e-10)
+
+
+def test_chunk_evaluator_reads_crf_decoding_output_without_label():
+    from sculler.core.evaluator import create_evaluator
+    from sculler.core.model_config import EvaluatorConfig
+
+    # emissions that make Viterbi (zero transitions) pick their arg-max: B I O B | O B I
+    tags = np.array([0, 1, 2, 0, 2, 0, 1])
+    x = np.eye(C)[tags] * 5.0
+    starts = np.array([0, 4, 7])
+    _, out = run("crf_decoding", [Argument(x, seq_starts=starts)], [C],
+                 weight=np.zeros((C + 2, C)))
+    assert out.ids.tolist() == tags.tolist()
+
+    class Holder:
+        def __init__(self, arg):
+            self.output = arg
+
+    truth = Argument(ids=np.array([0, 1, 2, 2, 2, 0, 1]), seq_starts=starts)
+    ev = create_evaluator(EvaluatorConfig("chunk", "chunk", ["dec", "lab"],
+                                          {"chunk_scheme": "IOB", "num_chunk_types": 1}))
+    ev.eval_batch({"dec": Holder(out), "lab": Holder(truth)})
+    # predicted chunks (0,1), (3,3), (5,6); true (0,1), (5,6): P = 2/3, R = 1
+    assert ev.values()["precision"] == pytest.approx(2 / 3)
+    assert ev.value() == pytest.approx(0.8)
