@@ -134,3 +134,21 @@ def test_trainer_tests_saves_and_leaves_averaged_values_but_trains_on_raw():
                   show_progress=False)
     assert first_seen == pytest.approx([0.976], rel=1e-6)  # training resumes from raw
     assert raw[0] == pytest.approx(0.976 - 0.2 * (0.976 - 2.0), rel=1e-6)
+
+
+def test_v1_settings_model_average_reaches_the_optimizer(tmp_path):
+    from sculler.cli import make_optimizer
+    from sculler.config.config_parser import parse_config
+
+    path = tmp_path / "conf.py"
+    path.write_text(
+        "from sculler.config.helpers import *\n"
+        "settings(batch_size=8, learning_rate=0.1, learning_method=AdamOptimizer(),\n"
+        "         model_average=ModelAverage(average_window=0.5, max_average_window=50))\n"
+        "x = data_layer(name='x', size=2)\n"
+        "y = data_layer(name='y', size=1)\n"
+        "outputs(square_error_cost(input=fc_layer(input=x, size=1), label=y))\n")
+    settings = parse_config(str(path)).settings
+    opt = make_optimizer(settings)
+    assert isinstance(opt.model_average, O.ModelAverage)
+    assert opt.model_average.max_average_window == 50

@@ -38,7 +38,7 @@ from sculler.config.config_parser import (
     get_config_arg,
     is_declared,
 )
-from sculler.optimizer import L1Regularization, L2Regularization
+from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
 
 __all__ = [
     "Bias", "Input", "Inputs", "Layer", "Outputs", "Settings", "get_config_arg", "ParamAttr",
@@ -48,7 +48,7 @@ __all__ = [
     "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
-    "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer",
+    "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer", "ModelAverage",
     "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling", "SumPooling",
     "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
     "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
