@@ -22,6 +22,7 @@ from sculler.core.activation import get_activation
 from sculler.core.layer import Layer, register_layer
 from sculler.core.parameter import Weight
 from sculler.math import rnn
+from sculler.math.blas import small_gemms
 from sculler.math.seq2batch import SequenceBatch
 
 
@@ -251,7 +252,8 @@ class GatedRecurrentLayer(_SequenceRecurrent):
             rnn.accumulate_prev_product(h, self.prev, dgates[:, :2 * hs], self.dw_gate, gathered,
                                         self.scratch("dwg", self.dw_gate.shape))
             dw_cand = self.scratch("dwc", self.dw_cand.shape)
-            np.matmul(reset_h[first:].T, dgates[first:, 2 * hs:], out=dw_cand)
+            with small_gemms(self.prev.size * hs * hs):
+                np.matmul(reset_h[first:].T, dgates[first:, 2 * hs:], out=dw_cand)
             self.dw_cand += dw_cand
         if self.dw_gate is not None:
             self.weights[0].parameter.inc_update(callback)

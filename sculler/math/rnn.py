@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.math.blas import small_gemms
+
 __all__ = [
     "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
     "lstm_step_backward", "gru_step_forward", "gru_step_backward",
@@ -253,6 +255,11 @@ def _steps(plan) -> tuple[list[int], list[int]]:
     return plan.step_starts.tolist(), plan.batch_sizes.tolist()
 
 
+def _step_gemm(sizes: list[int], weight) -> int:
+    """Multiply-adds of the largest per-step product ``(n, H) @ weight``."""
+    return (sizes[0] if sizes else 0) * weight.size
+
+
 def previous_rows(plan):
     """For every time-major row of steps 1.. (rows ``step_starts[1]:``), the time-major row of
     the same sequence one step earlier: ``h_prev[step_starts[1]:] = h[previous_rows(plan)]``."""
@@ -268,17 +275,18 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
     at least ``4 * batch_sizes[0] * H`` elements."""
     starts, sizes = _steps(plan)
     four_h = gates.shape[1]
-    for t, n in enumerate(sizes):
-        rows = slice(starts[t], starts[t + 1])
-        g = gates[rows]
-        c_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            prod = tmp[:n * four_h].reshape(n, four_h)
-            np.matmul(h[prev], weight, out=prod)
-            g += prod
-            c_prev = c[prev]
-        lstm_step_forward(g, c_prev, peepholes, c[rows], state[rows], h[rows], acts, tmp)
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            rows = slice(starts[t], starts[t + 1])
+            g = gates[rows]
+            c_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                prod = tmp[:n * four_h].reshape(n, four_h)
+                np.matmul(h[prev], weight, out=prod)
+                g += prod
+                c_prev = c[prev]
+            lstm_step_forward(g, c_prev, peepholes, c[rows], state[rows], h[rows], acts, tmp)
 
 
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
@@ -289,19 +297,20 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
     starts, sizes = _steps(plan)
     hs = dh.shape[1]
     dc[...] = 0.0
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        c_prev = dc_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            c_prev, dc_prev = c[prev], dc[prev]
-        lstm_step_backward(gates[rows], c_prev, peepholes, state[rows], dh[rows], dc[rows],
-                           dgates[rows], dc_prev, acts, tmp)
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(dgates[rows], weight.T, out=prod)
-            dh[prev] += prod
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            c_prev = dc_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                c_prev, dc_prev = c[prev], dc[prev]
+            lstm_step_backward(gates[rows], c_prev, peepholes, state[rows], dh[rows], dc[rows],
+                               dgates[rows], dc_prev, acts, tmp)
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(dgates[rows], weight.T, out=prod)
+                dh[prev] += prod
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
@@ -311,7 +320,8 @@ def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
     if dweight is None or not prev.size:
         return
     np.take(h, prev, axis=0, out=gathered)
-    np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
+    with small_gemms(gathered.size * dgates.shape[1]):
+        np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
     dweight += dw_tmp
 
 
@@ -344,25 +354,27 @@ def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows of step 0
     untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
-    for t, n in enumerate(sizes):
-        rows = slice(starts[t], starts[t + 1])
-        h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
-        gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t, n in enumerate(sizes):
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
+            gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
 
 
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; writes ``dgates`` (rows, 3H)."""
     starts, sizes = _steps(plan)
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        h_prev = dh_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            h_prev, dh_prev = h[prev], dh[prev]
-        gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
-                          acts, tmp)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = dh_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                h_prev, dh_prev = h[prev], dh[prev]
+            gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
+                              acts, tmp)
 
 
 def rnn_forward(plan, y, weight, act, tmp) -> None:
@@ -371,13 +383,14 @@ def rnn_forward(plan, y, weight, act, tmp) -> None:
     ``batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
     hs = y.shape[1]
-    for t, n in enumerate(sizes):
-        rows = y[starts[t]:starts[t + 1]]
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
-            rows += prod
-        act.forward(rows)
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            rows = y[starts[t]:starts[t + 1]]
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
+                rows += prod
+            act.forward(rows)
 
 
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
@@ -385,11 +398,12 @@ def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
     hs = y.shape[1]
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(dy[rows], weight.T, out=prod)
-            dy[starts[t - 1]:starts[t - 1] + n] += prod
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(dy[rows], weight.T, out=prod)
+                dy[starts[t - 1]:starts[t - 1] + n] += prod
