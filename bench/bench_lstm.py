@@ -14,7 +14,9 @@ fc softmax 2; batch 64, sequence lengths uniform in 10..100, momentum SGD. Conte
 Contenders run interleaved for ``--rounds`` rounds of ``--batches`` batches on the same
 pre-generated data; the median samples/s per contender is reported with the ratios, and the
 machine's CPU load during each run (from /proc/stat: busy share of all cores; this process
-alone can use at most threads/cores of it).
+alone can use at most threads/cores of it). On a shared machine wall-clock rates swing with the
+other processes; the samples per CPU-second of this process (``time.process_time``, all its
+threads) move much less, and with ``--threads 1`` they measure the work itself.
 
 Run: ``PYTHONPATH=. python bench/bench_lstm.py [--rounds 5] [--batches 5] [--threads N]``
 (``--threads`` sets BLAS/OpenMP/torch threads for every contender; default: all cores).
@@ -203,30 +205,35 @@ def main() -> None:
             continue
         runners[name](data[:2])  # warm-up: buffers, thread pools, first-call dispatch
     rates = {name: [] for name in runners}
+    cpu_rates = {name: [] for name in runners}
     loads = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, run in runners.items():
             cpu = Cpu()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             run(data)
             rates[name].append(BATCH * len(data) / (time.perf_counter() - t))
+            cpu_rates[name].append(BATCH * len(data) / (time.process_time() - c))
             loads[name].append(cpu.busy())
     threads = _THREADS or os.cpu_count()
     print(f"LSTM classifier: vocab {VOCAB}, emb {EMB}, hidden {HIDDEN}, batch {BATCH}, "
           f"lengths {MIN_LEN}..{MAX_LEN}; {args.rounds} rounds x {args.batches} batches; "
           f"threads {threads} of {os.cpu_count()} cores; loadavg {os.getloadavg()[0]:.2f}")
     median = {name: float(np.median(r)) for name, r in rates.items()}
+    cpu_median = {name: float(np.median(r)) for name, r in cpu_rates.items()}
     for name in runners:
         busy = [b for b in loads[name] if b is not None]
         load = f"{100 * np.median(busy):.0f}%" if busy else "n/a"
-        print(f"  {name:14s} {median[name]:8.1f} samples/s   (machine busy {load})")
-    if "sculler" in median:
-        others = {k: v for k, v in median.items() if k != "sculler"}
-        for name, rate in others.items():
-            print(f"  sculler / {name}: {median['sculler'] / rate:.2f}")
-        if others:
-            best = max(others, key=others.get)
-            print(f"  sculler / best ({best}): {median['sculler'] / others[best]:.2f}")
+        print(f"  {name:14s} {median[name]:8.1f} samples/s  {cpu_median[name]:8.1f} samples/"
+              f"CPU-s   (machine busy {load})")
+    for label, table in (("wall", median), ("CPU", cpu_median)):
+        if "sculler" not in table or len(table) < 2:
+            continue
+        others = {k: v for k, v in table.items() if k != "sculler"}
+        ratios = ", ".join(f"/{k} {table['sculler'] / v:.2f}" for k, v in others.items())
+        best = max(others, key=others.get)
+        print(f"  sculler ({label}) {ratios}; / best ({best}) "
+              f"{table['sculler'] / others[best]:.2f}")
 
 
 if __name__ == "__main__":

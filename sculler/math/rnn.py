@@ -32,9 +32,9 @@ SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
 
 
 class CellActivation:
-    """An activation used inside a recurrent cell: ``forward(x)`` in place,
-    ``backward(y, dy, tmp)``: ``dy *= f'(x)`` computed from ``y = f(x)`` (``tmp``: scratch of
-    ``y``'s shape)."""
+    """An activation used inside a recurrent cell: ``forward(x, out=None)`` writes ``f(x)``
+    into ``out`` (default: ``x`` itself); ``backward(y, dy, tmp)``: ``dy *= f'(x)`` computed
+    from ``y = f(x)`` (``tmp``: scratch of ``y``'s shape)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -42,12 +42,13 @@ class CellActivation:
         self.backward = getattr(self, f"_{name}_grad")
 
     @staticmethod
-    def _sigmoid(x) -> None:
-        np.clip(x, SIGMOID_MIN, SIGMOID_MAX, out=x)
-        np.negative(x, out=x)
-        np.exp(x, out=x)
-        x += 1.0
-        np.reciprocal(x, out=x)
+    def _sigmoid(x, out=None) -> None:
+        out = x if out is None else out
+        np.negative(x, out=out)
+        np.clip(out, -SIGMOID_MAX, -SIGMOID_MIN, out=out)
+        np.exp(out, out=out)
+        out += 1.0
+        np.reciprocal(out, out=out)
 
     @staticmethod
     def _sigmoid_grad(y, dy, tmp) -> None:
@@ -56,8 +57,8 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _tanh(x) -> None:
-        np.tanh(x, out=x)
+    def _tanh(x, out=None) -> None:
+        np.tanh(x, out=x if out is None else out)
 
     @staticmethod
     def _tanh_grad(y, dy, tmp) -> None:
@@ -66,8 +67,8 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _relu(x) -> None:
-        np.maximum(x, 0.0, out=x)
+    def _relu(x, out=None) -> None:
+        np.maximum(x, 0.0, out=x if out is None else out)
 
     @staticmethod
     def _relu_grad(y, dy, tmp) -> None:
@@ -75,8 +76,9 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _linear(x) -> None:
-        return None
+    def _linear(x, out=None) -> None:
+        if out is not None:
+            out[...] = x
 
     @staticmethod
     def _linear_grad(y, dy, tmp) -> None:
@@ -132,8 +134,7 @@ def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
         np.multiply(c, peepholes[2], out=t1)
         o += t1
     gate_act.forward(o)
-    state[...] = c
-    state_act.forward(state)
+    state_act.forward(c, out=state)
     np.multiply(o, state, out=h)
 
 
@@ -144,38 +145,38 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     ``dh`` (n, H) is dL/dh_t complete; ``dc`` (n, H) holds what later steps gave dL/dc_t and
     receives this step's total. Writes ``dgates`` (n, 4H), dL/d(pre-activations); adds
     ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev`` (n, H) unless it is None (first step).
-    ``gates`` are the activated ``[a | i | f | o]``; ``tmp`` is flat scratch of at least nH.
+    ``gates`` are the activated ``[a | i | f | o]``; ``tmp`` is flat scratch of at least 2nH.
     """
     act, gate_act, state_act = acts
     n, hs = dh.shape
-    tmp = tmp[:n * hs].reshape(n, hs)
-    a, i, f, o = gates[:, :hs], gates[:, hs:2 * hs], gates[:, 2 * hs:3 * hs], gates[:, 3 * hs:]
-    dga, dgi, dgf, dgo = (dgates[:, :hs], dgates[:, hs:2 * hs], dgates[:, 2 * hs:3 * hs],
-                          dgates[:, 3 * hs:])
+    t1 = tmp[:n * hs].reshape(n, hs)
+    a, i_f, o = gates[:, :hs], gates[:, hs:3 * hs], gates[:, 3 * hs:]
+    dga, dg_if, dgo = dgates[:, :hs], dgates[:, hs:3 * hs], dgates[:, 3 * hs:]
     np.multiply(dh, state, out=dgo)
-    gate_act.backward(o, dgo, tmp)
+    gate_act.backward(o, dgo, t1)
     np.multiply(dh, o, out=dga)  # dL/dstate, then through state_act into dc
-    state_act.backward(state, dga, tmp)
+    state_act.backward(state, dga, t1)
     dc += dga
     if peepholes is not None:
-        np.multiply(dgo, peepholes[2], out=tmp)
-        dc += tmp
-    np.multiply(dc, i, out=dga)
-    act.backward(a, dga, tmp)
-    np.multiply(dc, a, out=dgi)
-    gate_act.backward(i, dgi, tmp)
+        np.multiply(dgo, peepholes[2], out=t1)
+        dc += t1
+    np.multiply(dc, i_f[:, :hs], out=dga)
+    act.backward(a, dga, t1)
+    np.multiply(dc, a, out=dg_if[:, :hs])
     if c_prev is None:
-        dgf[...] = 0.0
+        gate_act.backward(i_f[:, :hs], dg_if[:, :hs], t1)
+        dg_if[:, hs:] = 0.0
         return
-    np.multiply(dc, c_prev, out=dgf)
-    gate_act.backward(f, dgf, tmp)
-    np.multiply(dc, f, out=tmp)
-    dc_prev += tmp
+    np.multiply(dc, c_prev, out=dg_if[:, hs:])
+    t2 = tmp[:2 * n * hs].reshape(n, 2 * hs)
+    gate_act.backward(i_f, dg_if, t2)
+    np.multiply(dc, i_f[:, hs:], out=t1)
+    dc_prev += t1
     if peepholes is not None:
-        np.multiply(dgi, peepholes[0], out=tmp)
-        dc_prev += tmp
-        np.multiply(dgf, peepholes[1], out=tmp)
-        dc_prev += tmp
+        peep = t2.reshape(n, 2, hs)
+        np.multiply(dg_if.reshape(n, 2, hs), peepholes[None, :2], out=peep)
+        dc_prev += peep[:, 0]
+        dc_prev += peep[:, 1]
 
 
 def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
