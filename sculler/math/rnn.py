@@ -102,6 +102,15 @@ def cell_activation(name: str | None, what: str = "activation") -> CellActivatio
     return act
 
 
+def gate_blocks(gates, count: int):
+    """``(count, n, H)`` view of gates: a gate-major array as is, an ``(n, count * H)`` row
+    layout as a strided view (gate ``k`` is ``view[k]``)."""
+    if gates.ndim == 3:
+        return gates
+    n = gates.shape[0]
+    return gates.reshape(n, count, -1).transpose(1, 0, 2)
+
+
 def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     """One LSTM step for ``n`` active rows; ``gates`` becomes ``[a | i | f | o]``.
 
@@ -109,7 +118,8 @@ def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     ``c = a i + c_prev f``, ``o = gate(g_o + c p_o)``, ``h = o state_act(c)``.
 
     Args:
-        gates: (n, 4H) pre-activations ``[g_c | g_i | g_f | g_o]`` (input + bias + h_prev W).
+        gates: pre-activations ``[g_c | g_i | g_f | g_o]`` (input + bias + h_prev W), either
+            gate-major (4, n, H) (fastest: every gate block contiguous) or (n, 4H).
         c_prev: (n, H) previous cell, or None at the first step.
         peepholes: (3, H) ``[p_i; p_f; p_o]``, or None.
         c, state, h: (n, H) outputs: the cell, ``state_act(c)`` and the hidden output.
@@ -118,17 +128,18 @@ def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     """
     act, gate_act, state_act = acts
     n, hs = c.shape
-    a, i_f, o = gates[:, :hs], gates[:, hs:3 * hs], gates[:, 3 * hs:]
+    gates = gate_blocks(gates, 4)
+    a, i_f, o = gates[0], gates[1:3], gates[3]
     if c_prev is not None and peepholes is not None:
-        peep = tmp[:2 * n * hs].reshape(n, 2, hs)
-        np.multiply(c_prev[:, None, :], peepholes[None, :2], out=peep)
-        i_f += peep.reshape(n, 2 * hs)
+        peep = tmp[:2 * n * hs].reshape(2, n, hs)
+        np.multiply(c_prev[None], peepholes[:2, None, :], out=peep)
+        i_f += peep
     act.forward(a)
     gate_act.forward(i_f)
-    np.multiply(a, i_f[:, :hs], out=c)
+    np.multiply(a, i_f[0], out=c)
     t1 = tmp[:n * hs].reshape(n, hs)
     if c_prev is not None:
-        np.multiply(c_prev, i_f[:, hs:], out=t1)
+        np.multiply(c_prev, i_f[1], out=t1)
         c += t1
     if peepholes is not None:
         np.multiply(c, peepholes[2], out=t1)
@@ -143,15 +154,17 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     """Backward of :func:`lstm_step_forward` for one step.
 
     ``dh`` (n, H) is dL/dh_t complete; ``dc`` (n, H) holds what later steps gave dL/dc_t and
-    receives this step's total. Writes ``dgates`` (n, 4H), dL/d(pre-activations); adds
-    ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev`` (n, H) unless it is None (first step).
-    ``gates`` are the activated ``[a | i | f | o]``; ``tmp`` is flat scratch of at least 2nH.
+    receives this step's total. Writes ``dgates`` (dL/d pre-activations, in the layout of
+    ``gates``: (4, n, H) or (n, 4H)); adds ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev``
+    (n, H) unless it is None (first step). ``gates`` are the activated ``[a | i | f | o]``;
+    ``tmp`` is flat scratch of at least 2nH elements.
     """
     act, gate_act, state_act = acts
     n, hs = dh.shape
+    gates, dgates = gate_blocks(gates, 4), gate_blocks(dgates, 4)
     t1 = tmp[:n * hs].reshape(n, hs)
-    a, i_f, o = gates[:, :hs], gates[:, hs:3 * hs], gates[:, 3 * hs:]
-    dga, dg_if, dgo = dgates[:, :hs], dgates[:, hs:3 * hs], dgates[:, 3 * hs:]
+    a, i_f, o = gates[0], gates[1:3], gates[3]
+    dga, dg_if, dgo = dgates[0], dgates[1:3], dgates[3]
     np.multiply(dh, state, out=dgo)
     gate_act.backward(o, dgo, t1)
     np.multiply(dh, o, out=dga)  # dL/dstate, then through state_act into dc
@@ -160,23 +173,22 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     if peepholes is not None:
         np.multiply(dgo, peepholes[2], out=t1)
         dc += t1
-    np.multiply(dc, i_f[:, :hs], out=dga)
+    np.multiply(dc, i_f[0], out=dga)
     act.backward(a, dga, t1)
-    np.multiply(dc, a, out=dg_if[:, :hs])
+    np.multiply(dc, a, out=dg_if[0])
     if c_prev is None:
-        gate_act.backward(i_f[:, :hs], dg_if[:, :hs], t1)
-        dg_if[:, hs:] = 0.0
+        gate_act.backward(i_f[0], dg_if[0], t1)
+        dg_if[1] = 0.0
         return
-    np.multiply(dc, c_prev, out=dg_if[:, hs:])
-    t2 = tmp[:2 * n * hs].reshape(n, 2 * hs)
+    np.multiply(dc, c_prev, out=dg_if[1])
+    t2 = tmp[:2 * n * hs].reshape(2, n, hs)
     gate_act.backward(i_f, dg_if, t2)
-    np.multiply(dc, i_f[:, hs:], out=t1)
+    np.multiply(dc, i_f[1], out=t1)
     dc_prev += t1
     if peepholes is not None:
-        peep = t2.reshape(n, 2, hs)
-        np.multiply(dg_if.reshape(n, 2, hs), peepholes[None, :2], out=peep)
-        dc_prev += peep[:, 0]
-        dc_prev += peep[:, 1]
+        np.multiply(dg_if, peepholes[:2, None, :], out=t2)
+        dc_prev += t2[0]
+        dc_prev += t2[1]
 
 
 def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
@@ -271,32 +283,46 @@ def previous_rows(plan):
 
 
 def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
-    """LSTM over all steps: ``gates`` (rows, 4H) time-major input + bias in, activated gates
-    out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp`` flat scratch of
-    at least ``4 * batch_sizes[0] * H`` elements."""
+    """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
+    activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
+    flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
     starts, sizes = _steps(plan)
-    four_h = gates.shape[1]
+    hs = h.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    tmp = tmp[w4.size:]
     with small_gemms(_step_gemm(sizes, weight)):
         for t, n in enumerate(sizes):
-            rows = slice(starts[t], starts[t + 1])
-            g = gates[rows]
+            g = gates[:, starts[t]:starts[t + 1]]
             c_prev = None
             if t:
                 prev = slice(starts[t - 1], starts[t - 1] + n)
-                prod = tmp[:n * four_h].reshape(n, four_h)
-                np.matmul(h[prev], weight, out=prod)
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(h[prev], w4, out=prod)
                 g += prod
                 c_prev = c[prev]
-            lstm_step_forward(g, c_prev, peepholes, c[rows], state[rows], h[rows], acts, tmp)
+            lstm_step_forward(g, c_prev, peepholes, c[starts[t]:starts[t + 1]],
+                              state[starts[t]:starts[t + 1]], h[starts[t]:starts[t + 1]], acts,
+                              tmp)
+
+
+def _gate_major_weight(weight, tmp):
+    """(H, 4H) ``W`` -> contiguous (4, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
+    hs = weight.shape[0]
+    w4 = tmp[:weight.size].reshape(4, hs, hs)
+    np.copyto(w4, weight.reshape(hs, 4, hs).transpose(1, 0, 2))
+    return w4
 
 
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                   tmp) -> None:
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
-    ``dgates`` (rows, 4H). Parameter gradients are left to :func:`lstm_param_grads`."""
+    ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
     starts, sizes = _steps(plan)
     hs = dh.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    w4_t = w4.transpose(0, 2, 1)
+    tmp = tmp[w4.size:]
     dc[...] = 0.0
     with small_gemms(_step_gemm(sizes, weight)):
         for t in range(len(sizes) - 1, -1, -1):
@@ -306,12 +332,15 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
             if t:
                 prev = slice(starts[t - 1], starts[t - 1] + n)
                 c_prev, dc_prev = c[prev], dc[prev]
-            lstm_step_backward(gates[rows], c_prev, peepholes, state[rows], dh[rows], dc[rows],
-                               dgates[rows], dc_prev, acts, tmp)
+            dg = dgates[:, rows]
+            lstm_step_backward(gates[:, rows], c_prev, peepholes, state[rows], dh[rows],
+                               dc[rows], dg, dc_prev, acts, tmp)
             if t:
-                prod = tmp[:n * hs].reshape(n, hs)
-                np.matmul(dgates[rows], weight.T, out=prod)
-                dh[prev] += prod
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(dg, w4_t, out=prod)
+                dh_prev = dh[prev]
+                for k in range(4):
+                    dh_prev += prod[k]
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
@@ -327,27 +356,32 @@ def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
 
 
 def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw_tmp) -> None:
-    """``dW += h_prev^T dgates``; ``dbias`` (7H,) gets ``sum dgates`` and, past 4H, the
-    peephole terms ``sum dg_i c_prev``, ``sum dg_f c_prev``, ``sum dg_o c`` (when it is 7H).
-    ``prev`` = :func:`previous_rows`; ``gathered``, ``tmp``, ``dw_tmp``: (len(prev), H),
-    flat (2 rows H) and (H, 4H) scratch."""
+    """Gradients of the LSTM's parameters from ``dgates`` (4, rows, H): ``dW += h_prev^T dg``
+    (``dweight`` (H, 4H)); ``dbias`` (7H,) gets ``sum dg`` and, past 4H, the peephole terms
+    ``sum dg_i c_prev``, ``sum dg_f c_prev``, ``sum dg_o c`` (when it is 7H). ``prev`` =
+    :func:`previous_rows`; ``gathered``, ``tmp``, ``dw_tmp``: (len(prev), H), flat (rows H) and
+    (4, H, H) scratch."""
     hs = h.shape[1]
     first = int(plan.step_starts[1]) if plan.num_steps else 0
-    accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp)
+    if dweight is not None and prev.size:
+        np.take(h, prev, axis=0, out=gathered)
+        with small_gemms(gathered.size * 4 * hs):
+            np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
+        dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
     if dbias is None:
         return
-    dbias[:4 * hs] += dgates.sum(axis=0)
+    dbias[:4 * hs] += dgates.sum(axis=1).reshape(-1)
     if dbias.size == 4 * hs:
         return
-    dgo_c = tmp[:c.size].reshape(c.shape)
-    np.multiply(dgates[:, 3 * hs:], c, out=dgo_c)
-    dbias[6 * hs:] += dgo_c.sum(axis=0)
+    prod = tmp[:c.size].reshape(c.shape)
+    np.multiply(dgates[3], c, out=prod)
+    dbias[6 * hs:] += prod.sum(axis=0)
     if prev.size:
         np.take(c, prev, axis=0, out=gathered)
-        m = prev.size
-        prod = tmp[:2 * m * hs].reshape(m, 2, hs)
-        np.multiply(dgates[first:, hs:3 * hs].reshape(m, 2, hs), gathered[:, None, :], out=prod)
-        dbias[4 * hs:6 * hs] += prod.sum(axis=0).reshape(-1)
+        prod = tmp[:gathered.size].reshape(gathered.shape)
+        for k in (1, 2):
+            np.multiply(dgates[k, first:], gathered, out=prod)
+            dbias[(3 + k) * hs:(4 + k) * hs] += prod.sum(axis=0)
 
 
 def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
