@@ -30,6 +30,7 @@ import numpy as np
 from sculler.backend import get_array_module
 from sculler.math import optim as K
 from sculler.math import parallel
+from sculler.model_average import ModelAverage
 
 __all__ = [
     "Optimizer", "SGD", "Momentum", "Adam", "Adamax", "AdaGrad", "Adagrad", "DecayedAdaGrad",
@@ -64,16 +65,6 @@ class L1Regularization:
 
     def __init__(self, rate: float) -> None:
         self.rate = self.decay_rate = _number("L1Regularization rate", rate)
-
-
-class ModelAverage:
-    """Model-averaging settings (stored for the trainer; averaging itself is not applied)."""
-
-    def __init__(self, average_window: float, max_average_window: int | None = None,
-                 do_average_in_cpu: bool = False) -> None:
-        self.average_window = _number("average_window", average_window)
-        self.max_average_window = max_average_window
-        self.do_average_in_cpu = do_average_in_cpu
 
 
 class L2Decay:
@@ -151,7 +142,7 @@ class Optimizer:
         learning_rate_args: ``"seg:rate,..."`` for 'manual' / 'pass_manual'.
         regularization: ``L2Regularization``, ``L1Regularization`` or a list of them.
         gradient_clipping_threshold: clip gradient elements to ``[-t, t]`` (None/0: off).
-        model_average: a :class:`ModelAverage` (stored only).
+        model_average: a :class:`ModelAverage`: every update also feeds its running sums.
         parameters: eager tensors; enables ``step()`` and the Paddle 2.x variants.
         weight_decay: float or :class:`L2Decay`; eager: added to the gradient, v2: L2 rate.
         grad_clip: ``ClipGradByValue`` / ``ClipGradByNorm`` / ``ClipGradByGlobalNorm`` (eager).
@@ -272,6 +263,13 @@ class Optimizer:
             raise ValueError(f"num_samples must be >= 0, got {num_samples}")
         self._num_samples += int(num_samples)
         self._batches += 1
+        if self.model_average is not None and not self.eager:
+            self.model_average.finish_batch()
+
+    def finish_pass(self) -> None:
+        """End of a pass (the model average's window limit follows the pass length)."""
+        if self.model_average is not None and not self.eager:
+            self.model_average.finish_pass()
 
     # ------------------------------------------------------------------ buffers
     def _state(self, key: str, value: Any, momentum: float) -> dict[str, Any]:
@@ -308,6 +306,15 @@ class Optimizer:
         """
         if config is not None and getattr(config, "is_static", False):
             return
+        avg = self.model_average
+        if avg is not None and not self.eager:
+            avg.before_update(key, value, rows)
+            self._update(key, value, grad, config, rows)
+            avg.after_update(key, value, rows)
+        else:
+            self._update(key, value, grad, config, rows)
+
+    def _update(self, key: str, value: Any, grad: Any, config: Any, rows: Any) -> None:
         lr, mu, l2, l1, clip = self._settings(config)
         if rows is not None:
             self._update_rows(key, value, grad, rows, lr, mu, l1, l2, clip)
@@ -355,6 +362,10 @@ class Optimizer:
         (``state_dict`` is unchanged): it becomes views of the run's flat state.
         """
         items = list(items)
+        if self.model_average is not None and not self.eager:
+            for key, value, grad, config in items:  # the averager follows each parameter
+                self.update(key, value, grad, config)
+            return
         sig = tuple((k, id(v), id(g), self._settings_key(c)) for k, v, g, c in items)
         plan = self._plans.get(sig)
         if plan is None:
@@ -496,6 +507,8 @@ class Optimizer:
         d[f"{_COUNTERS}.batch_id"] = np.array(self._batches, dtype=np.int64)
         d[f"{_COUNTERS}.pass_id"] = np.array(self._pass, dtype=np.int64)
         d[f"{_COUNTERS}.learning_rate"] = np.array(self.learning_rate, dtype=np.float64)
+        if self.model_average is not None:
+            d.update(self.model_average.state_dict())
         return d
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
@@ -503,7 +516,16 @@ class Optimizer:
         if not isinstance(d, Mapping):
             raise TypeError(f"state dict must be a mapping, got {type(d).__name__}")
         counters = {"num_samples_processed", "batch_id", "pass_id", "learning_rate"}
+        averages = {k: v for k, v in d.items()
+                    if k.startswith("__model_average__.") or ".avg_" in k}
+        if averages:
+            if self.model_average is None:
+                raise ValueError("the state dict holds model-average sums but this optimizer "
+                                 "has no model_average")
+            self.model_average.load_state_dict(averages)
         for full, arr in d.items():
+            if full in averages:
+                continue
             key, sep, name = full.rpartition(".")
             if not sep:
                 raise ValueError(f"state dict key {full!r} is not '<parameter>.<state>'")

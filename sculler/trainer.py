@@ -10,6 +10,7 @@ metrics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -134,11 +135,16 @@ class SGD:
         if not self._resume:
             self._next_pass = self._next_batch = 0
         self._resume = False
+        average = self.optimizer.model_average
+        if average is not None:
+            average.restore()  # train on the raw values
         handler(E.BeginTraining())
         for pass_id in range(self._next_pass, num_passes):
             self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
             if checkpoint is not None:
                 self.save_checkpoint(checkpoint)
+        if average is not None:
+            average.apply()  # infer / to_tar after training see the averaged parameters
         handler(E.EndTraining())
 
     def _run_pass(self, pass_id: int, reader: Callable, feeder: DataFeeder, handler: Callable,
@@ -183,10 +189,12 @@ class SGD:
         if skip == 0:
             self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
+        self.optimizer.finish_pass()
         metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
                     total_cost / max(samples, 1), metrics)
-        handler(E.EndPass(pass_id, metrics))
+        with self._averaged():
+            handler(E.EndPass(pass_id, metrics))
 
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
@@ -229,8 +237,18 @@ class SGD:
         return metrics_of(self._batch_evals)
 
     # ------------------------------------------------------------------ testing
+    def _averaged(self) -> contextlib.AbstractContextManager:
+        """The optimizer's ModelAverage values in the parameters for the ``with`` block."""
+        average = self.optimizer.model_average
+        return average.averaged() if average is not None else contextlib.nullcontext()
+
     def test(self, reader: Callable[[], Iterable[Any]], feeding: Any = None) -> E.TestResult:
-        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode."""
+        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode
+        (with the averaged parameters when the optimizer has a ModelAverage)."""
+        with self._averaged():
+            return self._test(reader, feeding)
+
+    def _test(self, reader: Callable[[], Iterable[Any]], feeding: Any) -> E.TestResult:
         feeder = DataFeeder(self.topology.data_type(), feeding)
         evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
         total, samples = 0.0, 0
@@ -245,7 +263,9 @@ class SGD:
         return E.TestResult(total / samples, metrics_of(evals))
 
     def save_parameter_to_tar(self, f: Any) -> None:
-        self.parameters.to_tar(f)
+        """The parameters in PaddlePaddle's tar format (averaged ones with a ModelAverage)."""
+        with self._averaged():
+            self.parameters.to_tar(f)
 
     # ------------------------------------------------------------------ checkpoints
     @property
@@ -257,8 +277,14 @@ class SGD:
         file (JSON metadata), written to a temp file and renamed (atomic)."""
         from safetensors.numpy import save_file
 
+        average = self.optimizer.model_average
+        applied = average is not None and average.applied
+        if applied:
+            average.restore()  # checkpoint the raw training values
         tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
                    for n in self.parameters.names()}
+        if applied:
+            average.apply()
         for k, v in self.optimizer.state_dict().items():
             tensors[f"opt/{k}"] = np.array(to_numpy(v), order="C")
         rng = {"global": np.random.get_state()}
@@ -286,6 +312,8 @@ class SGD:
         stopped (bit-identical at pass boundaries)."""
         from safetensors import safe_open
 
+        if self.optimizer.model_average is not None:
+            self.optimizer.model_average.restore()
         with safe_open(path, framework="numpy") as f:
             raw = (f.metadata() or {}).get("sculler")
             if raw is None:

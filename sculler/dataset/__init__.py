@@ -1,7 +1,8 @@
 """Data sets as readers (``paddle.v2.dataset``): downloaded ones are md5-checked and cached
 under :data:`sculler.dataset.common.DATA_HOME`; ``digits`` ships offline."""
 
-__all__ = ["common", "digits", "mnist", "uci_housing", "imdb", "imikolov", "movielens"]
+__all__ = ["common", "digits", "mnist", "uci_housing", "imdb", "imikolov", "movielens", "cifar",
+           "conll05", "wmt14", "sentiment"]
 
 
 def __getattr__(name: str):
