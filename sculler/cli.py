@@ -69,6 +69,7 @@ def make_optimizer(settings: dict) -> Any:
         learning_rate=settings["learning_rate"],
         regularization=settings.get("regularization"),
         gradient_clipping_threshold=settings.get("gradient_clipping_threshold"),
+        model_average=settings.get("model_average"),
         **keywords, **method.kwargs,
     )
 

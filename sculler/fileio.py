@@ -17,10 +17,11 @@ import contextlib
 import io
 import json
 import os
-import tarfile
-import tempfile
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = ["FileFormatError", "atomic_write", "binary", "check_input_path", "describe",
            "is_path", "open_safetensors", "read_tar"]
@@ -132,6 +133,8 @@ def atomic_write(f: Any, write: Callable[[BinaryIO], None], what: str = "write",
         os.makedirs(directory, exist_ok=True)
     elif not os.path.isdir(directory):
         raise FileNotFoundError(f"{what}: directory {directory!r} of {path!r} does not exist")
+    import tempfile  # imported where used: import sculler stays light
+
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{_temp_prefix(path)}{os.getpid()}-",
                                suffix=_TMP_SUFFIX)
     try:
@@ -170,6 +173,8 @@ def read_tar(f: Any, what: str) -> tuple[dict[str, bytes], str]:
         FileFormatError: not a tar, truncated, or with data after its end; names the file
         (and the entry where there is one).
     """
+    import tarfile
+
     data, name = _read_all(f, what)
     if not data:
         raise FileFormatError(f"{what}: {name} is empty")

@@ -209,4 +209,6 @@ def rank_cost(left: LayerOutput, right: LayerOutput, label: LayerOutput, weight:
 from sculler.v2.cost_layers import *  # noqa: E402,F401,F403
 from sculler.v2.dense_layers import *  # noqa: E402,F401,F403
 from sculler.v2.image_layers import *  # noqa: E402,F401,F403
+from sculler.v2.recurrent_layers import *  # noqa: E402,F401,F403
 from sculler.v2.sequence_layers import *  # noqa: E402,F401,F403
+from sculler.v2.structured_costs import *  # noqa: E402,F401,F403

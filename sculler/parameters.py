@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import io
 import struct
-import tarfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -24,6 +23,9 @@ from sculler.topology import Topology
 from sculler.v2 import runtime
 from sculler.v2.protobuf import decode_parameter_config, encode_parameter_config
 from sculler.validate import as_array, exact_shape
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = ["Parameters", "create"]
 
@@ -130,6 +132,8 @@ class Parameters:
         """Write every parameter in PaddlePaddle v2's tar format (atomic for a path)."""
 
         def write(stream: BinaryIO) -> None:
+            import tarfile
+
             with tarfile.open(fileobj=stream, mode="w") as tar:
                 for name in self.names():
                     buf = io.BytesIO()
@@ -225,6 +229,8 @@ def _read_values(raw: bytes, where: str, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    import tarfile
+
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))

@@ -18,7 +18,6 @@ import os
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import save as _st_save
 
 from sculler.backend import to_numpy
 from sculler.eager.tensor import Tensor
@@ -69,6 +68,8 @@ def save(obj: Any, path: str | os.PathLike, protocol: int = 4, **configs: Any) -
     arrays: dict = {}
     structure = _encode(obj, arrays, "obj")
     meta = {"sculler": json.dumps({"format": SAVE_FORMAT, "structure": structure})}
+    from safetensors.numpy import save as _st_save
+
     blob = _st_save(arrays, metadata=meta)
     atomic_write(path, lambda stream: stream.write(blob), "save", make_dirs=True)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import tarfile
 from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
@@ -165,6 +164,8 @@ class Topology:
             blobs["parameters.tar"] = buf.getvalue()
 
         def write(stream: BinaryIO) -> None:
+            import tarfile
+
             with tarfile.open(fileobj=stream, mode="w") as tar:
                 for name, data in blobs.items():
                     info = tarfile.TarInfo(name)

@@ -10,6 +10,7 @@ metrics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -101,6 +102,8 @@ class SGD:
         self.optimizer = update_equation
         mc = self.topology.proto()
         self.network = Network(mc, parameters.parameter_set)
+        # dense parameters in one buffer: the optimizer updates them in a few flat passes
+        parameters.parameter_set.pack(self.network.used_parameters)
         self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
         self._pass_evals = self.network.evaluators
         self._cost_names = [layer.name for layer in self.network.cost_layers()]
@@ -146,11 +149,16 @@ class SGD:
         if not self._resume:
             self._next_pass = self._next_batch = 0
         self._resume = False
+        average = self.optimizer.model_average
+        if average is not None:
+            average.restore()  # train on the raw values
         handler(E.BeginTraining())
         for pass_id in range(self._next_pass, num_passes):
             self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
             if checkpoint is not None:
                 self.save_checkpoint(checkpoint)
+        if average is not None:
+            average.apply()  # infer / to_tar after training see the averaged parameters
         handler(E.EndTraining())
 
     def _run_pass(self, pass_id: int, reader: Callable, feeder: DataFeeder, handler: Callable,
@@ -195,10 +203,12 @@ class SGD:
         if skip == 0:
             self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
+        self.optimizer.finish_pass()
         metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
                     total_cost / max(samples, 1), metrics)
-        handler(E.EndPass(pass_id, metrics))
+        with self._averaged():
+            handler(E.EndPass(pass_id, metrics))
 
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
@@ -217,6 +227,7 @@ class SGD:
 
     def _update(self, frozen: set[str]) -> None:
         opt = self.optimizer
+        dense = []
         for p in self._ready:
             if p.name in frozen or p.config.is_static or p.grad is None:
                 continue
@@ -225,7 +236,8 @@ class SGD:
                 if rows.size:
                     opt.update(p.name, p.value, p.grad[rows], config=p.config, rows=rows)
             else:
-                opt.update(p.name, p.value, p.grad, config=p.config)
+                dense.append((p.name, p.value, p.grad, p.config))
+        opt.update_dense(dense)
 
     def _eval_batch(self) -> dict[str, float]:
         """Add the batch to the pass's evaluators; the batch's own metrics come from a second
@@ -239,8 +251,18 @@ class SGD:
         return metrics_of(self._batch_evals)
 
     # ------------------------------------------------------------------ testing
+    def _averaged(self) -> contextlib.AbstractContextManager:
+        """The optimizer's ModelAverage values in the parameters for the ``with`` block."""
+        average = self.optimizer.model_average
+        return average.averaged() if average is not None else contextlib.nullcontext()
+
     def test(self, reader: Callable[[], Iterable[Any]], feeding: Any = None) -> E.TestResult:
-        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode."""
+        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode
+        (with the averaged parameters when the optimizer has a ModelAverage)."""
+        with self._averaged():
+            return self._test(reader, feeding)
+
+    def _test(self, reader: Callable[[], Iterable[Any]], feeding: Any) -> E.TestResult:
         feeder = DataFeeder(self.topology.data_type(), feeding)
         evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
         total, samples = 0.0, 0
@@ -256,7 +278,9 @@ class SGD:
         return E.TestResult(total / samples, metrics_of(evals))
 
     def save_parameter_to_tar(self, f: Any) -> None:
-        self.parameters.to_tar(f)
+        """The parameters in PaddlePaddle's tar format (averaged ones with a ModelAverage)."""
+        with self._averaged():
+            self.parameters.to_tar(f)
 
     # ------------------------------------------------------------------ checkpoints
     @property
@@ -268,8 +292,14 @@ class SGD:
         file (JSON metadata), written atomically (:func:`sculler.fileio.atomic_write`)."""
         from safetensors.numpy import save as safetensors_bytes
 
+        average = self.optimizer.model_average
+        applied = average is not None and average.applied
+        if applied:
+            average.restore()  # checkpoint the raw training values
         tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
                    for n in self.parameters.names()}
+        if applied:
+            average.apply()
         for k, v in self.optimizer.state_dict().items():
             tensors[f"opt/{k}"] = np.array(to_numpy(v), order="C")
         rng = {"global": np.random.get_state()}
@@ -311,6 +341,8 @@ class SGD:
             raise ValueError(f"load_checkpoint: {path!r} is a checkpoint of another model: "
                              f"parameters {foreign} are not in this model, {missing} are not "
                              "in the checkpoint")
+        if self.optimizer.model_average is not None:
+            self.optimizer.model_average.restore()
         try:
             for name, v in params.items():
                 self.parameters.set(name, v)

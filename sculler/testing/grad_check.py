@@ -37,6 +37,8 @@ class InputDef:
     ``low``/``high`` bound dense values (keep them away from kinks and poles); ``nnz`` is the
     number of nonzeros per row of sparse inputs; ``attrs`` become the input's config attrs;
     ``param`` are attributes of the input's weight (e.g. ``{"sparse_update": True}``).
+    ``seq_lengths`` fixes the sequence lengths of a sequence input (the batch then has
+    ``sum(seq_lengths)`` rows; the smaller batch of the buffer-reuse check takes a prefix).
     """
 
     kind: str
@@ -47,6 +49,7 @@ class InputDef:
     nnz: int = 3
     attrs: dict[str, Any] = field(default_factory=dict)
     param: dict[str, Any] | None = None
+    seq_lengths: tuple[int, ...] | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -120,9 +123,21 @@ def _sub_starts(rng, seq_starts: np.ndarray) -> np.ndarray:
     return np.asarray(subs, dtype=np.int64)
 
 
+def _fixed_starts(lengths, batch: int) -> np.ndarray | None:
+    """Offsets of the longest prefix of ``lengths`` (at least one) that fits ``batch`` rows."""
+    if lengths is None:
+        return None
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    keep = max(2, int(np.searchsorted(starts, batch, side="right")))
+    return starts[:keep]
+
+
 def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool) -> Argument:
     """A random argument of kind ``d.kind`` with ``batch`` rows (time steps for sequences)."""
     dtype = backend.get_default_dtype()
+    fixed = _fixed_starts(d.seq_lengths, batch)
+    if fixed is not None:
+        batch = int(fixed[-1])
     arg = Argument()
     if d.kind in ("label", "sequence_label"):
         arg.ids = rng.randint(0, d.size, size=batch).astype(np.int64)
@@ -139,7 +154,7 @@ def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool)
         value = rng.uniform(d.low, d.high, size=shape).astype(dtype)
         arg.value = value.T if trans else value
     if d.kind.startswith("sequence") or d.kind == "hassub_sequence_data":
-        arg.seq_starts = _seq_starts(rng, batch)
+        arg.seq_starts = fixed if fixed is not None else _seq_starts(rng, batch)
     if d.kind == "hassub_sequence_data":
         arg.sub_seq_starts = _sub_starts(rng, arg.seq_starts)
     return arg

@@ -1,0 +1,444 @@
+"""Recurrent cell kernels: one time step of LSTM, GRU and plain RNN, forward and backward.
+
+Every function works on the ``n`` rows of the sequences active at one step (a prefix of the
+previous step's rows, see :mod:`sculler.math.seq2batch`), in place, into buffers the caller
+owns, so nothing is allocated per step. ``None`` for the previous state means "first step"
+(``h_{-1} = c_{-1} = 0``): the recurrent terms are skipped, not computed with zeros.
+
+Layouts are PaddlePaddle's (``reference/sequence_layers.md`` section 4):
+
+- LSTM gates ``[c~ | i | f | o]`` (each ``H`` wide); peepholes ``(3, H)`` rows ``p_i, p_f, p_o``;
+  ``o`` looks at the new cell ``c_t``.
+- GRU gates ``[z | r | c~]``; the reset product ``r * h_{t-1}`` (not ``h_{t-1}``) feeds the
+  candidate's weight; ``h_t = (1 - z) h_{t-1} + z c~``.
+
+Cell activations are those PaddlePaddle's kernels support: sigmoid (argument clamped to
+[-40, 13] as in ``hl_cpu_functions.cc``), tanh, relu and linear. A backward takes the
+activation's *output* ``y`` and scales ``dy`` by ``f'`` written in terms of ``y``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.math.blas import small_gemms
+
+__all__ = [
+    "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
+    "lstm_step_backward", "gru_step_forward", "gru_step_backward",
+]
+
+SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
+
+
+class CellActivation:
+    """An activation used inside a recurrent cell: ``forward(x, out=None)`` writes ``f(x)``
+    into ``out`` (default: ``x`` itself); ``backward(y, dy, tmp)``: ``dy *= f'(x)`` computed
+    from ``y = f(x)`` (``tmp``: scratch of ``y``'s shape)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.forward = getattr(self, f"_{name}")
+        self.backward = getattr(self, f"_{name}_grad")
+
+    @staticmethod
+    def _sigmoid(x, out=None) -> None:
+        out = x if out is None else out
+        np.negative(x, out=out)
+        np.clip(out, -SIGMOID_MAX, -SIGMOID_MIN, out=out)
+        np.exp(out, out=out)
+        out += 1.0
+        np.reciprocal(out, out=out)
+
+    @staticmethod
+    def _sigmoid_grad(y, dy, tmp) -> None:
+        np.subtract(1.0, y, out=tmp)
+        tmp *= y
+        dy *= tmp
+
+    @staticmethod
+    def _tanh(x, out=None) -> None:
+        np.tanh(x, out=x if out is None else out)
+
+    @staticmethod
+    def _tanh_grad(y, dy, tmp) -> None:
+        np.multiply(y, y, out=tmp)
+        np.subtract(1.0, tmp, out=tmp)
+        dy *= tmp
+
+    @staticmethod
+    def _relu(x, out=None) -> None:
+        np.maximum(x, 0.0, out=x if out is None else out)
+
+    @staticmethod
+    def _relu_grad(y, dy, tmp) -> None:
+        np.greater(y, 0.0, out=tmp)
+        dy *= tmp
+
+    @staticmethod
+    def _linear(x, out=None) -> None:
+        if out is not None:
+            out[...] = x
+
+    @staticmethod
+    def _linear_grad(y, dy, tmp) -> None:
+        return None
+
+
+CELL_ACTIVATIONS = ("sigmoid", "tanh", "relu", "linear")
+_ALIASES = {"": "linear", None: "linear", "identity": "linear"}
+_CELL: dict[str, CellActivation] = {}
+
+
+def cell_activation(name: str | None, what: str = "activation") -> CellActivation:
+    """The cell activation called ``name``; ValueError for one the recurrent kernels lack."""
+    name = _ALIASES.get(name, name)
+    if name not in CELL_ACTIVATIONS:
+        raise ValueError(f"{what} {name!r} is not supported inside a recurrent cell; use one of "
+                         f"{list(CELL_ACTIVATIONS)} (PaddlePaddle's hppl activations)")
+    act = _CELL.get(name)
+    if act is None:
+        act = _CELL[name] = CellActivation(name)
+    return act
+
+
+def gate_blocks(gates, count: int):
+    """``(count, n, H)`` view of gates: a gate-major array as is, an ``(n, count * H)`` row
+    layout as a strided view (gate ``k`` is ``view[k]``)."""
+    if gates.ndim == 3:
+        return gates
+    n = gates.shape[0]
+    return gates.reshape(n, count, -1).transpose(1, 0, 2)
+
+
+def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
+    """One LSTM step for ``n`` active rows; ``gates`` becomes ``[a | i | f | o]``.
+
+    ``a = act(g_c)``, ``i = gate(g_i + c_prev p_i)``, ``f = gate(g_f + c_prev p_f)``,
+    ``c = a i + c_prev f``, ``o = gate(g_o + c p_o)``, ``h = o state_act(c)``.
+
+    Args:
+        gates: pre-activations ``[g_c | g_i | g_f | g_o]`` (input + bias + h_prev W), either
+            gate-major (4, n, H) (fastest: every gate block contiguous) or (n, 4H).
+        c_prev: (n, H) previous cell, or None at the first step.
+        peepholes: (3, H) ``[p_i; p_f; p_o]``, or None.
+        c, state, h: (n, H) outputs: the cell, ``state_act(c)`` and the hidden output.
+        acts: ``(act, gate_act, state_act)`` :class:`CellActivation` s.
+        tmp: flat scratch of at least 2nH elements.
+    """
+    act, gate_act, state_act = acts
+    n, hs = c.shape
+    gates = gate_blocks(gates, 4)
+    a, i_f, o = gates[0], gates[1:3], gates[3]
+    if c_prev is not None and peepholes is not None:
+        peep = tmp[:2 * n * hs].reshape(2, n, hs)
+        np.multiply(c_prev[None], peepholes[:2, None, :], out=peep)
+        i_f += peep
+    act.forward(a)
+    gate_act.forward(i_f)
+    np.multiply(a, i_f[0], out=c)
+    t1 = tmp[:n * hs].reshape(n, hs)
+    if c_prev is not None:
+        np.multiply(c_prev, i_f[1], out=t1)
+        c += t1
+    if peepholes is not None:
+        np.multiply(c, peepholes[2], out=t1)
+        o += t1
+    gate_act.forward(o)
+    state_act.forward(c, out=state)
+    np.multiply(o, state, out=h)
+
+
+def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev, acts,
+                       tmp) -> None:
+    """Backward of :func:`lstm_step_forward` for one step.
+
+    ``dh`` (n, H) is dL/dh_t complete; ``dc`` (n, H) holds what later steps gave dL/dc_t and
+    receives this step's total. Writes ``dgates`` (dL/d pre-activations, in the layout of
+    ``gates``: (4, n, H) or (n, 4H)); adds ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev``
+    (n, H) unless it is None (first step). ``gates`` are the activated ``[a | i | f | o]``;
+    ``tmp`` is flat scratch of at least 2nH elements.
+    """
+    act, gate_act, state_act = acts
+    n, hs = dh.shape
+    gates, dgates = gate_blocks(gates, 4), gate_blocks(dgates, 4)
+    t1 = tmp[:n * hs].reshape(n, hs)
+    a, i_f, o = gates[0], gates[1:3], gates[3]
+    dga, dg_if, dgo = dgates[0], dgates[1:3], dgates[3]
+    np.multiply(dh, state, out=dgo)
+    gate_act.backward(o, dgo, t1)
+    np.multiply(dh, o, out=dga)  # dL/dstate, then through state_act into dc
+    state_act.backward(state, dga, t1)
+    dc += dga
+    if peepholes is not None:
+        np.multiply(dgo, peepholes[2], out=t1)
+        dc += t1
+    np.multiply(dc, i_f[0], out=dga)
+    act.backward(a, dga, t1)
+    np.multiply(dc, a, out=dg_if[0])
+    if c_prev is None:
+        gate_act.backward(i_f[0], dg_if[0], t1)
+        dg_if[1] = 0.0
+        return
+    np.multiply(dc, c_prev, out=dg_if[1])
+    t2 = tmp[:2 * n * hs].reshape(2, n, hs)
+    gate_act.backward(i_f, dg_if, t2)
+    np.multiply(dc, i_f[1], out=t1)
+    dc_prev += t1
+    if peepholes is not None:
+        np.multiply(dg_if, peepholes[:2, None, :], out=t2)
+        dc_prev += t2[0]
+        dc_prev += t2[1]
+
+
+def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
+    """One GRU step for ``n`` active rows; ``gates`` becomes ``[z | r | c~]``.
+
+    ``[z|r] = gate(g_zr + h_prev W_g)``, ``c~ = act(g_c + (r h_prev) W_c)``,
+    ``h = h_prev + z (c~ - h_prev)`` (``z c~`` at the first step).
+
+    Args:
+        gates: (n, 3H) input + bias ``[g_z | g_r | g_c]``.
+        h_prev: (n, H) previous output, or None at the first step.
+        w_gate: (H, 2H) ``[U_z | U_r]``; w_cand: (H, H).
+        reset_h: (n, H) receives ``r h_prev`` (kept for backward; untouched at the first step).
+        h: (n, H) output.
+        acts: ``(act, gate_act)``; tmp: flat scratch of at least 2nH elements.
+    """
+    act, gate_act = acts
+    n, hs = h.shape
+    zr, cand = gates[:, :2 * hs], gates[:, 2 * hs:]
+    if h_prev is not None:
+        prod_zr = tmp[:2 * n * hs].reshape(n, 2 * hs)
+        np.matmul(h_prev, w_gate, out=prod_zr)
+        zr += prod_zr
+    gate_act.forward(zr)
+    z = zr[:, :hs]
+    if h_prev is None:
+        act.forward(cand)
+        np.multiply(z, cand, out=h)
+        return
+    np.multiply(zr[:, hs:], h_prev, out=reset_h)
+    prod = tmp[:n * hs].reshape(n, hs)
+    np.matmul(reset_h, w_cand, out=prod)
+    cand += prod
+    act.forward(cand)
+    np.subtract(cand, h_prev, out=h)
+    h *= z
+    h += h_prev
+
+
+def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp) -> None:
+    """Backward of :func:`gru_step_forward` for one step.
+
+    ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (n, 3H) (dL/d pre-activations) and
+    adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is flat scratch of at
+    least 2nH elements.
+    """
+    act, gate_act = acts
+    n, hs = dh.shape
+    z, r, cand = gates[:, :hs], gates[:, hs:2 * hs], gates[:, 2 * hs:]
+    dgz, dgr, dgc = dgates[:, :hs], dgates[:, hs:2 * hs], dgates[:, 2 * hs:]
+    t1, t2 = tmp[:n * hs].reshape(n, hs), tmp[n * hs:2 * n * hs].reshape(n, hs)
+    np.multiply(dh, z, out=dgc)
+    act.backward(cand, dgc, t1)
+    if h_prev is None:
+        np.multiply(dh, cand, out=dgz)
+        gate_act.backward(z, dgz, t1)
+        dgr[...] = 0.0
+        return
+    np.subtract(cand, h_prev, out=dgz)
+    dgz *= dh
+    gate_act.backward(z, dgz, t1)
+    np.multiply(dh, z, out=t1)  # dh_prev += dh (1 - z)
+    np.subtract(dh, t1, out=t1)
+    dh_prev += t1
+    np.matmul(dgc, w_cand.T, out=t1)  # dL/d(r h_prev)
+    np.multiply(t1, h_prev, out=dgr)
+    gate_act.backward(r, dgr, t2)
+    t1 *= r
+    dh_prev += t1
+    np.matmul(dgates[:, :2 * hs], w_gate.T, out=t1)
+    dh_prev += t1
+
+
+# ---- whole batches of sequences, time-major (see sculler.math.seq2batch.SequenceBatch) ----
+
+def _steps(plan) -> tuple[list[int], list[int]]:
+    return plan.step_starts.tolist(), plan.batch_sizes.tolist()
+
+
+def _step_gemm(sizes: list[int], weight) -> int:
+    """Multiply-adds of the largest per-step product ``(n, H) @ weight``."""
+    return (sizes[0] if sizes else 0) * weight.size
+
+
+def previous_rows(plan):
+    """For every time-major row of steps 1.. (rows ``step_starts[1]:``), the time-major row of
+    the same sequence one step earlier: ``h_prev[step_starts[1]:] = h[previous_rows(plan)]``."""
+    starts, sizes = plan.step_starts, plan.batch_sizes
+    step_of_row = np.repeat(np.arange(1, sizes.size), sizes[1:])
+    return np.arange(int(starts[1]) if sizes.size else 0, int(starts[-1])) - (
+        starts[step_of_row] - starts[step_of_row - 1])
+
+
+def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
+    """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
+    activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
+    flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
+    starts, sizes = _steps(plan)
+    hs = h.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    tmp = tmp[w4.size:]
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            g = gates[:, starts[t]:starts[t + 1]]
+            c_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(h[prev], w4, out=prod)
+                g += prod
+                c_prev = c[prev]
+            lstm_step_forward(g, c_prev, peepholes, c[starts[t]:starts[t + 1]],
+                              state[starts[t]:starts[t + 1]], h[starts[t]:starts[t + 1]], acts,
+                              tmp)
+
+
+def _gate_major_weight(weight, tmp):
+    """(H, 4H) ``W`` -> contiguous (4, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
+    hs = weight.shape[0]
+    w4 = tmp[:weight.size].reshape(4, hs, hs)
+    np.copyto(w4, weight.reshape(hs, 4, hs).transpose(1, 0, 2))
+    return w4
+
+
+def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
+                  tmp) -> None:
+    """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
+    output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
+    ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
+    starts, sizes = _steps(plan)
+    hs = dh.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    w4_t = w4.transpose(0, 2, 1)
+    tmp = tmp[w4.size:]
+    dc[...] = 0.0
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            c_prev = dc_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                c_prev, dc_prev = c[prev], dc[prev]
+            dg = dgates[:, rows]
+            lstm_step_backward(gates[:, rows], c_prev, peepholes, state[rows], dh[rows],
+                               dc[rows], dg, dc_prev, acts, tmp)
+            if t:
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(dg, w4_t, out=prod)
+                dh_prev = dh[prev]
+                for k in range(4):
+                    dh_prev += prod[k]
+
+
+def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
+    """``dW += h_prev^T dg`` over the rows of steps 1..: ``h_prev = h[prev]`` (gathered into
+    ``gathered``, (len(prev), H)), ``dg`` the last ``len(prev)`` rows of ``dgates``; ``dw_tmp``
+    is scratch shaped like ``dweight``."""
+    if dweight is None or not prev.size:
+        return
+    np.take(h, prev, axis=0, out=gathered)
+    with small_gemms(gathered.size * dgates.shape[1]):
+        np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
+    dweight += dw_tmp
+
+
+def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw_tmp) -> None:
+    """Gradients of the LSTM's parameters from ``dgates`` (4, rows, H): ``dW += h_prev^T dg``
+    (``dweight`` (H, 4H)); ``dbias`` (7H,) gets ``sum dg`` and, past 4H, the peephole terms
+    ``sum dg_i c_prev``, ``sum dg_f c_prev``, ``sum dg_o c`` (when it is 7H). ``prev`` =
+    :func:`previous_rows`; ``gathered``, ``tmp``, ``dw_tmp``: (len(prev), H), flat (rows H) and
+    (4, H, H) scratch."""
+    hs = h.shape[1]
+    first = int(plan.step_starts[1]) if plan.num_steps else 0
+    if dweight is not None and prev.size:
+        np.take(h, prev, axis=0, out=gathered)
+        with small_gemms(gathered.size * 4 * hs):
+            np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
+        dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
+    if dbias is None:
+        return
+    dbias[:4 * hs] += dgates.sum(axis=1).reshape(-1)
+    if dbias.size == 4 * hs:
+        return
+    prod = tmp[:c.size].reshape(c.shape)
+    np.multiply(dgates[3], c, out=prod)
+    dbias[6 * hs:] += prod.sum(axis=0)
+    if prev.size:
+        np.take(c, prev, axis=0, out=gathered)
+        prod = tmp[:gathered.size].reshape(gathered.shape)
+        for k in (1, 2):
+            np.multiply(dgates[k, first:], gathered, out=prod)
+            dbias[(3 + k) * hs:(4 + k) * hs] += prod.sum(axis=0)
+
+
+def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
+    """GRU over all steps: ``gates`` (rows, 3H) time-major input + bias in, activated
+    ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows of step 0
+    untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H``."""
+    starts, sizes = _steps(plan)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t, n in enumerate(sizes):
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
+            gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
+
+
+def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
+    """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
+    output and receives the recurrent terms; writes ``dgates`` (rows, 3H)."""
+    starts, sizes = _steps(plan)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = dh_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                h_prev, dh_prev = h[prev], dh[prev]
+            gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
+                              acts, tmp)
+
+
+def rnn_forward(plan, y, weight, act, tmp) -> None:
+    """Plain RNN over all steps: ``y`` (rows, H) time-major ``x + b`` in,
+    ``y_t = act(x_t + b + y_{t-1} W)`` out, in place; ``tmp`` flat scratch of
+    ``batch_sizes[0] * H``."""
+    starts, sizes = _steps(plan)
+    hs = y.shape[1]
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            rows = y[starts[t]:starts[t + 1]]
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
+                rows += prod
+            act.forward(rows)
+
+
+def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
+    """Backward of :func:`rnn_forward`: ``dy`` (rows, H) dL/dy in, dL/d(pre-activation) out
+    (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
+    starts, sizes = _steps(plan)
+    hs = y.shape[1]
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(dy[rows], weight.T, out=prod)
+                dy[starts[t - 1]:starts[t - 1] + n] += prod
