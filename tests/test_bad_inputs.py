@@ -280,6 +280,9 @@ CASES = [
     ("dense vector of wrong width", lambda t: _train(
         lambda: iter([[(np.ones(5, np.float32), 1)]])),
      ValueError, ["'x'", "4", "5"]),
+    ("float label 1.7", lambda t: _train(
+        lambda: iter([[(np.ones(4, np.float32), 1.7)]])),
+     ValueError, ["'y'", "1.7", "integer"]),
     ("label out of range", lambda t: _train(
         lambda: iter([[(np.ones(4, np.float32), 7)]])),
      ValueError, ["'y'", "7", "3"]),
