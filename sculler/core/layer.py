@@ -139,6 +139,8 @@ class Layer:
         self.pass_type = PASS_TEST
         self.dtype = backend.get_default_dtype()
         self._bufs: dict[str, Any] = {}
+        # attr.Extra(error_clipping_threshold=t): dL/dy clipped to [-t, t] before backward
+        self.error_clipping_threshold = float(config.attrs.get("error_clipping_threshold") or 0)
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -251,7 +253,17 @@ class Layer:
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
+    def clip_error(self) -> None:
+        """Clip the output gradient elementwise to [-t, t] when the layer has an
+        ``error_clipping_threshold`` t > 0 (PaddlePaddle clips before the activation's
+        backward); every ``backward_activation`` starts with it."""
+        t = self.error_clipping_threshold
+        if t > 0 and self.output.grad is not None:
+            backend.get_array_module(self.output.grad).clip(
+                self.output.grad, -t, t, out=self.output.grad)
+
     def backward_activation(self) -> None:
+        self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
             grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)

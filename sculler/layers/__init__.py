@@ -16,5 +16,6 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    recurrent_step,
     similarity,
 )
