@@ -114,6 +114,12 @@ class Layer:
         return {}
 
     @classmethod
+    def extra_parameters(cls, config: LayerConfig, inputs: list[LayerConfig]) -> list:
+        """ParameterConfigs the layer uses besides its weights and bias (a recurrent group's
+        step parameters); the builder adds them to the model."""
+        return []
+
+    @classmethod
     def check_config(cls, config: LayerConfig, inputs: list[LayerConfig]) -> None:
         n = len(inputs)
         if n < cls.min_inputs or (cls.max_inputs is not None and n > cls.max_inputs):

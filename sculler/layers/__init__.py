@@ -16,6 +16,7 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    recurrent_group,
     recurrent_step,
     similarity,
 )
