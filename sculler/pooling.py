@@ -23,7 +23,13 @@ class BasePool:
 
 
 class Max(BasePool):
+    """Maximum; with ``output_max_index=True`` (sequence pooling only) the output is the
+    batch row index of each maximum instead of its value."""
+
     name = "max"
+
+    def __init__(self, output_max_index: bool | None = None):
+        self.output_max_index = output_max_index
 
 
 class Avg(BasePool):

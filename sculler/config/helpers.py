@@ -45,6 +45,7 @@ __all__ = [
     "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
+    "lstmemory", "grumemory", "recurrent_layer",
 ]
 
 # v1 activation names
@@ -85,6 +86,9 @@ cross_entropy = _helper(_v2.cross_entropy_cost)
 square_error_cost = regression_cost = mse_cost = _helper(_v2.square_error_cost)
 cos_sim = _helper(_v2.cos_sim)
 rank_cost = _helper(_v2.rank_cost)
+lstmemory = _helper(_v2.lstmemory)
+grumemory = _helper(_v2.grumemory)
+recurrent_layer = _helper(_v2.recurrent)
 
 
 def outputs(*layers: Any) -> None:

@@ -250,12 +250,19 @@ class Layer:
             col_sum(self.output.grad, self.bias.w_grad)
             self.bias.parameter.inc_update(callback)
 
+    def activation_starts(self):
+        """The positions sequence_softmax normalises over: the sub-sequences of a nested
+        output (as PaddlePaddle's later engine does, so attention works per sub-sequence),
+        else its sequences."""
+        out = self.output
+        return out.sub_seq_starts if out.sub_seq_starts is not None else out.seq_starts
+
     def forward_activation(self) -> None:
         value = self.output.value
         if self.activation.needs_input:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
-        self.activation.forward(value, self.output.seq_starts)
+        self.activation.forward(value, self.activation_starts())
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
@@ -276,7 +283,7 @@ class Layer:
         pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if (
             self.activation.needs_input
         ) else None
-        self.activation.backward(pre, self.output.value, grad, self.output.seq_starts)
+        self.activation.backward(pre, self.output.value, grad, self.activation_starts())
 
     def _forward_dropout(self, value) -> None:
         """Training: zero each unit with probability ``drop_rate``; test: scale by

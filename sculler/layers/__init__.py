@@ -16,7 +16,10 @@ from sculler.layers import (  # noqa: F401
     mixed,
     norm,
     pool,
+    recurrent,
     recurrent_group,
     recurrent_step,
+    sequence,
+    sequence_shape,
     similarity,
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.math import segment
 
 BRELU_MAX = 24.0
 SOFTRELU_CLIP = 40.0
@@ -160,34 +161,30 @@ NEEDS_INPUT = frozenset({"log", "abs", "square", "softsign"})
 
 
 def segment_softmax(x, seq_starts):
-    """Softmax over each sequence of a (T, 1) column; ``seq_starts`` has T at its end."""
+    """Softmax over each sequence of a (T, 1) column; ``seq_starts`` has T at its end. Empty
+    sequences hold no rows and are skipped."""
     xp = get_array_module(x)
-    col = x.reshape(-1)
-    starts = np.asarray(seq_starts[:-1])
-    seg_max = np.maximum.reduceat(_host(col), starts) if xp is np else xp.asarray(
-        [col[s:e].max() for s, e in zip(seq_starts[:-1], seq_starts[1:])]
-    )
-    lengths = np.diff(np.asarray(seq_starts))
-    e = xp.exp(col - xp.repeat(xp.asarray(seg_max), lengths))
-    sums = _reduceat(xp, e, starts)
-    return (e / xp.repeat(sums, lengths)).reshape(x.shape)
+    col = x.reshape(-1, 1)
+    lens = xp.asarray(segment.lengths(seq_starts))
+    seg_max = xp.empty((lens.size, 1), dtype=x.dtype)
+    full = np.flatnonzero(segment.lengths(seq_starts))
+    seg_max[...] = 0
+    if full.size:
+        seg_max[xp.asarray(full)] = xp.asarray(
+            np.maximum.reduceat(_host(col), np.asarray(seq_starts[:-1])[full], axis=0))
+    e = xp.exp(col - xp.repeat(seg_max, lens, axis=0))
+    sums = segment.segment_sum(e, seq_starts, xp.empty_like(seg_max))
+    return (e / xp.repeat(sums, lens, axis=0)).reshape(x.shape)
 
 
 def segment_softmax_grad(y, dy, seq_starts):
     """Per sequence: dx = y * (dy - sum(dy * y))."""
     xp = get_array_module(y)
-    starts = np.asarray(seq_starts[:-1])
-    lengths = np.diff(np.asarray(seq_starts))
-    yc, dyc = y.reshape(-1), dy.reshape(-1)
-    dots = _reduceat(xp, dyc * yc, starts)
-    return (yc * (dyc - xp.repeat(dots, lengths))).reshape(y.shape)
+    lens = xp.asarray(segment.lengths(seq_starts))
+    yc, dyc = y.reshape(-1, 1), dy.reshape(-1, 1)
+    dots = segment.segment_sum(dyc * yc, seq_starts, xp.empty((lens.size, 1), dtype=y.dtype))
+    return (yc * (dyc - xp.repeat(dots, lens, axis=0))).reshape(y.shape)
 
 
 def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
-
-
-def _reduceat(xp, values, starts):
-    if xp is np:
-        return np.add.reduceat(values, starts)
-    return xp.asarray(np.add.reduceat(_host(values), starts))

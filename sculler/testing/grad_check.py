@@ -11,6 +11,7 @@ batch give the same results as a fresh network, and that the config survives a J
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ class InputDef:
     ``low``/``high`` bound dense values (keep them away from kinks and poles); ``nnz`` is the
     number of nonzeros per row of sparse inputs; ``attrs`` become the input's config attrs;
     ``param`` are attributes of the input's weight (e.g. ``{"sparse_update": True}``).
+    ``seq_lengths`` fixes the sequence lengths of a sequence input (the batch then has
+    ``sum(seq_lengths)`` rows; the smaller batch of the buffer-reuse check takes a prefix).
     """
 
     kind: str
@@ -46,6 +49,7 @@ class InputDef:
     nnz: int = 3
     attrs: dict[str, Any] = field(default_factory=dict)
     param: dict[str, Any] | None = None
+    seq_lengths: tuple[int, ...] | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -74,11 +78,16 @@ INPUT_SPARSE_FLOAT_VALUE_DATA = _kind("sparse_float_value_data")
 @dataclass
 class TestConfig:
     """The layer's settings (``size``, ``active_type``, ``drop_rate``, and any other key goes
-    to ``attrs``), its inputs, and whether it has a bias (None = the layer type's default)."""
+    to ``attrs``), its inputs, and whether it has a bias (None = the layer type's default).
+
+    ``make_inputs(batch, rng) -> [Argument, ...]`` replaces the random inputs when the inputs
+    must agree with each other (e.g. one row per sequence of another input); ``inputs`` still
+    declare the data layers' kinds and widths."""
 
     layer: dict[str, Any] = field(default_factory=dict)
     inputs: list[InputDef] = field(default_factory=list)
     bias: bool | dict | None = None
+    make_inputs: Callable[[int, np.random.RandomState], list[Argument]] | None = None
 
     __test__ = False  # not a pytest test class
 
@@ -114,9 +123,21 @@ def _sub_starts(rng, seq_starts: np.ndarray) -> np.ndarray:
     return np.asarray(subs, dtype=np.int64)
 
 
+def _fixed_starts(lengths, batch: int) -> np.ndarray | None:
+    """Offsets of the longest prefix of ``lengths`` (at least one) that fits ``batch`` rows."""
+    if lengths is None:
+        return None
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    keep = max(2, int(np.searchsorted(starts, batch, side="right")))
+    return starts[:keep]
+
+
 def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool) -> Argument:
     """A random argument of kind ``d.kind`` with ``batch`` rows (time steps for sequences)."""
     dtype = backend.get_default_dtype()
+    fixed = _fixed_starts(d.seq_lengths, batch)
+    if fixed is not None:
+        batch = int(fixed[-1])
     arg = Argument()
     if d.kind in ("label", "sequence_label"):
         arg.ids = rng.randint(0, d.size, size=batch).astype(np.int64)
@@ -133,7 +154,7 @@ def make_input(d: InputDef, batch: int, rng: np.random.RandomState, trans: bool)
         value = rng.uniform(d.low, d.high, size=shape).astype(dtype)
         arg.value = value.T if trans else value
     if d.kind.startswith("sequence") or d.kind == "hassub_sequence_data":
-        arg.seq_starts = _seq_starts(rng, batch)
+        arg.seq_starts = fixed if fixed is not None else _seq_starts(rng, batch)
     if d.kind == "hassub_sequence_data":
         arg.sub_seq_starts = _sub_starts(rng, arg.seq_starts)
     return arg
@@ -170,6 +191,8 @@ class _Harness:
         self.layer = self.net.get_layer("test_layer")
 
     def inputs(self, batch: int) -> list[Argument]:
+        if self.config.make_inputs is not None:
+            return self.config.make_inputs(batch, self.rng)
         return [make_input(d, batch, self.rng, self.trans) for d in self.config.inputs]
 
     def run(self, net: Network, args: list[Argument], weight) -> tuple[np.ndarray, dict]:
@@ -219,7 +242,8 @@ def check_layer_grad(
     if isinstance(config, dict):
         settings = dict(config)
         config = TestConfig(
-            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None)
+            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),
+            make_inputs=settings.pop("make_inputs", None),
         )
     with backend.default_dtype(np.float64):
         model = build_test_model(config, layer_type)

@@ -1,0 +1,229 @@
+"""Sequence aggregation: ``seqlastins`` (last_seq / first_seq), ``max`` and ``average`` pooling.
+
+Each layer reduces segments of its (packed) input sequence to one row:
+
+- ``trans_type="non-seq"`` (``AggregateLevel.TO_NO_SEQUENCE``, default): one row per top-level
+  sequence (a nested input is flattened); the output is not a sequence;
+- ``trans_type="seq"`` (``TO_SEQUENCE``): the input must be nested; one row per sub-sequence, and
+  the output is a sequence per sample (PaddlePaddle's degraded positions);
+- ``seq_pool_stride=k > 0`` (plain sequences only): each sequence is cut into windows of ``k``
+  rows and reduced per window; the output is a sequence of ``ceil(L / k)`` rows. Windows start
+  at the front, except for first_seq, whose windows are aligned to the end.
+
+The helpers here (:func:`sequence_origin`, :func:`require_sequences`, :func:`require_nonempty`)
+are shared by the other sequence layer modules for their error messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.backend import get_array_module
+from sculler.core.layer import Layer, register_layer
+from sculler.math import segment as S
+
+
+def sequence_origin(layer: Layer, i: int, starts) -> str:
+    """Who made the positions ``starts`` of input ``i``: ``data layer 'x'`` or ``layer 'y'``
+    (following the inputs that pass the same positions through)."""
+    src = layer.inputs[i]
+    while True:
+        nxt = next((p for p in src.inputs if p.output.seq_starts is starts
+                    or p.output.sub_seq_starts is starts), None)
+        if nxt is None:
+            break
+        src = nxt
+    kind = "data layer" if src.type_name == "data" else "layer"
+    return f"{kind} {src.name!r}"
+
+
+def require_sequences(layer: Layer, i: int, nested: bool | None = None, what: str = ""):
+    """The input's Argument; ValueError unless it is a sequence (``nested``: True = must be
+    nested, False = must not be, None = either)."""
+    arg = layer.get_input(i)
+    who = f"layer {layer.name!r} ({layer.type_name}{what})"
+    if arg.seq_starts is None:
+        raise ValueError(f"{who}: input {i} ({layer.inputs[i].name!r}) must be a sequence, got "
+                         f"{arg.describe()}")
+    if nested and arg.sub_seq_starts is None:
+        raise ValueError(f"{who}: input {i} ({layer.inputs[i].name!r}) must be a nested "
+                         "sequence (a *_sub_sequence data type), got a plain sequence")
+    if nested is False and arg.sub_seq_starts is not None:
+        raise ValueError(f"{who}: input {i} ({layer.inputs[i].name!r}) must be a plain "
+                         "sequence, got a nested sequence")
+    return arg
+
+
+def require_nonempty(layer: Layer, i: int, starts, why: str) -> None:
+    """ValueError naming the data layer and sample when a segment of ``starts`` (the input's
+    sequence or sub-sequence positions) is empty."""
+    empty = np.flatnonzero(S.lengths(starts) == 0)
+    if empty.size == 0:
+        return
+    arg, k = layer.get_input(i), int(empty[0])
+    origin = sequence_origin(layer, i, starts)
+    if starts is arg.sub_seq_starts:
+        sample = int(np.searchsorted(arg.seq_starts, starts[k], side="right") - 1)
+        sample = min(sample, arg.num_sequences - 1)
+        where = f"sub-sequence {k} (in sample {sample})"
+    else:
+        where = f"sequence {k} (sample {k})"
+    raise ValueError(f"layer {layer.name!r} ({layer.type_name}): {where} of input {i} "
+                     f"({layer.inputs[i].name!r}, positions from {origin}) is empty; {why}")
+
+
+class SequenceAggregate(Layer):
+    """Base of the aggregating layers: works out the segments to reduce and the output
+    layout from ``trans_type`` and ``seq_pool_stride``; subclasses reduce."""
+
+    max_inputs = 1
+    windows_from_end = False
+    allows_empty = False
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        level = config.attrs.get("trans_type", "non-seq")
+        if level not in ("non-seq", "seq"):
+            raise ValueError(f"layer {config.name!r} ({config.type}): trans_type (agg_level) "
+                             f"must be 'non-seq' or 'seq', got {level!r}")
+        if level == "seq" and int(config.attrs.get("seq_pool_stride", -1)) > 0:
+            raise ValueError(f"layer {config.name!r} ({config.type}): stride needs "
+                             "agg_level=TO_NO_SEQUENCE (a stride is for plain sequences)")
+        return inputs[0].size
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(segments to reduce, output seq_starts or None)`` for this batch."""
+        level = self.attr("trans_type", "non-seq")
+        stride = int(self.attr("seq_pool_stride", -1))
+        arg = require_sequences(self, 0, nested=True if level == "seq" else None,
+                                what=f", agg_level={level!r}")
+        if level == "seq":
+            segs, out = arg.sub_seq_starts, S.degrade(arg.seq_starts, arg.sub_seq_starts)
+            self._check_empty(segs)
+            ambiguous = np.isin(segs[:-1], arg.seq_starts[1:-1]) & (S.lengths(segs) == 0)
+            if ambiguous.any():
+                k = int(np.flatnonzero(ambiguous)[0])
+                raise ValueError(
+                    f"layer {self.name!r} ({self.type_name}): sub-sequence {k} of input 0 "
+                    f"({self.inputs[0].name!r}, positions from "
+                    f"{sequence_origin(self, 0, segs)}) is empty and lies on the boundary "
+                    "between two samples, so agg_level=TO_SEQUENCE cannot tell which sample "
+                    "it belongs to; drop empty sub-sequences at the ends of samples")
+            return segs, out
+        if stride > 0:
+            if arg.sub_seq_starts is not None:
+                raise ValueError(f"layer {self.name!r} ({self.type_name}): stride={stride} needs "
+                                 f"a plain sequence; input 0 ({self.inputs[0].name!r}) is nested")
+            self._check_empty(arg.seq_starts)
+            return S.window_starts(arg.seq_starts, stride, self.windows_from_end)
+        self._check_empty(arg.seq_starts)
+        return arg.seq_starts, None
+
+    def _check_empty(self, starts) -> None:
+        if not self.allows_empty:
+            require_nonempty(self, 0, starts, f"{self.type_name} needs at least one row")
+
+    def finish_forward(self, out_seq) -> None:
+        self.output.seq_starts, self.output.sub_seq_starts = out_seq, None
+        self.add_bias()
+        self.forward_activation()
+
+
+@register_layer("seqlastins")
+class SequenceLastInstanceLayer(SequenceAggregate):
+    """The last row of each segment (``y_i = x[end_i - 1]``), or the first with
+    ``select_first`` (first_seq); then bias and activation. Shapes: (T, D) -> (segments, D).
+
+    An empty segment is a ValueError naming the data layer and sample (PaddlePaddle would read
+    a neighbouring sequence's row)."""
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        self.windows_from_end = bool(self.attr("select_first", False))
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        segs, out_seq = self.segments()
+        self._rows = segs[:-1] if self.windows_from_end else segs[1:] - 1
+        x = self.get_input_value(0)
+        out = self.reserve_output(len(self._rows), self.size)
+        out[...] = x[get_array_module(x).asarray(self._rows)]
+        self.finish_forward(out_seq)
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        self.backward_bias(callback)
+        g = self.get_input_grad(0)
+        if g is not None:
+            g[get_array_module(g).asarray(self._rows)] += self.output.grad
+
+
+@register_layer("max")
+class MaxPoolingLayer(SequenceAggregate):
+    """Per-dimension maximum over each segment: ``y_ij = max_t x_tj`` (gradient to the first
+    arg-max row). With ``output_max_index`` the output is the absolute batch row of each
+    maximum, as a float, and there is no backward. Shapes: (T, D) -> (segments, D)."""
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        segs, out_seq = self.segments()
+        out = self.reserve_output(len(segs) - 1, self.size)
+        self._argmax = S.segment_max(self.get_input_value(0), segs, out)
+        if self.attr("output_max_index", False):
+            out[...] = self._argmax
+        self.finish_forward(out_seq)
+
+    def backward(self, callback=None) -> None:
+        if self.attr("output_max_index", False):
+            raise ValueError(f"layer {self.name!r} (max): output_max_index=True outputs row "
+                             "indices and has no gradient; do not train through it")
+        self.backward_activation()
+        self.backward_bias(callback)
+        g = self.get_input_grad(0)
+        if g is not None:
+            cols = get_array_module(g).arange(self.size)[None, :]
+            g[self._argmax, cols] += self.output.grad
+
+
+@register_layer("average")
+class AveragePoolingLayer(SequenceAggregate):
+    """``y_i = s_i * sum of segment i`` with ``s_i`` = 1/L (``average_strategy='average'``),
+    1 (``'sum'``) or 1/sqrt(L) (``'squarerootn'``). An empty segment gives a zero row (then
+    bias and activation), as in PaddlePaddle. Shapes: (T, D) -> (segments, D)."""
+
+    allows_empty = True
+    STRATEGIES = ("average", "sum", "squarerootn")
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        strategy = config.attrs.get("average_strategy", "average")
+        if strategy not in cls.STRATEGIES:
+            raise ValueError(f"layer {config.name!r} (average): average_strategy must be one of "
+                             f"{cls.STRATEGIES}, got {strategy!r}")
+        return super().infer_size(config, inputs)
+
+    def _scales(self, lens, dtype):
+        strategy = self.attr("average_strategy", "average")
+        safe = np.maximum(lens, 1).astype(dtype)
+        if strategy == "sum":
+            return np.ones_like(safe)
+        return 1.0 / (safe if strategy == "average" else np.sqrt(safe))
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        segs, out_seq = self.segments()
+        out = self.reserve_output(len(segs) - 1, self.size)
+        S.segment_sum(self.get_input_value(0), segs, out)
+        self._segs, xp = segs, get_array_module(out)
+        self._scale = xp.asarray(self._scales(S.lengths(segs), out.dtype))[:, None]
+        out *= self._scale
+        self.finish_forward(out_seq)
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        self.backward_bias(callback)
+        g = self.get_input_grad(0)
+        if g is not None:
+            xp = get_array_module(g)
+            g += xp.repeat(self.output.grad * self._scale, xp.asarray(S.lengths(self._segs)),
+                           axis=0)

@@ -1,0 +1,116 @@
+"""Segment operations on packed sequences: reductions, windows and index maps.
+
+A batch of sequences is packed without padding; ``starts`` (``(n + 1,)`` host int64, ending with
+the number of rows) cuts the rows into ``n`` segments ``x[starts[i]:starts[i + 1]]``. Segments may
+be empty. Every function here works on whole batches with array operations (``reduceat``,
+``repeat``, fancy indexing); nothing loops over segments in Python.
+
+Example:
+    >>> import numpy as np
+    >>> x = np.arange(5.0).reshape(5, 1)
+    >>> out = np.empty((3, 1))
+    >>> segment_sum(x, np.array([0, 2, 2, 5]), out)[:, 0].tolist()
+    [1.0, 0.0, 9.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.backend import get_array_module
+
+__all__ = [
+    "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
+    "degrade", "starts_from_lengths",
+]
+
+
+def lengths(starts) -> np.ndarray:
+    """Rows per segment, ``(n,)``."""
+    return np.diff(np.asarray(starts, dtype=np.int64))
+
+
+def starts_from_lengths(lens) -> np.ndarray:
+    """``[0, l0, l0 + l1, ...]``: the starts of consecutive segments of these lengths."""
+    out = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=out[1:])
+    return out
+
+
+def segment_of_rows(starts) -> np.ndarray:
+    """Segment index of every row, ``(starts[-1],)``."""
+    lens = lengths(starts)
+    return np.repeat(np.arange(lens.size, dtype=np.int64), lens)
+
+
+def ranges(begins, lens) -> np.ndarray:
+    """Concatenated ``arange(begins[i], begins[i] + lens[i])`` for all i."""
+    begins, lens = np.asarray(begins, dtype=np.int64), np.asarray(lens, dtype=np.int64)
+    offsets = starts_from_lengths(lens)
+    pos = np.arange(offsets[-1], dtype=np.int64)
+    return pos - np.repeat(offsets[:-1] - begins, lens)
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def segment_sum(x, starts, out):
+    """``out[i] = sum of the rows of segment i`` (zero for an empty segment); returns ``out``.
+
+    ``x`` is ``(starts[-1], d)``, ``out`` is ``(n, d)``.
+    """
+    xp = get_array_module(out)
+    lens = lengths(starts)
+    out[...] = 0
+    full = lens > 0
+    if full.any():
+        sums = np.add.reduceat(_host(x), np.asarray(starts[:-1])[full], axis=0)
+        out[xp.asarray(np.flatnonzero(full))] = xp.asarray(sums)
+    return out
+
+
+def segment_max(x, starts, out):
+    """``out[i, j] = max over the rows of segment i of x[:, j]``; returns the absolute row of
+    each maximum, ``(n, d)`` int64 (the first row on ties). Every segment must be non-empty."""
+    xp = get_array_module(out)
+    s = np.asarray(starts[:-1])
+    hx = _host(x)
+    best = np.maximum.reduceat(hx, s, axis=0)
+    rows = np.arange(hx.shape[0], dtype=np.int64)[:, None]
+    hit = np.where(hx == np.repeat(best, lengths(starts), axis=0), rows, hx.shape[0])
+    out[...] = xp.asarray(best)
+    return xp.asarray(np.minimum.reduceat(hit, s, axis=0))
+
+
+def window_starts(starts, stride: int, from_end: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Cut every segment into windows of ``stride`` rows.
+
+    Windows start at the segment's front (the last one may be short) or, with ``from_end``,
+    are aligned to its end (the first one may be short): length 9, stride 5 gives windows of
+    5 + 4 rows, or of 4 + 5 rows from the end. Returns ``(win, out_starts)``: ``win`` cuts the
+    rows into all windows of all segments (an empty segment has none) and ``out_starts`` groups
+    the windows by segment (``ceil(L / stride)`` each).
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = lengths(starts)
+    counts = -(-lens // stride)
+    out_starts = starts_from_lengths(counts)
+    j = np.arange(out_starts[-1], dtype=np.int64) - np.repeat(out_starts[:-1], counts)
+    begin, seg_len, seg_count = (np.repeat(a, counts) for a in (starts[:-1], lens, counts))
+    if from_end:
+        offset = np.maximum(0, seg_len - (seg_count - j) * stride)
+    else:
+        offset = j * stride
+    win = np.append(begin + offset, starts[-1])
+    return win, out_starts
+
+
+def degrade(seq_starts, sub_starts) -> np.ndarray:
+    """Top-level starts counted in sub-sequences (PaddlePaddle's degradeSequence): sequence i
+    holds sub-sequences ``out[i]:out[i + 1]``. An empty sub-sequence lying on a boundary
+    between two sequences is counted in the later one (the packed layout cannot tell)."""
+    sub = np.asarray(sub_starts, dtype=np.int64)
+    out = np.searchsorted(sub[:-1], np.asarray(seq_starts, dtype=np.int64), side="left")
+    out[-1] = sub.size - 1
+    return out.astype(np.int64)
