@@ -1,6 +1,7 @@
 """Built-in layers, one family per module; importing this package registers them all."""
 
 from sculler.layers import (  # noqa: F401
+    beam_search,
     conv,
     cost,
     cost_extra,

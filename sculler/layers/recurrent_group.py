@@ -72,7 +72,7 @@ class RecurrentGroupLayer(Layer):
         self.out_links = a["out_links"]
         self.reverse = bool(a.get("reverse", False))
         self.target = int(a.get("target_inlink") or 0)
-        if not self.in_links:
+        if not self.in_links and not a.get("generator"):
             raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
                              "sequence or a nested sequence")
         self.boot_bias = {m["agent"]: Weight(parameter_map[m["boot_bias"]])
@@ -157,7 +157,8 @@ class RecurrentGroupLayer(Layer):
                 links.append((None, arg.ids[p.rows]))
         statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
                    for k, s in enumerate(self.statics)]
-        boots = [self._boot(m, plan) for m in self.memories]
+        n0 = plan.frames[0][0] if plan.num_steps else 0
+        boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
         for t in range(plan.num_steps):
             net = self.frame(t)
             n = plan.frames[t][0]
@@ -191,23 +192,24 @@ class RecurrentGroupLayer(Layer):
             net.run_forward(pass_type)
         self._gather_out_links(plan)
 
-    def _boot(self, m: dict, plan: GroupPlan):
-        """(value, ids) of memory ``m`` at step 0, for the samples sorted longest first."""
-        n0 = plan.frames[0][0] if plan.num_steps else 0
+    def _boot(self, m: dict, rows, num_samples: int):
+        """(value, ids) of memory ``m`` at step 0 for the samples ``rows`` (of
+        ``num_samples``), in that order."""
+        n0 = len(rows)
         size = int(m["size"])
         if m.get("boot") is not None:
             arg = self.get_input(m["boot"])
             if arg.seq_starts is not None:
                 raise NotImplementedError(f"recurrent group {self.name!r}: memory "
                                           f"{m['agent']!r} booted from a sequence")
-            if arg.batch_size != plan.num_samples:
+            if arg.batch_size != num_samples:
                 raise ValueError(
                     f"recurrent group {self.name!r}: boot layer of memory {m['agent']!r} has "
-                    f"{arg.batch_size} rows, expected one per sample ({plan.num_samples})")
+                    f"{arg.batch_size} rows, expected one per sample ({num_samples})")
             if arg.value is None:
-                return None, arg.ids[plan.order[:n0]]
+                return None, arg.ids[rows]
             buf = self.scratch("boot_" + m["agent"], (n0, size))
-            np.take(arg.value, plan.order[:n0], axis=0, out=buf)
+            np.take(arg.value, rows, axis=0, out=buf)
             return buf, None
         if m.get("boot_const_id") is not None:
             return None, np.full(n0, int(m["boot_const_id"]), dtype=np.int64)

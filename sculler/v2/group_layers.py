@@ -40,8 +40,10 @@ from sculler.v2.layer_base import (
 
 __all__ = [
     "recurrent_group", "memory", "StaticInput", "SubsequenceInput", "get_output", "gru_step",
-    "gru_step_naive", "lstm_step", "MemoryOutput",
+    "gru_step_naive", "lstm_step", "MemoryOutput", "GeneratedInput", "beam_search",
 ]
+
+PREDICT = "__beam_search_predict__"
 
 
 class StaticInput:
@@ -178,7 +180,8 @@ class _StepBuilder:
             if node.name not in by_name:  # a finished `with mixed()` block records twice
                 by_name[node.name] = node
                 inner[id(node)] = node
-        memories = [n for n in by_name.values() if isinstance(n, MemoryOutput)]
+        memories = [n for n in by_name.values() if isinstance(n, MemoryOutput)
+                    and not n.config.attrs.get("generated")]
         roots = list(outs) + list(agents)
         for m in memories:
             link = m.config.attrs.get("link")
@@ -290,6 +293,92 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
                                         inputs=[InputConfig(group)],
                                         attrs={"arg_name": o.name}), [node]) for o in outs]
     return gathered[0] if len(gathered) == 1 else gathered
+
+
+class GeneratedInput:
+    """The previously generated word inside a ``beam_search`` step: the step receives
+    ``embedding(<ids generated at t-1, bos at t=0>, size=embedding_size,
+    param_attr=Param(name=embedding_name))``, sharing the table with the training-time
+    target embedding of that name; ``size`` is the vocabulary size."""
+
+    def __init__(self, size: int, embedding_name: str, embedding_size: int):
+        if size <= 0 or embedding_size <= 0:
+            raise ValueError(f"GeneratedInput: size {size} and embedding_size {embedding_size} "
+                             "must be positive")
+        self.size = int(size)
+        self.embedding_name = embedding_name
+        self.embedding_size = int(embedding_size)
+
+
+def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
+                eos_id: int, beam_size: int, max_length: int = 500, name: str | None = None,
+                num_results_per_sample: int | None = None) -> LayerOutput:
+    """Generate sequences with the step network ``step`` by beam search.
+
+    ``input``: StaticInputs and exactly one :class:`GeneratedInput`, passed to ``step`` in
+    that order; ``step`` returns the next-word probabilities (a softmax over ``size`` words).
+    Each path's score is the sum of ``ln p`` of its words; a path ends at ``eos_id`` or after
+    ``max_length`` words. The layer's ``value`` is (samples, num_results) path scores, best
+    first; its ``ids`` the paths, as ``infer(field=['prob', 'id'])`` returns them in
+    PaddlePaddle (see :mod:`sculler.layers.beam_search`).
+    """
+    group = name or auto_name("beam_search")
+    items = list(input) if isinstance(input, (list, tuple)) else [input]
+    gens = [i for i in items if isinstance(i, GeneratedInput)]
+    if len(gens) != 1:
+        raise ValueError(f"beam_search {group!r}: input needs exactly one GeneratedInput, got "
+                         f"{len(gens)}")
+    num_results = int(num_results_per_sample or beam_size)
+    if not 1 <= num_results <= beam_size:
+        raise ValueError(f"beam_search {group!r}: num_results_per_sample {num_results} must be "
+                         f"in [1, beam_size={beam_size}]")
+    if max_length < 1:
+        raise ValueError(f"beam_search {group!r}: max_length must be >= 1, got {max_length}")
+    gen = gens[0]
+    sb = _StepBuilder(group)
+    agents, statics, embed_agents = [], [], []
+    with record_layers() as created:
+        for i, item in enumerate(items):
+            if isinstance(item, StaticInput):
+                agent = _agent(item.input.name, item.input.size, "static")
+                statics.append((item.input, agent))
+                agents.append(agent)
+            elif isinstance(item, GeneratedInput):
+                mem = _agent(PREDICT, gen.size, "memory", MemoryOutput)
+                mem.config.attrs.update(generated=True)
+                embed_agents.append(mem)
+                agents.append(make_layer(
+                    "embedding", [mem], size=gen.embedding_size, bias_attr=False,
+                    param_attr=ParameterAttribute(name=gen.embedding_name)))
+            else:
+                raise TypeError(f"beam_search {group!r}: input {i} must be a StaticInput or "
+                                f"the GeneratedInput, got {type(item).__name__}")
+        result = step(*agents)
+    outs = as_inputs(result, f"beam_search {group!r} step result")
+    if len(outs) > 1:
+        raise NotImplementedError(f"beam_search {group!r}: extra step outputs (data "
+                                  "out-links) are not supported; return the probabilities only")
+    probs = outs[0]
+    if probs.size != gen.size:
+        raise ValueError(f"beam_search {group!r}: the step's first output {probs.name!r} has "
+                         f"width {probs.size}, expected the vocabulary size {gen.size}")
+    model, mem_specs = sb.build(created, outs, [a for _, a in statics] + embed_agents)
+    static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
+                    for src, a in statics]
+    if not sb.outer:
+        raise ValueError(f"beam_search {group!r}: needs a StaticInput or a memory with a "
+                         "boot_layer (they give the number of samples)")
+    config = LayerConfig(
+        name=group, type="beam_search", size=num_results,
+        inputs=[InputConfig(o.name) for o in sb.outer],
+        attrs={"step_model": model.to_dict(), "in_links": [], "statics": static_specs,
+               "memories": mem_specs,
+               "out_links": [{"layer": _suffix(probs.name, group), "name": probs.name}],
+               "generator": {"agent": _suffix(PREDICT, group),
+                             "prob_layer": _suffix(probs.name, group), "bos_id": int(bos_id),
+                             "eos_id": int(eos_id), "beam_size": int(beam_size),
+                             "max_length": int(max_length), "num_results": num_results}})
+    return LayerOutput(config, list(sb.outer))
 
 
 def get_output(input: LayerOutput, arg_name: str, name: str | None = None,  # noqa: A002
