@@ -32,6 +32,7 @@ from sculler.config.config_parser import (
     Layer,
     Outputs,
     Settings,
+    _context,
     adopt,
     get_config_arg,
 )
@@ -45,7 +46,10 @@ __all__ = [
     "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
-    "lstmemory", "grumemory", "recurrent_layer",
+    "lstmemory", "grumemory", "recurrent_layer", "recurrent_group", "beam_search", "memory",
+    "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer", "gru_step_layer",
+    "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit", "lstmemory_group", "gru_unit",
+    "gru_group", "simple_gru", "simple_attention", "dot_product_attention",
 ]
 
 # v1 activation names
@@ -89,6 +93,62 @@ rank_cost = _helper(_v2.rank_cost)
 lstmemory = _helper(_v2.lstmemory)
 grumemory = _helper(_v2.grumemory)
 recurrent_layer = _helper(_v2.recurrent)
+
+
+def _group_helper(v2_function):
+    """A v1 helper for a function that runs a step function (a recurrent group): the layers
+    the step makes belong to the group's step model, not to the config, so they are taken
+    back out of the config and only the group (and its out-links) are added."""
+
+    def helper(*args: Any, **kwargs: Any) -> Any:
+        ctx = _context()
+        n_layers, n_adopted, n_inputs = len(ctx.builder._layers), len(ctx.adopted), len(
+            ctx.inputs)
+        out = v2_function(*args, **kwargs)
+        for lc in ctx.builder._layers[n_layers:]:
+            ctx.layers.pop(lc.name, None)
+            ctx.builder._weight_attrs.pop(lc.name, None)
+            ctx.builder._bias_attrs.pop(lc.name, None)
+        del ctx.builder._layers[n_layers:]
+        del ctx.adopted[n_adopted:]
+        del ctx.inputs[n_inputs:]
+        _adopt_tree(ctx, out if isinstance(out, list) else [out])
+        return out
+
+    helper.__name__ = v2_function.__name__
+    helper.__doc__ = v2_function.__doc__
+    return helper
+
+
+def _adopt_tree(ctx: Any, nodes: list) -> None:
+    """Adopt ``nodes`` and, parents first, every ancestor the config does not have yet (the
+    layers a network helper made outside its group, such as simple_gru's transform)."""
+    for node in nodes:
+        if node.name in ctx.layers:
+            continue
+        _adopt_tree(ctx, node.parents)
+        adopt(node, node.weight_attrs, node.bias_attr)
+
+
+from sculler import networks as _networks  # noqa: E402
+
+recurrent_group = _group_helper(_v2.recurrent_group)
+beam_search = _group_helper(_v2.beam_search)
+memory = _v2.memory
+StaticInput = _v2.StaticInput
+SubsequenceInput = _v2.SubsequenceInput
+GeneratedInput = _v2.GeneratedInput
+get_output_layer = _helper(_v2.get_output)
+gru_step_layer = _helper(_v2.gru_step)
+gru_step_naive_layer = _v2.gru_step_naive
+lstm_step_layer = _helper(_v2.lstm_step)
+lstmemory_unit = _networks.lstmemory_unit
+gru_unit = _networks.gru_unit
+simple_attention = _networks.simple_attention
+dot_product_attention = _networks.dot_product_attention
+lstmemory_group = _group_helper(_networks.lstmemory_group)
+gru_group = _group_helper(_networks.gru_group)
+simple_gru = _group_helper(_networks.simple_gru)
 
 
 def outputs(*layers: Any) -> None:
