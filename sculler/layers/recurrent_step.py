@@ -16,8 +16,9 @@ previous cell ``c_prev`` (N, H), bias = peepholes ``[p_i | p_f | p_o]`` (1, 3H):
     c = a i + c_prev f; o = gate(g_o + c p_o); h = o state_act(c)
 
 Output ``h``; the secondary output ``'state'`` holds ``c``, read with ``get_output``. The cell
-activations are limited to sigmoid, tanh, relu and linear, as in PaddlePaddle. Neither layer
-applies its ``act`` to the output (``act`` is the candidate's activation).
+activations are limited to sigmoid, tanh, relu and linear, as in PaddlePaddle (the kernels of
+:mod:`sculler.math.rnn` that grumemory/lstmemory use, sigmoid clamped as PaddlePaddle's).
+Neither layer applies its ``act`` to the output (``act`` is the candidate's activation).
 
 ``get_output`` (type ``get_output``, attr ``arg_name``) exposes a secondary output of its
 input layer (``layer.extra_outputs[arg_name]``) as an ordinary layer output.
@@ -25,23 +26,20 @@ input layer (``layer.extra_outputs[arg_name]``) as an ordinary layer output.
 
 from __future__ import annotations
 
-import numpy as np
-
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
-from sculler.math import activation as K
+from sculler.math import rnn
 from sculler.math.blas import col_sum
-
-CELL_ACTS = ("sigmoid", "tanh", "relu", "linear")
 
 
 def _cell_act(layer_name: str, what: str, name: str | None, default: str):
-    """(forward, gradient) kernels of a cell activation, one of ``CELL_ACTS``."""
-    name = {"": default, None: default, "identity": "linear"}.get(name, name)
-    if name not in CELL_ACTS:
-        raise ValueError(f"layer {layer_name!r}: {what} must be one of {CELL_ACTS}, got "
-                         f"{name!r}")
-    return getattr(K, name), getattr(K, name + "_grad")
+    """The cell activation ``name`` (``default`` when unset), one of sigmoid, tanh, relu and
+    linear."""
+    name = default if name in (None, "") else name
+    try:
+        return rnn.cell_activation(name, what)
+    except ValueError as e:
+        raise ValueError(f"layer {layer_name!r}: {e}") from None
 
 
 class _StepLayer(Layer):
@@ -55,10 +53,18 @@ class _StepLayer(Layer):
         self.check_input_width(1, second)
         return self.check_same_batch()
 
+    def _prev_grad(self, n: int):
+        """dL/d(input 1), or a scratch sink when that input needs no gradient."""
+        g = self.get_input_grad(1)
+        if g is None:
+            g = self.scratch("prev_grad_sink", (n, self.size))
+        return g
+
 
 @register_layer("gru_step")
 class GruStepLayer(_StepLayer):
-    """One GRU step (see the module doc); attrs ``active_gate_type`` (default sigmoid)."""
+    """One GRU step (see the module doc; kernels of :mod:`sculler.math.rnn`, as grumemory);
+    attrs ``active_gate_type`` (default sigmoid)."""
 
     @classmethod
     def infer_size(cls, config, inputs):
@@ -80,9 +86,8 @@ class GruStepLayer(_StepLayer):
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
         h = self.size
-        self.act, self.act_grad = _cell_act(self.name, "act", self.config.active_type, "tanh")
-        self.gate, self.gate_grad = _cell_act(self.name, "gate_act",
-                                              self.attr("active_gate_type"), "sigmoid")
+        self.acts = (_cell_act(self.name, "act", self.config.active_type, "tanh"),
+                     _cell_act(self.name, "gate_act", self.attr("active_gate_type"), "sigmoid"))
         w = self.weights[0]
         self.w_gate = w.w.reshape(-1)[: 2 * h * h].reshape(h, 2 * h)
         self.w_cand = w.w.reshape(-1)[2 * h * h:].reshape(h, h)
@@ -94,22 +99,14 @@ class GruStepLayer(_StepLayer):
         super().forward(pass_type)
         h = self.size
         n = self._check_widths(3 * h, h)
-        x, h_prev = self.get_input_value(0), self.get_input_value(1)
         gates = self.scratch("gates", (n, 3 * h))  # z | r | c after activation
-        gates[...] = x
+        gates[...] = self.get_input_value(0)
         if self.bias is not None:
             gates += self.bias.w.reshape(1, -1)
-        gates[:, : 2 * h] += h_prev @ self.w_gate
-        self.gate(gates[:, : 2 * h], out=gates[:, : 2 * h])
-        reset = self.scratch("reset_h", (n, h))
-        np.multiply(gates[:, h: 2 * h], h_prev, out=reset)
-        cand = gates[:, 2 * h:]
-        cand += reset @ self.w_cand
-        self.act(cand, out=cand)
         out = self.reserve_output(n, h)
-        np.subtract(cand, h_prev, out=out)
-        out *= gates[:, :h]
-        out += h_prev
+        rnn.gru_step_forward(gates, self.get_input_value(1), self.w_gate, self.w_cand,
+                             self.scratch("reset_h", (n, h)), out, self.acts,
+                             self.scratch("tmp", (2 * n * h,)))
 
     def backward(self, callback=None) -> None:
         self.clip_error()
@@ -117,22 +114,14 @@ class GruStepLayer(_StepLayer):
         dh = self.output.grad
         h_prev = self.get_input_value(1)
         n = dh.shape[0]
-        gates = self.scratch("gates", (n, 3 * h))
-        z, r, cand = gates[:, :h], gates[:, h: 2 * h], gates[:, 2 * h:]
         dg = self.scratch("dgates", (n, 3 * h))
-        dg[:, :h] = self.gate_grad(None, z, dh * (cand - h_prev))
-        dg[:, 2 * h:] = self.act_grad(None, cand, dh * z)
-        d_reset = dg[:, 2 * h:] @ self.w_cand.T
-        dg[:, h: 2 * h] = self.gate_grad(None, r, d_reset * h_prev)
+        rnn.gru_step_backward(self.scratch("gates", (n, 3 * h)), h_prev, self.w_gate,
+                              self.w_cand, dh, dg, self._prev_grad(n), self.acts,
+                              self.scratch("tmp", (2 * n * h,)))
         w = self.weights[0]
         if w.w_grad is not None:
             self.dw_cand += self.scratch("reset_h", (n, h)).T @ dg[:, 2 * h:]
             self.dw_gate += h_prev.T @ dg[:, : 2 * h]
-        dh_prev = self.get_input_grad(1)
-        if dh_prev is not None:
-            dh_prev += dh * (1.0 - z)
-            dh_prev += d_reset * r
-            dh_prev += dg[:, : 2 * h] @ self.w_gate.T
         dx = self.get_input_grad(0)
         if dx is not None:
             dx += dg
@@ -145,8 +134,9 @@ class GruStepLayer(_StepLayer):
 
 @register_layer("lstm_step")
 class LstmStepLayer(_StepLayer):
-    """One LSTM step with peepholes (see the module doc); attrs ``active_gate_type``
-    (default sigmoid) and ``active_state_type`` (default tanh); secondary output ``state``."""
+    """One LSTM step with peepholes (see the module doc; kernels of :mod:`sculler.math.rnn`,
+    as lstmemory); attrs ``active_gate_type`` (default sigmoid) and ``active_state_type``
+    (default tanh); secondary output ``state``."""
 
     @classmethod
     def infer_size(cls, config, inputs):
@@ -165,46 +155,25 @@ class LstmStepLayer(_StepLayer):
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
-        self.act, self.act_grad = _cell_act(self.name, "act", self.config.active_type, "tanh")
-        self.gate, self.gate_grad = _cell_act(self.name, "gate_act",
-                                              self.attr("active_gate_type"), "sigmoid")
-        self.state_act, self.state_act_grad = _cell_act(
-            self.name, "state_act", self.attr("active_state_type"), "tanh")
+        self.acts = (
+            _cell_act(self.name, "act", self.config.active_type, "tanh"),
+            _cell_act(self.name, "gate_act", self.attr("active_gate_type"), "sigmoid"),
+            _cell_act(self.name, "state_act", self.attr("active_state_type"), "tanh"))
         self.state = Argument()
         self.extra_outputs = {"state": self.state}
-
-    def _peepholes(self):
-        h = self.size
-        if self.bias is None:
-            return None, None, None
-        p = self.bias.w.reshape(-1)
-        return p[:h], p[h: 2 * h], p[2 * h:]
+        self.peepholes = None if self.bias is None else self.bias.w.reshape(3, self.size)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         h = self.size
         n = self._check_widths(4 * h, h)
-        g, c_prev = self.get_input_value(0), self.get_input_value(1)
-        p_i, p_f, p_o = self._peepholes()
         gates = self.scratch("gates", (n, 4 * h))  # a | i | f | o after activation
-        gates[...] = g
-        if p_i is not None:
-            gates[:, h: 2 * h] += c_prev * p_i
-            gates[:, 2 * h: 3 * h] += c_prev * p_f
-        self.act(gates[:, :h], out=gates[:, :h])
-        self.gate(gates[:, h: 3 * h], out=gates[:, h: 3 * h])
-        a, i, f = gates[:, :h], gates[:, h: 2 * h], gates[:, 2 * h: 3 * h]
+        gates[...] = self.get_input_value(0)
         c = self.scratch("state", (n, h))
-        np.multiply(a, i, out=c)
-        c += c_prev * f
-        o = gates[:, 3 * h:]
-        if p_o is not None:
-            o += c * p_o
-        self.gate(o, out=o)
-        sc = self.scratch("state_act", (n, h))
-        self.state_act(c, out=sc)
         out = self.reserve_output(n, h)
-        np.multiply(o, sc, out=out)
+        rnn.lstm_step_forward(gates, self.get_input_value(1), self.peepholes, c,
+                              self.scratch("state_act", (n, h)), out, self.acts,
+                              self.scratch("tmp", (2 * n * h,)))
         self.state.value = c
         self.state.seq_starts = self.output.seq_starts
         self.state.sub_seq_starts = self.output.sub_seq_starts
@@ -219,34 +188,20 @@ class LstmStepLayer(_StepLayer):
         dh = self.output.grad
         n = dh.shape[0]
         c_prev = self.get_input_value(1)
-        p_i, p_f, p_o = self._peepholes()
-        gates = self.scratch("gates", (n, 4 * h))
-        a, i, f, o = (gates[:, k * h: (k + 1) * h] for k in range(4))
-        c = self.state.value
-        sc = self.scratch("state_act", (n, h))
+        dc = self.scratch("dc", (n, h))
+        dc[...] = self.state.grad
         dg = self.scratch("dgates", (n, 4 * h))
-        d_o = dg[:, 3 * h:]
-        d_o[...] = self.gate_grad(None, o, dh * sc)
-        dc = self.state.grad + self.state_act_grad(None, sc, dh * o)
-        if p_o is not None:
-            dc += d_o * p_o
-        dg[:, :h] = self.act_grad(None, a, dc * i)
-        dg[:, h: 2 * h] = self.gate_grad(None, i, dc * a)
-        dg[:, 2 * h: 3 * h] = self.gate_grad(None, f, dc * c_prev)
-        dc_prev = self.get_input_grad(1)
-        if dc_prev is not None:
-            dc_prev += dc * f
-            if p_i is not None:
-                dc_prev += dg[:, h: 2 * h] * p_i
-                dc_prev += dg[:, 2 * h: 3 * h] * p_f
+        rnn.lstm_step_backward(self.scratch("gates", (n, 4 * h)), c_prev, self.peepholes,
+                               self.scratch("state_act", (n, h)), dh, dc, dg,
+                               self._prev_grad(n), self.acts, self.scratch("tmp", (n * h,)))
         dg_in = self.get_input_grad(0)
         if dg_in is not None:
             dg_in += dg
         if self.bias is not None and self.bias.w_grad is not None:
-            db = self.bias.w_grad.reshape(-1)
-            db[:h] += (dg[:, h: 2 * h] * c_prev).sum(axis=0)
-            db[h: 2 * h] += (dg[:, 2 * h: 3 * h] * c_prev).sum(axis=0)
-            db[2 * h:] += (d_o * c).sum(axis=0)
+            db = self.bias.w_grad.reshape(3, h)
+            db[0] += (dg[:, h: 2 * h] * c_prev).sum(axis=0)
+            db[1] += (dg[:, 2 * h: 3 * h] * c_prev).sum(axis=0)
+            db[2] += (dg[:, 3 * h:] * self.state.value).sum(axis=0)
             self.bias.parameter.inc_update(callback)
 
 
