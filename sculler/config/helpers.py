@@ -19,6 +19,7 @@ Example config::
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sculler import activation as _act
@@ -100,6 +101,7 @@ def _group_helper(v2_function):
     the step makes belong to the group's step model, not to the config, so they are taken
     back out of the config and only the group (and its out-links) are added."""
 
+    @functools.wraps(v2_function)
     def helper(*args: Any, **kwargs: Any) -> Any:
         ctx = _context()
         n_layers, n_adopted, n_inputs = len(ctx.builder._layers), len(ctx.adopted), len(
@@ -115,8 +117,6 @@ def _group_helper(v2_function):
         _adopt_tree(ctx, out if isinstance(out, list) else [out])
         return out
 
-    helper.__name__ = v2_function.__name__
-    helper.__doc__ = v2_function.__doc__
     return helper
 
 
