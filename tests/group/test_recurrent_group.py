@@ -239,3 +239,28 @@ def test_error_clipping_threshold_clips_output_gradient():
         clipped = np.clip(dy, -0.05, 0.05)
         np.testing.assert_allclose(net.data_layers[0].output.grad, clipped @ w.value.T)
         np.testing.assert_allclose(w.grad, xv.T @ clipped)
+
+
+def test_memory_name_with_set_input_and_target_inlink():
+    x = seq_data("x", 3)
+    y = paddle.layer.data(name="y", type=D.dense_vector_sub_sequence(2))
+
+    def step(x_t, y_sub):
+        m = paddle.layer.memory(name=None, memory_name="acc", size=2)
+        h = paddle.layer.fc(input=[x_t, m], size=2, name="acc_layer")
+        m.set_input(h)
+        return h, paddle.layer.fc(input=y_sub, size=2, name="per_sub")
+
+    h, per_sub = paddle.layer.recurrent_group(step=step, input=[x, y], targetInlink=y,
+                                              name="tg")
+    x_arg = Argument(value=np.ones((3, 3)), seq_starts=np.array([0, 2, 3]))
+    y_arg = Argument(value=np.ones((5, 2)), seq_starts=np.array([0, 3, 5]),
+                     sub_seq_starts=np.array([0, 1, 3, 5]))
+    out, _ = run(per_sub, {"x": x_arg, "y": y_arg})
+    np.testing.assert_array_equal(out.sub_seq_starts, [0, 1, 3, 5])
+    report = check_network_grad([paddle.layer.fc(input=h, size=1),
+                                 paddle.layer.fc(input=per_sub, size=1)],
+                                inputs={"x": x_arg, "y": y_arg})
+    assert "parameter _acc_layer@tg.w1" in report.errors and report.max_error < 1e-6
+    with pytest.raises(ValueError, match="targetInlink"):
+        paddle.layer.recurrent_group(step=lambda a: a, input=x, targetInlink=y)
