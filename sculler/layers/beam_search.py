@@ -80,6 +80,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
         self.pass_type = pass_type
         g = self.gen
         beam, eos, max_len = int(g["beam_size"]), int(g["eos_id"]), int(g["max_length"])
+        self.batch_statics = self.statics
         n = self._num_samples()
         samples = np.arange(n)
         scores = np.zeros(n)
@@ -94,7 +95,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
                 break
             net, prev = self.frame(t % 2), self.frames[(t + 1) % 2] if t else None
             _set(net.layers[g["agent"]].output, None, ids, None)
-            for s in self.statics:
+            for s in self.batch_statics:
                 value, sid, starts = self._gather_static(self.get_input(s["input"]), samples)
                 _set(net.layers[s["agent"]].output, value, sid, starts)
             for k, m in enumerate(self.memories):

@@ -17,7 +17,8 @@ the order the attrs refer to them. attrs:
   step's output is a sequence), exposed as ``extra_outputs[name]`` (read with ``get_output``);
   the group's own output is the first;
 - ``reverse``: run each sequence from its last step; ``target_inlink``: index of the in-link
-  whose layout the out-links take (default 0).
+  whose layout the out-links take (default: the first in-link that is a sequence; an in-link
+  that is not a sequence acts as a static input).
 
 Step t runs one frame (a :class:`~sculler.core.recurrent_group.StepNetwork` kept across
 batches) over the samples still active at t, sorted longest first; backward runs the frames
@@ -71,7 +72,8 @@ class RecurrentGroupLayer(Layer):
         self.memories = a.get("memories", [])
         self.out_links = a["out_links"]
         self.reverse = bool(a.get("reverse", False))
-        self.target = int(a.get("target_inlink") or 0)
+        target = a.get("target_inlink")
+        self.target = None if target is None else int(target)
         if not self.in_links and not a.get("generator"):
             raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
                              "sequence or a nested sequence")
@@ -97,13 +99,26 @@ class RecurrentGroupLayer(Layer):
 
     # ---- forward ----
     def _plan(self) -> GroupPlan:
+        """The layout of this batch; an in-link that is not a sequence acts as a static input
+        (each step gets the sample's row), as in PaddlePaddle."""
+        self.links = [link for link in self.in_links
+                      if self.get_input(link["input"]).seq_starts is not None]
+        self.batch_statics = self.statics + [link for link in self.in_links
+                                             if link not in self.links]
+        if not self.links:
+            raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
+                             "sequence or a nested sequence")
+        target_link = self.links[0] if self.target is None else self.in_links[self.target]
+        if target_link not in self.links:
+            raise ValueError(f"recurrent group {self.name!r}: the target in-link "
+                             f"{target_link['agent']!r} is not a sequence")
         plans = []
-        for link in self.in_links:
+        for link in self.links:
             arg = self.get_input(link["input"])
             plans.append(GroupPlan(arg, self.reverse,
                                    f"recurrent group {self.name!r} in-link {link['agent']!r}"))
-        target = plans[self.target]
-        for link, plan in zip(self.in_links, plans):
+        target = plans[self.links.index(target_link)]
+        for link, plan in zip(self.links, plans):
             if not np.array_equal(plan.lengths, target.lengths):
                 raise ValueError(
                     f"recurrent group {self.name!r}: in-link {link['agent']!r} has sequence "
@@ -118,7 +133,8 @@ class RecurrentGroupLayer(Layer):
         if arg.seq_starts is None:
             if arg.batch_size != plan.num_samples:
                 raise ValueError(
-                    f"recurrent group {self.name!r}: static input {self.statics[k]['agent']!r} "
+                    f"recurrent group {self.name!r}: static input "
+                    f"{self.batch_statics[k]['agent']!r} "
                     f"has {arg.batch_size} rows, expected one per sample ({plan.num_samples})")
             rows = plan.order
             starts = None
@@ -129,7 +145,8 @@ class RecurrentGroupLayer(Layer):
             seq = np.asarray(arg.seq_starts)
             if seq.size - 1 != plan.num_samples:
                 raise ValueError(
-                    f"recurrent group {self.name!r}: static input {self.statics[k]['agent']!r} "
+                    f"recurrent group {self.name!r}: static input "
+                    f"{self.batch_statics[k]['agent']!r} "
                     f"has {seq.size - 1} sequences, expected {plan.num_samples}")
             lens = np.diff(seq)[plan.order]
             starts = np.zeros(lens.size + 1, dtype=np.int64)
@@ -147,7 +164,7 @@ class RecurrentGroupLayer(Layer):
         plan = self._plan()
         self.plan = plan
         links = []
-        for k, link in enumerate(self.in_links):
+        for k, link in enumerate(self.links):
             arg, p = self.get_input(link["input"]), self.plans[k]
             if arg.value is not None:
                 buf = self.scratch(f"in{k}", (p.rows.size, arg.value.shape[1]))
@@ -156,19 +173,19 @@ class RecurrentGroupLayer(Layer):
             else:
                 links.append((None, arg.ids[p.rows]))
         statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
-                   for k, s in enumerate(self.statics)]
+                   for k, s in enumerate(self.batch_statics)]
         n0 = plan.frames[0][0] if plan.num_steps else 0
         boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
         for t in range(plan.num_steps):
             net = self.frame(t)
             n = plan.frames[t][0]
-            for k, link in enumerate(self.in_links):
+            for k, link in enumerate(self.links):
                 _, lo, hi, inner = self.plans[k].frames[t]
                 value, ids = links[k]
                 _set(net.layers[link["agent"]].output,
                      value[lo:hi] if value is not None else None,
                      ids[lo:hi] if ids is not None else None, inner)
-            for k, s in enumerate(self.statics):
+            for k, s in enumerate(self.batch_statics):
                 value, starts = statics[k]
                 rows = n if starts is None else int(starts[n])
                 arg = net.layers[s["agent"]].output
@@ -292,7 +309,7 @@ class RecurrentGroupLayer(Layer):
             np.take(arg.grad, rows, axis=0, out=g)
             out_grads.append((g, bounds))
         link_grads = []
-        for k, link in enumerate(self.in_links):
+        for k, link in enumerate(self.links):
             arg = self.get_input(link["input"])
             if arg.value is None:
                 link_grads.append(None)
@@ -301,7 +318,7 @@ class RecurrentGroupLayer(Layer):
             g[...] = 0
             link_grads.append(g)
         static_acc = []
-        for k, s in enumerate(self.statics):
+        for k, s in enumerate(self.batch_statics):
             arg = self.get_input(s["input"])
             if arg.value is None:
                 static_acc.append(None)
@@ -318,12 +335,12 @@ class RecurrentGroupLayer(Layer):
                 if dst is not None:
                     a, b = bounds[t]
                     dst += g[a:b]
-            for k, link in enumerate(self.in_links):
+            for k, link in enumerate(self.links):
                 if link_grads[k] is not None:
                     _, a, b, _ = self.plans[k].frames[t]
                     net.layers[link["agent"]].output.grad = link_grads[k][a:b]
             statics = []
-            for k, s in enumerate(self.statics):
+            for k, s in enumerate(self.batch_statics):
                 arg = net.layers[s["agent"]].output
                 if static_acc[k] is None:
                     continue
@@ -351,11 +368,11 @@ class RecurrentGroupLayer(Layer):
                         dst[:n] += g
                 else:
                     self._boot_backward(m, g, plan, callback)
-        for k, link in enumerate(self.in_links):
+        for k, link in enumerate(self.links):
             dst = self.get_input_grad(link["input"])
             if dst is not None and link_grads[k] is not None:
                 dst[self.plans[k].rows] += link_grads[k]
-        for k, s in enumerate(self.statics):
+        for k, s in enumerate(self.batch_statics):
             dst = self.get_input_grad(s["input"])
             if dst is not None and static_acc[k] is not None:
                 dst[self._bufs[f"static{k}_rows"]] += static_acc[k]

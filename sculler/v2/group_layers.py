@@ -272,7 +272,7 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
                   for src, a in in_links]
     static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
                     for src, a in statics]
-    target = 0
+    target = None
     if targetInlink is not None:
         srcs = [src for src, _ in in_links]
         hits = [k for k, s in enumerate(srcs) if s is targetInlink]

@@ -264,3 +264,16 @@ def test_memory_name_with_set_input_and_target_inlink():
     assert "parameter _acc_layer@tg.w1" in report.errors and report.max_error < 1e-6
     with pytest.raises(ValueError, match="targetInlink"):
         paddle.layer.recurrent_group(step=lambda a: a, input=x, targetInlink=y)
+
+
+def test_non_sequence_in_link_acts_as_static():
+    row = paddle.layer.data(name="row", type=D.dense_vector(2))
+    x = seq_data("x", 3)
+
+    def step(r, x_t):
+        h_prev = paddle.layer.memory(name="h", size=2)
+        return paddle.layer.fc(input=[r, x_t, h_prev], size=2, name="h")
+
+    h = paddle.layer.recurrent_group(step=step, input=[row, x], name="ns")
+    report = check_network_grad(paddle.layer.fc(input=h, size=1))
+    assert "input row" in report.errors and report.max_error < 1e-6
