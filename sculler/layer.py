@@ -23,6 +23,7 @@ from sculler import activation as A
 from sculler.attr import ExtraLayerAttribute
 from sculler.core.model_config import LayerConfig
 from sculler.data_type import InputType
+from sculler.v2.dense_layers import Projection
 from sculler.v2.layer_base import (
     LayerOutput,
     as_inputs,
@@ -76,10 +77,26 @@ def embedding(input: LayerOutput, size: int, name: str | None = None,  # noqa: A
 def concat(input: Any, act: Any = None, name: str | None = None,  # noqa: A002
            layer_attr: Any = None, bias_attr: Any = None, param_attr: Any = None,
            parameter_name: str | None = None) -> LayerOutput:
-    """Inputs side by side: ``y = act([x_1, x_2, ...])``; width is the sum of widths."""
+    """Inputs side by side: ``y = act([x_1, x_2, ...])``; width is the sum of widths. Given
+    projections (``concat(input=[table_projection(w1, size=32), ...])``) it is
+    PaddlePaddle's concat2: each projection fills its own block of columns."""
     no_support("concat", param_attr=param_attr, parameter_name=parameter_name)
+    items = list(input) if isinstance(input, (list, tuple)) else [input]
+    if any(isinstance(p, Projection) for p in items):
+        return _concat_projections(items, act, name, layer_attr, bias_attr)
     return make_layer("concat", as_inputs(input, "concat"), name=name, act=act,
                       bias_attr=bias_attr, layer_attr=layer_attr)
+
+
+def _concat_projections(items: list, act: Any, name: Any, layer_attr: Any,
+                        bias_attr: Any) -> LayerOutput:
+    if not all(isinstance(p, Projection) for p in items):
+        raise TypeError("concat: input must be all layers or all projections, got "
+                        f"{[type(p).__name__ for p in items]}")
+    in_attrs = [dict(p.input_attrs()[0], **({"size": p.size} if p.size else {})) for p in items]
+    return make_layer("concat2", [p.inputs[0] for p in items], name=name, name_prefix="concat",
+                      act=act, param_attr=[p.param_attr for p in items], bias_attr=bias_attr,
+                      layer_attr=layer_attr, input_attrs=in_attrs)
 
 
 def addto(input: Any, act: Any = None, name: str | None = None,  # noqa: A002

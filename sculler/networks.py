@@ -149,4 +149,7 @@ def vgg_16_network(input_image: LayerOutput, num_channels: int,
         tmp = L.fc(input=tmp, size=4096, act=A.Relu(),
                    layer_attr=ExtraLayerAttribute(drop_rate=0.5))
     return L.fc(input=tmp, size=num_classes, act=A.Softmax())
+
+
 from sculler.v2.networks_group import *  # noqa: E402,F401,F403
+from sculler.v2.networks_text import *  # noqa: E402,F401,F403

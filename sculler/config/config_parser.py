@@ -94,6 +94,11 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
         ctx.inputs.append(config.name)
 
 
+def is_declared(name: str) -> bool:
+    """Whether the config being parsed already has a layer called ``name``."""
+    return name in _context().layers
+
+
 def config_layer(type_name: str):
     """Register a config wrapper class for ``type_name`` (used by ``Layer(type=...)``)."""
 

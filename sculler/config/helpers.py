@@ -25,6 +25,8 @@ from typing import Any
 from sculler import activation as _act
 from sculler import data_type as _dt
 from sculler import layer as _v2
+from sculler import networks as _networks
+from sculler import pooling as _pooling
 from sculler.attr import ExtraAttr, ExtraLayerAttribute, ParamAttr, ParameterAttribute
 from sculler.config.config_parser import (
     Bias,
@@ -36,6 +38,7 @@ from sculler.config.config_parser import (
     _context,
     adopt,
     get_config_arg,
+    is_declared,
 )
 from sculler.optimizer import L1Regularization, L2Regularization
 
@@ -51,6 +54,10 @@ __all__ = [
     "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer", "gru_step_layer",
     "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit", "lstmemory_group", "gru_unit",
     "gru_group", "simple_gru", "simple_attention", "dot_product_attention",
+    "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling", "SumPooling",
+    "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
+    "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
+    "sub_nested_seq_layer", "kmax_seq_score_layer", "sequence_conv_pool", "text_conv_pool",
 ]
 
 # v1 activation names
@@ -62,16 +69,35 @@ for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftm
 
 
 def _helper(v2_function):
-    """A v1 helper: call the v2 function, then add its layer to the config being parsed."""
+    """A v1 helper: call the v2 function, then add the layers it made to the config being
+    parsed (parents first; a network helper makes several)."""
 
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
         out = v2_function(*args, **kwargs)
-        adopt(out, out.weight_attrs, out.bias_attr)
+        _adopt_new([out])
         return out
 
     helper.__name__ = v2_function.__name__
     helper.__doc__ = v2_function.__doc__
     return helper
+
+
+def _adopt_new(outs: list) -> None:
+    """Adopt ``outs`` and, parents first, every ancestor the config does not have yet."""
+    order, seen = [], set()
+
+    def visit(node: _v2.LayerOutput) -> None:
+        if node.name in seen or is_declared(node.name):
+            return
+        seen.add(node.name)
+        for parent in node.parents:
+            visit(parent)
+        order.append(node)
+
+    for out in outs:
+        visit(out)
+    for node in order:
+        adopt(node, node.weight_attrs, node.bias_attr)
 
 
 def data_layer(name: str, size: int, height: int | None = None, width: int | None = None,
@@ -114,23 +140,11 @@ def _group_helper(v2_function):
         del ctx.builder._layers[n_layers:]
         del ctx.adopted[n_adopted:]
         del ctx.inputs[n_inputs:]
-        _adopt_tree(ctx, out if isinstance(out, list) else [out])
+        _adopt_new(out if isinstance(out, list) else [out])
         return out
 
     return helper
 
-
-def _adopt_tree(ctx: Any, nodes: list) -> None:
-    """Adopt ``nodes`` and, parents first, every ancestor the config does not have yet (the
-    layers a network helper made outside its group, such as simple_gru's transform)."""
-    for node in nodes:
-        if node.name in ctx.layers:
-            continue
-        _adopt_tree(ctx, node.parents)
-        adopt(node, node.weight_attrs, node.bias_attr)
-
-
-from sculler import networks as _networks  # noqa: E402
 
 recurrent_group = _group_helper(_v2.recurrent_group)
 beam_search = _group_helper(_v2.beam_search)
@@ -149,6 +163,25 @@ dot_product_attention = _networks.dot_product_attention
 lstmemory_group = _group_helper(_networks.lstmemory_group)
 gru_group = _group_helper(_networks.gru_group)
 simple_gru = _group_helper(_networks.simple_gru)
+
+
+# sequence layers (sculler/v2/sequence_layers.py)
+AggregateLevel, ExpandLevel = _v2.AggregateLevel, _v2.ExpandLevel
+MaxPooling, AvgPooling = _pooling.Max, _pooling.Avg
+SumPooling, SquareRootNPooling = _pooling.Sum, _pooling.SquareRootN
+pooling_layer = _helper(_v2.pooling)
+last_seq = _helper(_v2.last_seq)
+first_seq = _helper(_v2.first_seq)
+expand_layer = _helper(_v2.expand)
+seq_concat_layer = _helper(_v2.seq_concat)
+seq_reshape_layer = _helper(_v2.seq_reshape)
+sub_seq_layer = _helper(_v2.sub_seq)
+seq_slice_layer = _helper(_v2.seq_slice)
+sub_nested_seq_layer = _helper(_v2.sub_nested_seq)
+kmax_seq_score_layer = _helper(_v2.kmax_seq_score)
+
+
+sequence_conv_pool = text_conv_pool = _helper(_networks.sequence_conv_pool)
 
 
 def outputs(*layers: Any) -> None:

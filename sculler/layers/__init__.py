@@ -2,6 +2,7 @@
 
 from sculler.layers import (  # noqa: F401
     beam_search,
+    concat2,
     conv,
     cost,
     cost_extra,
@@ -21,6 +22,7 @@ from sculler.layers import (  # noqa: F401
     recurrent_group,
     recurrent_step,
     sequence,
+    sequence_select,
     sequence_shape,
     similarity,
 )

@@ -151,7 +151,7 @@ class MixedLayer(ConvTerms, Layer):
         out = self.reserve_output(batch, self.size)
         out[...] = 0
         for i, kind in enumerate(self.kinds):
-            getattr(self, "_fwd_" + kind)(i, out)
+            getattr(self, "_fwd_" + kind)(i, out[:, self._columns(i)])
         self.add_bias()
         self.forward_activation()
 
@@ -160,10 +160,14 @@ class MixedLayer(ConvTerms, Layer):
         dy = self.output.grad
         self.backward_bias(callback)
         for i, kind in enumerate(self.kinds):
-            getattr(self, "_bwd_" + kind)(i, dy)
+            getattr(self, "_bwd_" + kind)(i, dy[:, self._columns(i)])
             w = self.weights[i]
             if w is not None and w.w_grad is not None:
                 w.parameter.inc_update(callback)
+
+    def _columns(self, i: int) -> slice:
+        """The output columns input i's term adds to: all of them (``concat2`` overrides)."""
+        return slice(None)
 
     # ---- projections: _fwd_<kind>(i, out) adds to out; _bwd_<kind>(i, dy) accumulates ----
     def _in(self, i: int):

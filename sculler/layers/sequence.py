@@ -72,7 +72,29 @@ def require_nonempty(layer: Layer, i: int, starts, why: str) -> None:
                      f"({layer.inputs[i].name!r}, positions from {origin}) is empty; {why}")
 
 
-class SequenceAggregate(Layer):
+class SequenceLayer(Layer):
+    """Base of the sequence layers: the output layout is set explicitly, then bias and
+    activation; backward hands each input's gradient buffer to :meth:`add_input_grad`."""
+
+    def finish_forward(self, seq_starts, sub_seq_starts=None) -> None:
+        self.output.seq_starts, self.output.sub_seq_starts = seq_starts, sub_seq_starts
+        self.add_bias()
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        self.backward_bias(callback)
+        for i in range(len(self.inputs)):
+            g = self.get_input_grad(i)
+            if g is not None:
+                self.add_input_grad(i, g, self.output.grad)
+
+    def add_input_grad(self, i: int, g, dy) -> None:
+        """``g += dL/dx_i`` given the output gradient ``dy`` (after the activation)."""
+        raise NotImplementedError
+
+
+class SequenceAggregate(SequenceLayer):
     """Base of the aggregating layers: works out the segments to reduce and the output
     layout from ``trans_type`` and ``seq_pool_stride``; subclasses reduce."""
 
@@ -123,10 +145,6 @@ class SequenceAggregate(Layer):
         if not self.allows_empty:
             require_nonempty(self, 0, starts, f"{self.type_name} needs at least one row")
 
-    def finish_forward(self, out_seq) -> None:
-        self.output.seq_starts, self.output.sub_seq_starts = out_seq, None
-        self.add_bias()
-        self.forward_activation()
 
 
 @register_layer("seqlastins")
@@ -147,28 +165,37 @@ class SequenceLastInstanceLayer(SequenceAggregate):
         self._rows = segs[:-1] if self.windows_from_end else segs[1:] - 1
         x = self.get_input_value(0)
         out = self.reserve_output(len(self._rows), self.size)
-        out[...] = x[get_array_module(x).asarray(self._rows)]
+        S.gather_rows(x, get_array_module(x).asarray(self._rows), out)
         self.finish_forward(out_seq)
 
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            g[get_array_module(g).asarray(self._rows)] += self.output.grad
+    def add_input_grad(self, i, g, dy) -> None:
+        g[get_array_module(g).asarray(self._rows)] += dy
+
+
+@register_layer("seqfirstins")
+class SequenceFirstInstanceLayer(SequenceLastInstanceLayer):
+    """PaddlePaddle's config-level ``seqfirstins``: ``seqlastins`` with ``select_first``."""
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        self.windows_from_end = bool(self.attr("select_first", True))
 
 
 @register_layer("max")
 class MaxPoolingLayer(SequenceAggregate):
     """Per-dimension maximum over each segment: ``y_ij = max_t x_tj`` (gradient to the first
     arg-max row). With ``output_max_index`` the output is the absolute batch row of each
-    maximum, as a float, and there is no backward. Shapes: (T, D) -> (segments, D)."""
+    maximum, as a float, and there is no backward. Shapes: (T, D) -> (segments, D). An empty
+    segment is a ValueError naming the data layer and sample (PaddlePaddle would seed the
+    maximum with the next sequence's first row)."""
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         segs, out_seq = self.segments()
         out = self.reserve_output(len(segs) - 1, self.size)
-        self._argmax = S.segment_max(self.get_input_value(0), segs, out)
+        x = self.get_input_value(0)
+        self._argmax = S.segment_max(x, segs, out, self.scratch("rep", x.shape),
+                                     self.scratch("hit", x.shape, np.int64))
         if self.attr("output_max_index", False):
             out[...] = self._argmax
         self.finish_forward(out_seq)
@@ -177,12 +204,10 @@ class MaxPoolingLayer(SequenceAggregate):
         if self.attr("output_max_index", False):
             raise ValueError(f"layer {self.name!r} (max): output_max_index=True outputs row "
                              "indices and has no gradient; do not train through it")
-        self.backward_activation()
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            cols = get_array_module(g).arange(self.size)[None, :]
-            g[self._argmax, cols] += self.output.grad
+        super().backward(callback)
+
+    def add_input_grad(self, i, g, dy) -> None:
+        g[self._argmax, get_array_module(g).arange(self.size)[None, :]] += dy
 
 
 @register_layer("average")
@@ -219,11 +244,6 @@ class AveragePoolingLayer(SequenceAggregate):
         out *= self._scale
         self.finish_forward(out_seq)
 
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            xp = get_array_module(g)
-            g += xp.repeat(self.output.grad * self._scale, xp.asarray(S.lengths(self._segs)),
-                           axis=0)
+    def add_input_grad(self, i, g, dy) -> None:
+        rows = get_array_module(g).asarray(S.segment_of_rows(self._segs))
+        g += S.gather_rows(dy * self._scale, rows, self.scratch("dx", g.shape))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.core.layer import Layer, register_layer
-from sculler.layers.sequence import require_sequences
+from sculler.core.layer import register_layer
+from sculler.layers.sequence import SequenceLayer, require_sequences
 from sculler.math import segment as S
 
 
 @register_layer("expand")
-class ExpandLayer(Layer):
+class ExpandLayer(SequenceLayer):
     """Repeat the rows of input 0 over the (sub-)sequences of input 1 (``expand_as``).
 
     ``trans_type="non-seq"`` (FROM_NO_SEQUENCE): input 0 has one row per top-level sequence
@@ -69,21 +69,17 @@ class ExpandLayer(Layer):
         xp = get_array_module(x)
         self._src = xp.asarray(S.segment_of_rows(self._segs))
         out = self.reserve_output(len(self._src), self.size)
-        out[...] = x[self._src]
+        S.gather_rows(x, self._src, out)
         target = self.get_input(1)
-        self.output.seq_starts, self.output.sub_seq_starts = (target.seq_starts,
-                                                              target.sub_seq_starts)
-        self.add_bias()
+        self.finish_forward(target.seq_starts, target.sub_seq_starts)  # act is linear
 
-    def backward(self, callback=None) -> None:
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            g += S.segment_sum(self.output.grad, self._segs, self.scratch("dx", g.shape))
+    def add_input_grad(self, i, g, dy) -> None:
+        if i == 0:  # expand_as gives only its shape
+            g += S.segment_sum(dy, self._segs, self.scratch("dx", g.shape))
 
 
 @register_layer("seqconcat")
-class SequenceConcatLayer(Layer):
+class SequenceConcatLayer(SequenceLayer):
     """Per sample, the rows of ``a`` then the rows of ``b``: ``y_n = [a_n; b_n]``, positions
     ``starts_a + starts_b``. Both inputs are sequences of one width with the same number of
     sequences; only top-level positions are used (a nested input is read as its top level and
@@ -116,21 +112,14 @@ class SequenceConcatLayer(Layer):
         out = self.reserve_output(int(sa[-1] + sb[-1]), self.size)
         for i in (0, 1):
             out[self._rows[i]] = self.get_input_value(i)
-        self.output.seq_starts, self.output.sub_seq_starts = sa + sb, None
-        self.add_bias()
-        self.forward_activation()
+        self.finish_forward(sa + sb)
 
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
-        for i in (0, 1):
-            g = self.get_input_grad(i)
-            if g is not None:
-                g += self.output.grad[self._rows[i]]
+    def add_input_grad(self, i, g, dy) -> None:
+        g += S.gather_rows(dy, self._rows[i], self.scratch("dx", g.shape))
 
 
 @register_layer("seqreshape")
-class SequenceReshapeLayer(Layer):
+class SequenceReshapeLayer(SequenceLayer):
     """Read each sequence's rows as rows of width ``size`` (the row-major data unchanged): L
     rows of width M become L*M/size rows; positions scale by M/size (both levels of a nested
     input). A non-sequence input counts as sequences of one row, and the output then carries
@@ -162,13 +151,7 @@ class SequenceReshapeLayer(Layer):
             scaled.append(np.asarray(starts) * m // n)
         out = self.reserve_output(x.shape[0] * m // n, n)
         out[...] = x.reshape(out.shape)
-        self.output.seq_starts, self.output.sub_seq_starts = scaled
-        self.add_bias()
-        self.forward_activation()
+        self.finish_forward(*scaled)
 
-    def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
-        g = self.get_input_grad(0)
-        if g is not None:
-            g += self.output.grad.reshape(g.shape)
+    def add_input_grad(self, i, g, dy) -> None:
+        g += dy.reshape(g.shape)

@@ -21,7 +21,7 @@ from sculler.backend import get_array_module
 
 __all__ = [
     "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
-    "degrade", "starts_from_lengths",
+    "degrade", "starts_from_lengths", "gather_rows",
 ]
 
 
@@ -70,17 +70,27 @@ def segment_sum(x, starts, out):
     return out
 
 
-def segment_max(x, starts, out):
+def segment_max(x, starts, out, rep=None, hit=None):
     """``out[i, j] = max over the rows of segment i of x[:, j]``; returns the absolute row of
-    each maximum, ``(n, d)`` int64 (the first row on ties). Every segment must be non-empty."""
+    each maximum, ``(n, d)`` int64 (the first row on ties). Every segment must be non-empty.
+    ``rep`` ((T, d), x's dtype) and ``hit`` ((T, d) int64) are optional work buffers."""
     xp = get_array_module(out)
     s = np.asarray(starts[:-1])
     hx = _host(x)
+    t = hx.shape[0]
     best = np.maximum.reduceat(hx, s, axis=0)
-    rows = np.arange(hx.shape[0], dtype=np.int64)[:, None]
-    hit = np.where(hx == np.repeat(best, lengths(starts), axis=0), rows, hx.shape[0])
+    rep = np.take(best, segment_of_rows(starts), axis=0, out=rep)
+    if hit is None:
+        hit = np.empty(hx.shape, dtype=np.int64)
+    hit[...] = t
+    np.copyto(hit, np.arange(t, dtype=np.int64)[:, None], where=hx == rep)
     out[...] = xp.asarray(best)
     return xp.asarray(np.minimum.reduceat(hit, s, axis=0))
+
+
+def gather_rows(x, rows, out):
+    """``out = x[rows]`` without a temporary (``rows`` an index array on x's device)."""
+    return get_array_module(out).take(x, rows, axis=0, out=out)
 
 
 def window_starts(starts, stride: int, from_end: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -99,16 +99,23 @@ def scaling_projection(input: LayerOutput, param_attr: Any = None) -> Projection
 def context_projection(input: LayerOutput, context_len: int,  # noqa: A002
                        context_start: int | None = None, padding_attr: Any = False) -> Projection:
     """Steps ``t+s .. t+s+L-1`` of each sequence side by side (width ``L * input width``);
-    ``context_start`` defaults to ``-(L-1)//2``; out-of-sequence steps are zero, or learned
-    rows when ``padding_attr`` is True or an ``attr.Param``."""
+    ``context_start`` defaults to ``-(L-1)//2``; out-of-sequence steps are zero
+    (``padding_attr=False``, the default), or learned rows: ``padding_attr`` None or True
+    gives zero-initialised trainable padding (PaddlePaddle's bias-default rule), an
+    ``attr.Param`` trainable padding with those settings."""
     if int(context_len) <= 0:
         raise ValueError(f"context_projection: context_len must be positive, got {context_len}")
     start = -(int(context_len) - 1) // 2 if context_start is None else int(context_start)
-    trainable = padding_attr is not False and padding_attr is not None
     attrs = {"context_len": int(context_len), "context_start": start}
-    if trainable:
+    if padding_attr is not False:
         attrs["trainable_padding"] = True
-    param = padding_attr if isinstance(padding_attr, (ParameterAttribute, dict)) else None
+    if padding_attr is None or padding_attr is True:
+        param = ParameterAttribute(initial_std=0.0, initial_mean=0.0)
+    elif padding_attr is False or isinstance(padding_attr, (ParameterAttribute, dict)):
+        param = padding_attr or None
+    else:
+        raise TypeError(f"context_projection: padding_attr must be False, True, None or an "
+                        f"attr.Param, got {padding_attr!r}")
     return Projection("context", [input], attrs, param_attr=param,
                       size=input.size * int(context_len))
 

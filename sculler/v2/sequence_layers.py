@@ -15,12 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 import sculler.layers.sequence  # noqa: F401 - registers seqlastins, max, average
+import sculler.layers.sequence_select  # noqa: F401 - registers subseq, seq_slice, ...
 import sculler.layers.sequence_shape  # noqa: F401 - registers expand, seqconcat, seqreshape
 from sculler import pooling as P
 from sculler.v2.layer_base import LayerOutput, as_inputs, make_layer
 
 __all__ = ["AggregateLevel", "ExpandLevel", "pooling", "last_seq", "first_seq", "expand",
-           "seq_concat", "seq_reshape"]
+           "seq_concat", "seq_reshape", "sub_seq", "seq_slice", "sub_nested_seq",
+           "kmax_seq_score"]
 
 
 class AggregateLevel:
@@ -139,3 +141,45 @@ def seq_reshape(input: LayerOutput, reshape_size: int, act: Any = None,  # noqa:
     return make_layer("seqreshape", as_inputs(input, "seq_reshape"), name=name,
                       name_prefix="seqreshape", size=int(reshape_size), act=act,
                       bias_attr=bias_attr or False, layer_attr=layer_attr)
+
+
+def sub_seq(input: LayerOutput, offsets: LayerOutput, sizes: LayerOutput,  # noqa: A002
+            act: Any = None, bias_attr: Any = None, name: str | None = None) -> LayerOutput:
+    """Rows ``[offset_n, offset_n + size_n)`` of each sequence n; ``offsets`` and ``sizes``
+    hold one integer per sequence (``integer_value`` data or ids). Default act Linear, no
+    bias unless ``bias_attr`` asks."""
+    return make_layer("subseq", as_inputs([input, offsets, sizes], "sub_seq"), name=name,
+                      name_prefix="sub_seq", act=act, bias_attr=bias_attr or False)
+
+
+def seq_slice(input: LayerOutput, starts: LayerOutput | None,  # noqa: A002
+              ends: LayerOutput | None, name: str | None = None) -> LayerOutput:
+    """Inclusive slices ``[start, end]`` of each sequence (or sub-sequence of a nested
+    input): ``starts``/``ends`` are dense (one row per (sub-)sequence, K columns, -1 ends a
+    row); either may be None (start 0 / the last row). Each slice becomes a sequence (a
+    sub-sequence of its sample for nested input)."""
+    if starts is None and ends is None:
+        raise ValueError("seq_slice: give starts, ends or both")
+    extra = [m for m in (starts, ends) if m is not None]
+    if len(extra) == 2 and starts.size != ends.size:
+        raise ValueError(f"seq_slice: starts and ends must have one width, got {starts.size} "
+                         f"and {ends.size}")
+    return make_layer("seq_slice", as_inputs([input, *extra], "seq_slice"), name=name,
+                      name_prefix="seq_slice", bias_attr=False,
+                      attrs={"select_first": starts is not None})
+
+
+def sub_nested_seq(input: LayerOutput, selected_indices: LayerOutput,  # noqa: A002
+                   name: str | None = None) -> LayerOutput:
+    """The sub-sequences of each sample listed in ``selected_indices`` (N x K, -1 ends a
+    row), in that order: a nested sequence. Typically fed by ``kmax_seq_score``."""
+    return make_layer("sub_nested_seq", as_inputs([input, selected_indices], "sub_nested_seq"),
+                      name=name, name_prefix="sub_nested_seq", bias_attr=False)
+
+
+def kmax_seq_score(input: LayerOutput, name: str | None = None,  # noqa: A002
+                   beam_size: int = 1) -> LayerOutput:
+    """Row indices (relative to each (sub-)sequence, best first, -1 padded) of the
+    ``beam_size`` highest width-1 scores; width ``beam_size``, no gradient."""
+    return make_layer("kmax_seq_score", as_inputs(input, "kmax_seq_score"), name=name,
+                      bias_attr=False, attrs={"beam_size": int(beam_size)})

@@ -8,7 +8,9 @@ import pytest
 from sculler.core.argument import Argument
 from sculler.testing import (
     INPUT_DATA,
+    INPUT_DATA_TARGET,
     INPUT_HASSUB_SEQUENCE_DATA,
+    INPUT_LABEL,
     INPUT_SEQUENCE_DATA,
     check_layer_grad,
 )
@@ -64,7 +66,48 @@ def even_lengths(width):
     return make
 
 
+def subseq_inputs(width, mode):
+    def make(batch, rng):
+        x = seq_arg(rng, lengths(batch, rng, mode), width)
+        lens = np.diff(x.seq_starts)
+        off = np.array([rng.randint(0, n) for n in lens])
+        size = np.array([rng.randint(1, n - o + 1) for n, o in zip(lens, off)])
+        return [x, Argument(ids=off), Argument(ids=size)]
+    make.__name__ = f"subseq:{mode}"
+    return make
+
+
+def slice_inputs(width, nested, which=("starts", "ends"), k=2):
+    """Random inclusive slices, k per (sub-)sequence, the last of some rows cut by -1."""
+    def make(batch, rng):
+        x = seq_arg(rng, lengths(batch, rng, "many"), width, nested=nested)
+        segs = x.sub_seq_starts if nested else x.seq_starts
+        lens = np.diff(segs)
+        begin = np.array([[rng.randint(0, n) for _ in range(k)] for n in lens], float)
+        end = np.array([[rng.randint(b, n) for b in row] for row, n in zip(begin, lens)], float)
+        cut = rng.rand(len(lens)) < 0.3
+        begin[cut, -1] = end[cut, -1] = -1
+        mats = {"starts": begin, "ends": end}
+        return [x] + [Argument(value=mats[w]) for w in which]
+    make.__name__ = f"seq_slice:{'nested' if nested else 'seq'}:{'+'.join(which)}"
+    return make
+
+
+def nested_select_inputs(width):
+    def make(batch, rng):
+        x = seq_arg(rng, lengths(batch, rng, "many"), width, nested=True)
+        per = np.searchsorted(x.sub_seq_starts, x.seq_starts)
+        sel = np.full((x.num_sequences, 2), -1.0)
+        for n, count in enumerate(np.diff(per)):
+            pick = rng.permutation(count)[:2]
+            sel[n, :len(pick)] = pick
+        return [x, Argument(value=sel)]
+    make.__name__ = "sub_nested_seq"
+    return make
+
+
 SEQ, NESTED = INPUT_SEQUENCE_DATA, INPUT_HASSUB_SEQUENCE_DATA
+INDEX = INPUT_DATA_TARGET  # dense but not differentiated: index matrices
 
 
 def aggregate_rows(layer_type, extra):
@@ -86,6 +129,7 @@ def aggregate_rows(layer_type, extra):
 SEQUENCE = (
     aggregate_rows("seqlastins", {})
     + aggregate_rows("seqlastins", {"select_first": True})
+    + [("seqfirstins", dict(seq_pool_stride=2), [SEQ(2)], seq(2, "many"), False)]
     + aggregate_rows("max", {})
     + aggregate_rows("average", {})
     + aggregate_rows("average", {"average_strategy": "sum"})
@@ -105,6 +149,21 @@ SEQUENCE = (
         ("fc", dict(size=1, active_type="sequence_softmax"), [NESTED(3)],
          seq(3, "many", nested=True), True),
         ("fc", dict(size=1, active_type="sequence_softmax"), [SEQ(3)], seq(3, "ones"), True),
+        ("subseq", dict(), [SEQ(3), INPUT_LABEL(9), INPUT_LABEL(9)], subseq_inputs(3, "many"),
+         True),
+        ("subseq", dict(bias=True, active_type="tanh"), [SEQ(2), INPUT_LABEL(9),
+                                                          INPUT_LABEL(9)],
+         subseq_inputs(2, "one"), True),
+        ("seq_slice", dict(), [SEQ(2), INDEX(2), INDEX(2)],
+         slice_inputs(2, False), True),
+        ("seq_slice", dict(), [NESTED(2), INDEX(2), INDEX(2)],
+         slice_inputs(2, True), True),
+        ("seq_slice", dict(select_first=True), [SEQ(2), INDEX(2)],
+         slice_inputs(2, False, ("starts",)), True),
+        ("seq_slice", dict(select_first=False), [NESTED(2), INDEX(2)],
+         slice_inputs(2, True, ("ends",)), True),
+        ("sub_nested_seq", dict(), [NESTED(3), INDEX(2)], nested_select_inputs(3), True),
+        ("kmax_seq_score", dict(beam_size=2), [SEQ(1)], seq(1, "many"), False),
     ]
 )
 
@@ -126,13 +185,26 @@ CONTEXT = [
 ]
 
 
+CONCAT2 = [
+    ("concat2", dict(), [INPUT_LABEL(7, attrs=proj("table", size=3), param={"name": "_proj"}),
+                         INPUT_LABEL(7, attrs=proj("table", size=3), param={"name": "_proj"}),
+                         INPUT_DATA(2, attrs=proj("full_matrix", size=4))], None, True),
+    ("concat2", dict(bias=True, active_type="tanh"),
+     [SEQ(2, attrs=proj("context", context_len=3, context_start=-1, trainable_padding=True)),
+      SEQ(3, attrs=proj("identity")), SEQ(3, attrs=proj("dotmul"))], None, True),
+]
+
+
 def _id(case):
     layer_type, settings, inputs, make, _ = case
     extras = ",".join(f"{k}={v}" for k, v in settings.items())
     return f"{layer_type}[{extras}|{getattr(make, '__name__', 'random')}]"
 
 
-@pytest.mark.parametrize("case", SEQUENCE + CONTEXT, ids=[_id(c) for c in SEQUENCE + CONTEXT])
+ROWS = SEQUENCE + CONTEXT + CONCAT2
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[_id(c) for c in ROWS])
 @pytest.mark.parametrize("batch", [1, 9])
 def test_sequence_layer_gradient(case, batch):
     layer_type, settings, inputs, make, use_weight = case

@@ -197,3 +197,102 @@ def test_sequence_softmax_normalises_each_subsequence_of_a_nested_input():
                     [SEQ(2)], [plain], params={"_test_layer.w0": w})
     for s, e in segments(plain.seq_starts):
         np.testing.assert_allclose(out.value[s:e].sum(), 1.0, rtol=1e-5)
+
+
+def ids(*values):
+    return Argument(ids=np.array(values, dtype=np.int64))
+
+
+def test_sub_seq_matches_loop_and_checks_bounds():
+    from sculler.testing import INPUT_LABEL
+
+    x = seq_arg(RNG, [4, 2, 5], 2)
+    off, size = [1, 0, 2], [2, 2, 3]
+    inputs = [SEQ(2), INPUT_LABEL(9), INPUT_LABEL(9)]
+    out = run_layer("subseq", {}, inputs, [x, ids(*off), ids(*size)])
+    want = np.concatenate([x.value[s + o:s + o + n] for (s, _), o, n in
+                           zip(segments(x.seq_starts), off, size)])
+    np.testing.assert_allclose(out.value, want)
+    assert out.seq_starts.tolist() == [0, 2, 4, 7]
+    with pytest.raises(ValueError, match=r"offset 1 and size 2 do not fit sequence 1 .*sample 1"):
+        run_layer("subseq", {}, inputs, [x, ids(0, 1, 0), ids(1, 2, 1)])
+    with pytest.raises(ValueError, match="has 2 rows, expected 3"):
+        run_layer("subseq", {}, inputs, [x, ids(0, 1), ids(1, 2)])
+
+
+def loop_slices(x, segs, begins, ends):
+    """Per (sub-)sequence and column: inclusive slices until the first -1."""
+    out = []
+    for (s, _), brow, erow in zip(segments(segs), begins, ends):
+        for b, f in zip(brow, erow):
+            if b == -1 or f == -1:
+                break
+            out.append(x[s + int(b):s + int(f) + 1])
+    return out
+
+
+def test_seq_slice_plain_and_nested_match_loops():
+    from sculler.testing import INPUT_DATA_TARGET as IDX
+
+    x = seq_arg(RNG, [4, 3], 2)
+    b, e = np.array([[0.0, 2], [1, -1]]), np.array([[1.0, 3], [2, -1]])
+    out = run_layer("seq_slice", {}, [SEQ(2), IDX(2), IDX(2)],
+                    [x, Argument(value=b), Argument(value=e)])
+    parts = loop_slices(x.value, x.seq_starts, b, e)
+    np.testing.assert_allclose(out.value, np.concatenate(parts))
+    assert out.seq_starts.tolist() == [0, 2, 4, 6] and out.sub_seq_starts is None
+    # only ends (starts mean 0), nested: each slice a sub-sequence of its sample
+    nested = Argument(value=x.value, seq_starts=x.seq_starts,
+                      sub_seq_starts=np.array([0, 1, 4, 5, 7]))
+    ends = np.array([[0.0], [1], [0], [-1]])
+    out = run_layer("seq_slice", {"select_first": False}, [NESTED(2), IDX(1)],
+                    [nested, Argument(value=ends)])
+    parts = loop_slices(x.value, nested.sub_seq_starts, np.zeros_like(ends), ends)
+    np.testing.assert_allclose(out.value, np.concatenate(parts))
+    assert out.sub_seq_starts.tolist() == [0, 1, 3, 4]
+    assert out.seq_starts.tolist() == [0, 3, 4]
+    with pytest.raises(ValueError, match=r"slice \[2, 5\] is empty or outside"):
+        run_layer("seq_slice", {}, [SEQ(2), IDX(1), IDX(1)],
+                  [x, Argument(value=np.array([[2.0], [0]])),
+                   Argument(value=np.array([[5.0], [0]]))])
+
+
+def test_kmax_seq_score_and_sub_nested_seq_match_loops():
+    from sculler.testing import INPUT_DATA_TARGET as IDX
+
+    scores = Argument(value=np.array([[0.1], [0.9], [0.5], [0.3], [0.7]]),
+                      seq_starts=np.array([0, 3, 4, 5]), sub_seq_starts=None)
+    out = run_layer("kmax_seq_score", {"beam_size": 2}, [SEQ(1)], [scores])
+    np.testing.assert_array_equal(out.value, [[1, 2], [0, -1], [0, -1]])
+    scores.seq_starts = np.array([0, 3, 3, 5])  # an empty sequence gets only padding
+    out = run_layer("kmax_seq_score", {"beam_size": 3}, [SEQ(1)], [scores])
+    np.testing.assert_array_equal(out.value, [[1, 2, 0], [-1, -1, -1], [1, 0, -1]])
+    assert out.seq_starts is None
+    x = seq_arg(RNG, [3, 4], 2, nested=True)
+    subs = x.sub_seq_starts
+    per = np.searchsorted(subs, x.seq_starts)
+    sel = np.full((2, 3), -1.0)
+    sel[0, :1] = [per[1] - per[0] - 1]
+    sel[1, :2] = [per[2] - per[1] - 1, 0]
+    out = run_layer("sub_nested_seq", {}, [NESTED(2), IDX(3)], [x, Argument(value=sel)])
+    want = []
+    for n in range(2):
+        for j in sel[n]:
+            if j == -1:
+                break
+            g = per[n] + int(j)
+            want.append(x.value[subs[g]:subs[g + 1]])
+    np.testing.assert_allclose(out.value, np.concatenate(want))
+    assert out.seq_starts[-1] == len(out.value) and len(out.seq_starts) == 3
+    with pytest.raises(ValueError, match="selected index 9 is not a sub-sequence of sample 0"):
+        run_layer("sub_nested_seq", {}, [NESTED(2), IDX(1)],
+                  [x, Argument(value=np.array([[9.0], [0]]))])
+
+
+def test_seqfirstins_is_first_seq_and_expand_needs_nested_target_from_sequence():
+    arg = seq_arg(RNG, [3, 2], 2)
+    out = run_layer("seqfirstins", {}, [SEQ(2)], [arg])
+    np.testing.assert_allclose(out.value, arg.value[[0, 3]])
+    data = seq_arg(RNG, [1, 1], 2)
+    with pytest.raises(ValueError, match=r"expand_level=FROM_SEQUENCE.*must be a nested"):
+        run_layer("expand", {"trans_type": "seq"}, [SEQ(2), SEQ(2)], [data, arg])
