@@ -152,4 +152,5 @@ def vgg_16_network(input_image: LayerOutput, num_channels: int,
 
 
 from sculler.v2.networks_group import *  # noqa: E402,F401,F403
+from sculler.v2.networks_rnn import *  # noqa: E402,F401,F403
 from sculler.v2.networks_text import *  # noqa: E402,F401,F403
