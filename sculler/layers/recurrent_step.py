@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
+from sculler.layers.recurrent import GatedRecurrentLayer
 from sculler.math import rnn
 from sculler.math.blas import col_sum
 
@@ -75,13 +76,9 @@ class GruStepLayer(_StepLayer):
                              f"widths {inputs[0].size} and {inputs[1].size} for size {size}")
         return size
 
-    @classmethod
-    def weight_dims(cls, config, inputs):
-        return {0: (config.size, 3 * config.size)}
-
-    @classmethod
-    def bias_dims(cls, config, inputs):
-        return (1, 3 * config.size)
+    # grumemory's parameter shapes: weight (H, 3H) on input 0, bias (1, 3H)
+    weight_dims = GatedRecurrentLayer.weight_dims
+    bias_dims = GatedRecurrentLayer.bias_dims
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
