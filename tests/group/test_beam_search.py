@@ -138,3 +138,14 @@ def test_beam_search_errors():
     with pytest.raises(ValueError, match="num_results_per_sample"):
         paddle.layer.beam_search(step=step, input=[paddle.layer.StaticInput(ctx), gi],
                                  bos_id=0, eos_id=1, beam_size=2, num_results_per_sample=3)
+
+
+def test_generator_survives_inference_file_round_trip(tmp_path):
+    train, gen, params = build(beam_size=2, max_length=4)
+    ctx = [(c,) for c in np.random.RandomState(4).uniform(-1, 1, (2, CTX))]
+    want = paddle.infer(output_layer=gen, parameters=params, input=ctx, field=["prob", "id"])
+    path = tmp_path / "gen.tar"
+    paddle.topology.Topology(gen).serialize_for_inference(str(path), params)
+    got = paddle.inference.Inference(fileobj=str(path)).infer(ctx, field=["prob", "id"])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0])
