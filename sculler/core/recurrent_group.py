@@ -130,7 +130,3 @@ def shared_parameters(outer: ParameterSet, configs: list[ParameterConfig], owner
         inner._params[pc.name] = _proxy(p)
         inner._owners[pc.name] = owner
     return inner, params
-
-
-def build_frame(model: ModelConfig, inner: ParameterSet) -> StepNetwork:
-    return StepNetwork(model, inner)
