@@ -22,7 +22,7 @@ import numpy as np
 
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
-from sculler.core.model_config import ModelConfig, ParameterConfig
+from sculler.core.model_config import ParameterConfig
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter, ParameterSet
 from sculler.math.seq2batch import SequenceBatch
