@@ -10,11 +10,13 @@ network over all live paths of all samples, two frames alternating):
 - every sample starts with one path: id ``bos_id``, score 0, memories booted as in training;
 - each live path expands to its ``min(beam_size, V)`` most probable next ids; a candidate's
   score is its parent's plus ``ln p`` (no length normalisation);
-- per sample the ``beam_size`` best candidates are kept (ties by id order); a kept candidate
-  that is ``eos_id`` or has ``max_length`` ids is finished;
-- pruning (our reading of the reference, which is unverified there): a sample keeps its
-  ``beam_size`` best finished paths, and once it has that many, live paths scoring below the
-  worst of them are dropped (scores only fall, so they cannot enter the result);
+- a candidate that is ``eos_id`` or has ``max_length`` ids is finished at once; of the other
+  candidates each sample keeps its ``beam_size`` best (ties in id order);
+- pruning, as PaddlePaddle's ``beamShrink``: a sample's finished paths scoring below its worst
+  kept live path are dropped; if it then has at least ``beam_size`` finished paths and the
+  lowest finished score it has seen (starting at 0) is at least its best live score, its live
+  paths are dropped. So a wide beam is not an exhaustive search: a path that ended early can be
+  dropped by the first rule;
 - the search ends when no path is live or after ``max_length`` steps.
 
 Output (what ``infer(field=['prob', 'id'])`` returns, as PaddlePaddle): ``value`` = (N, R)
@@ -88,7 +90,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
         parents = samples
         hist_ids: list[np.ndarray] = []
         hist_parents: list[np.ndarray] = []
-        finals: list[list[tuple[float, int, int, int]]] = [[] for _ in range(n)]
+        finals = _Finals(n)
         boots = [self._boot(m, samples, n) for m in self.memories]
         for t in range(max_len):
             if samples.size == 0:
@@ -110,18 +112,16 @@ class BeamSearchLayer(RecurrentGroupLayer):
             probs = net.layers[g["prob_layer"]].output.value
             cand_parent, cand_ids, cand_score = self._expand(probs, scores, beam)
             cand_sample = samples[cand_parent]
-            order = np.lexsort((-cand_score, cand_sample))
+            done = (cand_ids == eos) | (t + 1 >= max_len)
+            finals.add(cand_sample[done], cand_score[done], t, cand_parent[done], cand_ids[done])
+            live = np.flatnonzero(~done)
+            order = live[np.lexsort((-cand_score[live], cand_sample[live]))]
             sorted_samples = cand_sample[order]
             rank = np.arange(order.size) - np.searchsorted(sorted_samples, sorted_samples)
             keep = order[rank < beam]
-            done = (cand_ids[keep] == eos) | (t + 1 >= max_len)
-            for c in keep[done]:
-                finals[cand_sample[c]].append((float(cand_score[c]), t, int(cand_parent[c]),
-                                               int(cand_ids[c])))
-            live = keep[~done]
-            live = live[self._prune(finals, cand_sample[live], cand_score[live], beam)]
-            samples, scores = cand_sample[live], cand_score[live]
-            ids, parents = cand_ids[live], cand_parent[live]
+            keep = keep[finals.shrink(cand_sample[keep], cand_score[keep], beam)]
+            samples, scores = cand_sample[keep], cand_score[keep]
+            ids, parents = cand_ids[keep], cand_parent[keep]
             hist_ids.append(ids)
             hist_parents.append(parents)
         self._emit(finals, hist_ids, hist_parents, n)
@@ -139,26 +139,12 @@ class BeamSearchLayer(RecurrentGroupLayer):
         cand = top.reshape(-1)
         return parent, cand, scores[parent] + logp[parent, cand]
 
-    @staticmethod
-    def _prune(finals, samples, scores, beam: int):
-        """Keep each sample's ``beam`` best finished paths; mask of the live paths that can
-        still beat the worst of them."""
-        floor = np.full(len(finals), -np.inf)
-        for s in np.unique(samples):
-            f = finals[s]
-            if len(f) >= beam:
-                f.sort(key=lambda e: -e[0])
-                del f[beam:]
-                floor[s] = f[-1][0]
-        return scores >= floor[samples]
-
-    def _emit(self, finals, hist_ids, hist_parents, n: int) -> None:
+    def _emit(self, finals: _Finals, hist_ids, hist_parents, n: int) -> None:
         r = int(self.gen["num_results"])
         prob = np.full((n, r), -np.inf)
         pieces: list[list[int]] = []
         starts = [0]
-        for s in range(n):
-            best = sorted(finals[s], key=lambda e: -e[0])[:r]
+        for s, best in enumerate(finals.best(r)):
             if not best and r == 1:
                 raise ValueError(f"beam_search {self.name!r}: sample {s} ended with no path")
             out: list[int] = []
@@ -181,3 +167,55 @@ class BeamSearchLayer(RecurrentGroupLayer):
 
     def backward(self, callback=None) -> None:
         """Generation has no gradient."""
+
+
+class _Finals:
+    """The finished paths of every sample, as arrays (sample, score, step, parent, last id),
+    with PaddlePaddle's pruning (``RecurrentGradientMachine::beamShrink``)."""
+
+    def __init__(self, num_samples: int):
+        self.sample = np.zeros(0, dtype=np.int64)
+        self.score = np.zeros(0)
+        self.step = np.zeros(0, dtype=np.int64)
+        self.parent = np.zeros(0, dtype=np.int64)
+        self.last = np.zeros(0, dtype=np.int64)
+        self.min_score = np.zeros(num_samples)  # PaddlePaddle starts it at 0
+
+    def add(self, sample, score, t: int, parent, last) -> None:
+        self.sample = np.concatenate([self.sample, sample])
+        self.score = np.concatenate([self.score, score])
+        self.step = np.concatenate([self.step, np.full(sample.size, t, dtype=np.int64)])
+        self.parent = np.concatenate([self.parent, parent])
+        self.last = np.concatenate([self.last, last])
+
+    def shrink(self, samples, scores, beam: int):
+        """Prune with the kept live paths (``samples``, ``scores``): a sample's finished paths
+        scoring below its worst live path are dropped; when it then has ``beam`` finished paths
+        none of which scores below its best live path, its live paths are dropped. Returns the
+        mask of live paths to keep."""
+        n = self.min_score.size
+        has_live = np.zeros(n, dtype=bool)
+        has_live[samples] = True
+        worst = np.full(n, np.inf)
+        best = np.full(n, -np.inf)
+        np.minimum.at(worst, samples, scores)
+        np.maximum.at(best, samples, scores)
+        keep = ~(has_live[self.sample] & (self.score < worst[self.sample]))
+        for name in ("sample", "score", "step", "parent", "last"):
+            setattr(self, name, getattr(self, name)[keep])
+        touched = has_live[self.sample]
+        np.minimum.at(self.min_score, self.sample[touched], self.score[touched])
+        count = np.bincount(self.sample, minlength=n)
+        done = has_live & (count >= beam) & (self.min_score >= best)
+        return ~done[samples]
+
+    def best(self, r: int):
+        """Per sample its ``r`` best finished paths, best first: (score, step, parent, id)."""
+        order = np.lexsort((-self.score, self.sample))
+        out: list[list[tuple[float, int, int, int]]] = [[] for _ in range(self.min_score.size)]
+        for i in order:
+            s = int(self.sample[i])
+            if len(out[s]) < r:
+                out[s].append((float(self.score[i]), int(self.step[i]), int(self.parent[i]),
+                               int(self.last[i])))
+        return out

@@ -149,3 +149,43 @@ def test_generator_survives_inference_file_round_trip(tmp_path):
     got = paddle.inference.Inference(fileobj=str(path)).infer(ctx, field=["prob", "id"])
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_allclose(got[0], want[0])
+
+
+def reference_beam_search(train, params, ctx_row, beam, max_length, results):
+    """PaddlePaddle's beam search written path by path (RecurrentGradientMachine: expand,
+    finish eos/max_length candidates at once, keep the beam best live ones, prune finished
+    paths below the worst live one and stop a sample whose finished paths beat its best)."""
+    paths, finals, min_final = [([], 0.0)], [], 0.0
+    for _ in range(max_length):
+        cands = []
+        for ids, score in paths:
+            p = paddle.infer(output_layer=train, parameters=params,
+                             input=[(ctx_row, [BOS] + ids)], feeding={"ctx": 0, "trg": 1})[-1]
+            for w in np.argsort(-p, kind="stable")[:min(beam, V)]:
+                new = (ids + [int(w)], score + float(np.log(p[w])))
+                (finals if w == EOS or len(new[0]) >= max_length else cands).append(new)
+        if not cands:
+            break
+        kept = sorted(cands, key=lambda c: -c[1])[:beam]
+        finals = [f for f in finals if f[1] >= kept[-1][1]]
+        min_final = min([min_final] + [f[1] for f in finals])
+        if len(finals) >= beam and min_final >= kept[0][1]:
+            kept = []
+        paths = kept
+        if not paths:
+            break
+    return sorted(finals, key=lambda f: -f[1])[:results]
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+def test_batched_search_equals_path_by_path_reference(beam):
+    train, gen, params = build(beam_size=beam, max_length=4)
+    ctx = np.random.RandomState(5).uniform(-1, 1, (3, CTX))
+    prob, ids = paddle.infer(output_layer=gen, parameters=params, input=[(c,) for c in ctx],
+                             field=["prob", "id"])
+    found = decode(prob, ids, 3, beam)
+    for s in range(3):
+        want = reference_beam_search(train, params, ctx[s], beam, 4, beam)
+        got = [(list(p), sc) for i, p, sc in found if i == s]
+        assert [p for p, _ in got] == [p for p, _ in want]
+        np.testing.assert_allclose([sc for _, sc in got], [sc for _, sc in want], rtol=1e-5)
