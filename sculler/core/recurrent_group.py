@@ -89,6 +89,15 @@ class GroupPlan:
         return len(self.frames)
 
 
+def sequence_rows(seq_starts, samples) -> tuple[np.ndarray, np.ndarray]:
+    """(packed rows of the sequences ``samples``, in that order; their new seq_starts)."""
+    seq = np.asarray(seq_starts, dtype=np.int64)
+    lens = np.diff(seq)[samples]
+    starts = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=starts[1:])
+    return np.repeat(seq[samples] - starts[:-1], lens) + np.arange(starts[-1]), starts
+
+
 class StepNetwork(Network):
     """The compiled step sub-network of one frame: agents count as inputs that need
     gradients (like data layers of a gradient check)."""

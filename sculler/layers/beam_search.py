@@ -32,6 +32,7 @@ import numpy as np
 
 from sculler.core.argument import Argument
 from sculler.core.layer import PASS_TEST, register_layer
+from sculler.core.recurrent_group import sequence_rows
 from sculler.layers.recurrent_group import RecurrentGroupLayer, _set
 
 TINY = 1e-30
@@ -69,11 +70,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
             value = None if arg.value is None else arg.value[samples]
             ids = None if arg.ids is None else arg.ids[samples]
             return value, ids, None
-        seq = np.asarray(arg.seq_starts)
-        lens = np.diff(seq)[samples]
-        starts = np.zeros(lens.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=starts[1:])
-        rows = np.repeat(seq[samples] - starts[:-1], lens) + np.arange(starts[-1])
+        rows, starts = sequence_rows(arg.seq_starts, samples)
         value = None if arg.value is None else arg.value[rows]
         ids = None if arg.ids is None else arg.ids[rows]
         return value, ids, starts
@@ -102,11 +99,15 @@ class BeamSearchLayer(RecurrentGroupLayer):
                 _set(net.layers[s["agent"]].output, value, sid, starts)
             for k, m in enumerate(self.memories):
                 if prev is None:
-                    value, mid = boots[k]
+                    value, mid, starts = boots[k]
                 else:
                     src = prev.layers[m["link"]].output
                     value = None if src.value is None else src.value[parents]
                     mid = None if src.ids is None else src.ids[parents]
+                    starts = src.seq_starts
+                if starts is not None:
+                    raise NotImplementedError(f"beam_search {self.name!r}: the sequence-valued "
+                                              f"memory {m['agent']!r} is not supported")
                 _set(net.layers[m["agent"]].output, value, mid, None)
             net.run_forward(PASS_TEST)
             probs = net.layers[g["prob_layer"]].output.value

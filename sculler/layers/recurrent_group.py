@@ -11,7 +11,8 @@ the order the attrs refer to them. attrs:
 - ``memories``: ``[{"agent", "link", "size", "boot": input index | None, "boot_bias": parameter
   name | None, "boot_bias_act", "boot_const_id": int | None}]``: the agent holds layer
   ``link``'s output of the previous step; at step 0 the boot layer's row, ``act(boot_bias)``,
-  the constant id, or zeros;
+  the constant id, or zeros; a boot layer that is a sequence makes a sequence-valued memory
+  (each step sees the sample's whole sequence of the previous step);
 - ``out_links``: ``[{"layer": inner name, "name": outer name}]``: each step's output of
   ``layer`` assembled into a sequence aligned with the in-link (a nested sequence when each
   step's output is a sequence), exposed as ``extra_outputs[name]`` (read with ``get_output``);
@@ -35,7 +36,12 @@ from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import ModelConfig, ParameterConfig
 from sculler.core.parameter import Weight
-from sculler.core.recurrent_group import GroupPlan, StepNetwork, shared_parameters
+from sculler.core.recurrent_group import (
+    GroupPlan,
+    StepNetwork,
+    sequence_rows,
+    shared_parameters,
+)
 from sculler.math.blas import col_sum
 
 
@@ -148,10 +154,7 @@ class RecurrentGroupLayer(Layer):
                     f"recurrent group {self.name!r}: static input "
                     f"{self.batch_statics[k]['agent']!r} "
                     f"has {seq.size - 1} sequences, expected {plan.num_samples}")
-            lens = np.diff(seq)[plan.order]
-            starts = np.zeros(lens.size + 1, dtype=np.int64)
-            np.cumsum(lens, out=starts[1:])
-            rows = np.repeat(seq[plan.order] - starts[:-1], lens) + np.arange(starts[-1])
+            rows, starts = sequence_rows(seq, plan.order)
         self._bufs[key + "_rows"] = rows
         if arg.value is None:
             return arg.ids[rows], starts
@@ -196,47 +199,51 @@ class RecurrentGroupLayer(Layer):
             for k, m in enumerate(self.memories):
                 arg = net.layers[m["agent"]].output
                 if t == 0:
-                    value, ids = boots[k]
-                    _set(arg, value, ids, None)
-                else:
-                    src = self.frames[t - 1].layers[m["link"]].output
-                    if src.seq_starts is not None:
-                        raise NotImplementedError(
-                            f"recurrent group {self.name!r}: memory {m['agent']!r} of the "
-                            f"sequence-valued layer {m['link']!r} is not supported")
-                    _set(arg, None if src.value is None else src.value[:n],
-                         None if src.ids is None else src.ids[:n], None)
+                    _set(arg, *boots[k])
+                    continue
+                src = self.frames[t - 1].layers[m["link"]].output
+                rows, starts = n, None
+                if src.seq_starts is not None:  # a sequence-valued memory: the first n
+                    starts = src.seq_starts[: n + 1]
+                    rows = int(starts[-1])
+                _set(arg, None if src.value is None else src.value[:rows],
+                     None if src.ids is None else src.ids[:rows], starts)
             net.run_forward(pass_type)
         self._gather_out_links(plan)
 
-    def _boot(self, m: dict, rows, num_samples: int):
-        """(value, ids) of memory ``m`` at step 0 for the samples ``rows`` (of
-        ``num_samples``), in that order."""
-        n0 = len(rows)
+    def _boot(self, m: dict, samples, num_samples: int):
+        """(value, ids, seq_starts) of memory ``m`` at step 0 for the samples ``samples`` (of
+        ``num_samples``), in that order; a boot layer that is a sequence makes the memory a
+        sequence (each sample's whole boot sequence)."""
+        n0 = len(samples)
         size = int(m["size"])
         if m.get("boot") is not None:
             arg = self.get_input(m["boot"])
-            if arg.seq_starts is not None:
-                raise NotImplementedError(f"recurrent group {self.name!r}: memory "
-                                          f"{m['agent']!r} booted from a sequence")
-            if arg.batch_size != num_samples:
+            count = arg.batch_size if arg.seq_starts is None else arg.num_sequences
+            if arg.sub_seq_starts is not None:
+                raise ValueError(f"recurrent group {self.name!r}: memory {m['agent']!r} cannot "
+                                 "boot from a nested sequence")
+            if count != num_samples:
                 raise ValueError(
                     f"recurrent group {self.name!r}: boot layer of memory {m['agent']!r} has "
-                    f"{arg.batch_size} rows, expected one per sample ({num_samples})")
+                    f"{count} rows or sequences, expected one per sample ({num_samples})")
+            rows, starts = (samples, None) if arg.seq_starts is None else sequence_rows(
+                arg.seq_starts, samples)
+            self._bufs["bootrows_" + m["agent"]] = rows
             if arg.value is None:
-                return None, arg.ids[rows]
-            buf = self.scratch("boot_" + m["agent"], (n0, size))
+                return None, arg.ids[rows], starts
+            buf = self.scratch("boot_" + m["agent"], (rows.size, size))
             np.take(arg.value, rows, axis=0, out=buf)
-            return buf, None
+            return buf, None, starts
         if m.get("boot_const_id") is not None:
-            return None, np.full(n0, int(m["boot_const_id"]), dtype=np.int64)
+            return None, np.full(n0, int(m["boot_const_id"]), dtype=np.int64), None
         buf = self.scratch("boot_" + m["agent"], (n0, size))
         if m.get("boot_bias"):
             buf[...] = self.boot_bias[m["agent"]].w.reshape(1, -1)
             get_activation(m.get("boot_bias_act")).forward(buf)
         else:
             buf[...] = 0
-        return buf, None
+        return buf, None, None
 
     def _out_layout(self, o: dict, plan: GroupPlan):
         """(time-major row -> packed row, per-step (first, end) time-major rows, seq_starts,
@@ -365,7 +372,7 @@ class RecurrentGroupLayer(Layer):
                 if t > 0:
                     dst = self.frames[t - 1].layers[m["link"]].output.grad
                     if dst is not None:
-                        dst[:n] += g
+                        dst[: g.shape[0]] += g
                 else:
                     self._boot_backward(m, g, plan, callback)
         for k, link in enumerate(self.links):
@@ -385,11 +392,10 @@ class RecurrentGroupLayer(Layer):
                 p.inc_update(callback)
 
     def _boot_backward(self, m: dict, g, plan: GroupPlan, callback) -> None:
-        n0 = g.shape[0]
         if m.get("boot") is not None:
             dst = self.get_input_grad(m["boot"])
             if dst is not None:
-                dst[plan.order[:n0]] += g
+                dst[self._bufs["bootrows_" + m["agent"]]] += g
         elif m.get("boot_bias"):
             w = self.boot_bias[m["agent"]]
             if w.w_grad is not None:

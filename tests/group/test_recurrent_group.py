@@ -277,3 +277,18 @@ def test_non_sequence_in_link_acts_as_static():
     h = paddle.layer.recurrent_group(step=step, input=[row, x], name="ns")
     report = check_network_grad(paddle.layer.fc(input=h, size=1))
     assert "input row" in report.errors and report.max_error < 1e-6
+
+
+def test_grad_sequence_valued_memory_booted_from_a_sequence():
+    x = seq_data("x", 3)
+    boot = seq_data("boot", 2)
+
+    def step(x_t):
+        m = paddle.layer.memory(name="m", size=2, boot_layer=boot)  # a sequence per sample
+        new_m = paddle.layer.fc(input=m, size=2, name="m", act=paddle.activation.Tanh())
+        pooled = paddle.layer.pooling(input=new_m, pooling_type=paddle.pooling.Sum())
+        return paddle.layer.fc(input=[x_t, pooled], size=2, name="out")
+
+    out = paddle.layer.recurrent_group(step=step, input=x, name="sm")
+    report = check_network_grad(paddle.layer.fc(input=out, size=1))
+    assert "input boot" in report.errors and report.max_error < 1e-6
