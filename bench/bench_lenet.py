@@ -2,8 +2,10 @@
 
 Network: conv 5x5x20 - maxpool 2 - conv 5x5x50 - maxpool 2 - fc 500 relu - fc 10 softmax on
 1x28x28 random inputs, batch 64, cross entropy, momentum SGD. Each framework trains the same
-number of batches after a short warm-up; a peer that cannot be imported is skipped with a
-message. Run: ``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
+number of batches after a short warm-up, the three interleaved ``--repeats`` times (best run
+of each kept); a peer that cannot be imported is skipped with a message. Each ratio carries
+the other processes' load during the run (``bench/_load.py``); above 5 % it is flagged
+UNRELIABLE. Run: ``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import warnings
 
 import numpy as np
+from _load import LoadMeter
 
 BATCH, CLASSES = 64, 10
 
@@ -126,16 +129,21 @@ def main() -> None:
     print(f"LeNet-5, batch {BATCH}, {args.batches} batches, {os.cpu_count()} CPUs; best of "
           f"{args.repeats} runs (samples/s)")
     runs = {"sculler": bench_sculler, "paddle": bench_paddle, "torch": bench_torch}
-    best: dict[str, float | None] = {}
-    for name, fn in runs.items():
-        speeds = [fn(args.batches, args.warmup) for _ in range(args.repeats)]
-        best[name] = None if speeds[0] is None else max(speeds)
-        if best[name] is not None:
-            print(f"  {name:8s} " + " ".join(f"{s:8.0f}" for s in speeds), flush=True)
+    speeds: dict[str, list[float]] = {name: [] for name in runs}
+    with LoadMeter() as m:
+        for _ in range(args.repeats):  # contenders interleaved: a load change hits all
+            for name, fn in runs.items():
+                v = fn(args.batches, args.warmup)
+                if v is not None:
+                    speeds[name].append(v)
+    best = {name: max(v) if v else None for name, v in speeds.items()}
+    for name, v in speeds.items():
+        if v:
+            print(f"  {name:8s} " + " ".join(f"{s:8.0f}" for s in v), flush=True)
     s = best["sculler"]
     for peer in ("paddle", "torch"):
         if best[peer]:
-            print(f"sculler/{peer}: {s / best[peer]:.2f}")
+            print(f"sculler/{peer}: {s / best[peer]:.2f}  [{m.note}]")
 
 
 if __name__ == "__main__":

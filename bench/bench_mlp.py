@@ -2,6 +2,9 @@
 reference (same math: relu hidden layers, softmax + cross entropy, momentum SGD, preallocated
 buffers), plus PaddlePaddle / PyTorch CPU when importable.
 
+Each line ends with the other processes' load during its runs (``bench/_load.py``); above
+5 % the figures are flagged UNRELIABLE.
+
 Run: ``PYTHONPATH=. python bench/bench_mlp.py [--batches N]``
 """
 
@@ -11,6 +14,7 @@ import argparse
 import time
 
 import numpy as np
+from _load import LoadMeter
 
 import sculler as paddle
 
@@ -140,11 +144,12 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=30)
     args = ap.parse_args()
     for sizes, batch in CONFIGS:
-        s = bench_sculler(sizes, batch, args.batches)
-        bench_numpy(sizes, batch, 2)  # warm-up (BLAS threads, page faults)
-        n = bench_numpy(sizes, batch, args.batches)
-        t = bench_torch(sizes, batch, args.batches)
-        p = bench_paddle(sizes, batch, args.batches)
+        with LoadMeter() as m:
+            s = bench_sculler(sizes, batch, args.batches)
+            bench_numpy(sizes, batch, 2)  # warm-up (BLAS threads, page faults)
+            n = bench_numpy(sizes, batch, args.batches)
+            t = bench_torch(sizes, batch, args.batches)
+            p = bench_paddle(sizes, batch, args.batches)
         name = "-".join(map(str, sizes))
         line = f"MLP {name} batch {batch}: sculler {s:,.0f}/s, numpy ref {n:,.0f}/s, " \
                f"sculler/numpy {s / n:.2f}"
@@ -152,7 +157,7 @@ def main() -> None:
             line += f", paddle {p:,.0f}/s, sculler/paddle {s / p:.2f}"
         if t is not None:
             line += f", torch {t:,.0f}/s, sculler/torch {s / t:.2f}"
-        print(line, flush=True)
+        print(line + f" [{m.note}]", flush=True)
 
 
 if __name__ == "__main__":

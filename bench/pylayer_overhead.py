@@ -19,6 +19,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from _load import LoadMeter  # noqa: E402
+
 
 def _sculler_case(shape: tuple) -> Callable[[], None]:
     import sculler as paddle
@@ -102,15 +104,16 @@ def main() -> None:
     cases = [("sculler", _sculler_case), ("paddle", _paddle_case), ("torch", _torch_case)]
     for shape, number in (((2, 3), 2000), ((1024, 1024), 10)):
         results = {}
-        for name, make in cases:
-            try:
-                step = make(shape)
-            except ImportError:
-                print(f"{name}: not installed, skipped")
-                continue
-            results[name] = _time(step, number, args.repeat)
+        with LoadMeter() as m:
+            for name, make in cases:
+                try:
+                    step = make(shape)
+                except ImportError:
+                    print(f"{name}: not installed, skipped")
+                    continue
+                results[name] = _time(step, number, args.repeat)
         base = results["sculler"]
-        print(f"tanh PyLayer forward+backward on {list(shape)}:")
+        print(f"tanh PyLayer forward+backward on {list(shape)} [{m.note}]:")
         for name, us in results.items():
             print(f"  {name:8s} {us:10.1f} us/call   x{us / base:5.2f} of sculler")
 

@@ -34,8 +34,17 @@ def build(num_classes: int = 10):
     return cost, predict
 
 
-def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: bool = True) -> float:
-    """Train for ``num_passes`` and return the final test accuracy (1 - classification error)."""
+# The network at module level, for `sculler summary/export/infer --config demo/cnn_digits.py`.
+cost, predict = build()
+
+
+def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: bool = True,
+         checkpoint: str | None = None, logdir: str | None = None) -> float:
+    """Train for ``num_passes`` and return the final test accuracy (1 - classification error).
+
+    ``checkpoint``: a file resumed from when it exists and saved every pass; ``logdir``:
+    TensorBoard scalars are written there (both are what ``sculler train`` passes on).
+    """
     paddle.init(use_gpu=False, trainer_count=1, seed=seed)
     paddle.layer.reset_names()
     cost, _ = build()
@@ -46,10 +55,13 @@ def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: boo
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=optimizer)
     test_reader = paddle.batch(paddle.dataset.digits.test(), 128)
     accuracy = [0.0]
+    board = paddle.plot.TensorBoard(logdir) if logdir is not None else None
 
     def handler(event):
         if isinstance(event, paddle.event.EndPass):
             result = trainer.test(reader=test_reader)
+            if board is not None:
+                board(result)
             accuracy[0] = 1.0 - result.metrics["classification_error_evaluator"]
             if verbose:
                 print(f"pass {event.pass_id}: test cost {result.cost:.4f}, "
@@ -57,8 +69,11 @@ def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: boo
 
     train_reader = paddle.batch(paddle.reader.shuffle(paddle.dataset.digits.train(), 2000),
                                 batch_size)
-    trainer.train(reader=train_reader, event_handler=handler, num_passes=num_passes,
-                  show_progress=False)
+    handlers = [handler] if board is None else [board, handler]
+    trainer.train(reader=train_reader, event_handler=handlers, num_passes=num_passes,
+                  show_progress=False, checkpoint=checkpoint)
+    if board is not None:
+        board.close()
     return accuracy[0]
 
 

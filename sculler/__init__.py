@@ -15,7 +15,6 @@ from sculler import (  # noqa: E402, F401
     activation,
     attr,
     data_type,
-    dataset,
     evaluator,
     event,
     inference,
@@ -23,7 +22,6 @@ from sculler import (  # noqa: E402, F401
     networks,
     optimizer,
     parameters,
-    plot,
     pooling,
     reader,
     topology,
@@ -34,3 +32,14 @@ from sculler.minibatch import batch  # noqa: E402, F401
 from sculler.trainer import train  # noqa: E402, F401
 from sculler.v2.runtime import init  # noqa: E402, F401
 # ---- end of v2 API -------------------------------------------------------------------------
+
+# imported on first use (paddle.dataset.mnist, paddle.plot.Ploter): not needed to train
+_LAZY_SUBMODULES = ("dataset", "plot")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"sculler.{name}")
+    raise AttributeError(f"module 'sculler' has no attribute {name!r}")

@@ -1,9 +1,14 @@
-"""``sculler`` command line: ``sculler train --config FILE`` and ``sculler check-grad``."""
+"""``sculler`` command line: train, infer, export (ONNX), summary and check-grad.
+
+User errors (a missing file, a config that fails, an unknown layer type) print one line
+``sculler: error: ...`` on stderr and exit with status 2; ``--debug`` shows the traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -14,6 +19,16 @@ from typing import Any
 import numpy as np
 
 from sculler.core.model_config import ModelConfig
+
+V2_GLOBALS = ("cost", "optimizer", "train_reader")
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for; reported as one line, exit status 2."""
+
+
+USER_ERRORS = (UserError, OSError, ValueError, TypeError, KeyError, ImportError,
+               NotImplementedError)
 
 
 def load_source(spec: str) -> Callable:
@@ -54,8 +69,24 @@ def make_optimizer(settings: dict) -> Any:
         learning_rate=settings["learning_rate"],
         regularization=settings.get("regularization"),
         gradient_clipping_threshold=settings.get("gradient_clipping_threshold"),
+        model_average=settings.get("model_average"),
         **keywords, **method.kwargs,
     )
+
+
+def run_script(path: str, config_args: str = "") -> tuple[Any, dict]:
+    """Run a config file or script: ``(TrainerConfig or None, module globals)``. Whatever
+    the file raises becomes a :class:`UserError` naming the file."""
+    from sculler.config.config_parser import run_config
+
+    if not os.path.isfile(path):
+        raise UserError(f"config file {path!r} not found")
+    try:
+        return run_config(path, config_args)
+    except SystemExit as exc:
+        raise UserError(f"{path}: the script exited ({exc.code}) while being loaded") from exc
+    except Exception as exc:
+        raise UserError(f"{path}: {type(exc).__name__}: {exc}") from exc
 
 
 def load_program(path: str, config_args: str) -> dict:
@@ -63,14 +94,18 @@ def load_program(path: str, config_args: str) -> dict:
     ``data_sources``) or a v2 script whose module globals name ``cost``, ``optimizer``,
     ``train_reader`` (and optionally ``test_reader``, ``batch_size``, ``num_passes``,
     ``feeding``). Returns those items, with ``topology`` ready to train."""
-    from sculler.config.config_parser import run_config
+    parsed, names = run_script(path, config_args)
+    return program_of(path, parsed, names)
+
+
+def program_of(path: str, parsed: Any, names: dict) -> dict:
+    """The training items of a loaded v1 config or v2 script (see :func:`load_program`)."""
     from sculler.topology import Topology
 
-    parsed, names = run_config(path, config_args)
     if parsed is not None:
         settings = parsed.settings
         if "train_source" not in settings or "learning_method" not in settings:
-            raise SystemExit(
+            raise UserError(
                 f"{path}: declare the data with data_sources(train=..., test=...) and the "
                 "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
             )
@@ -86,11 +121,12 @@ def load_program(path: str, config_args: str) -> dict:
             "num_passes": settings.get("num_passes"),
             "feeding": None,
         }
-    missing = [k for k in ("cost", "optimizer", "train_reader") if k not in names]
+    missing = [k for k in V2_GLOBALS if k not in names]
     if missing:
-        raise SystemExit(
+        raise UserError(
             f"{path}: neither a v1 config (no layers declared) nor a v2 script (module globals "
-            f"{missing} are missing; a v2 script defines cost, optimizer and train_reader)"
+            f"{missing} are missing; a v2 script defines cost, optimizer and train_reader, "
+            "or a main() function)"
         )
     return {
         "topology": Topology(names["cost"]),
@@ -103,18 +139,107 @@ def load_program(path: str, config_args: str) -> dict:
     }
 
 
+def load_topology(path: str, config_args: str = "") -> Any:
+    """The topology a config file describes: a v1 config's model, or a v2 script's
+    module-level ``cost`` (a layer or a list of layers)."""
+    from sculler.layer import LayerOutput
+    from sculler.topology import Topology
+
+    parsed, names = run_script(path, config_args)
+    if parsed is not None:
+        return Topology.from_model_config(parsed.model_config)
+    cost = names.get("cost")
+    if isinstance(cost, LayerOutput) or (
+            isinstance(cost, (list, tuple)) and cost
+            and all(isinstance(c, LayerOutput) for c in cost)):
+        return Topology(cost)
+    raise UserError(f"{path}: declares no v1 layers and no module-level `cost` layer, so it "
+                    "has no topology to read")
+
+
+def output_layers(topology: Any, names: str | None) -> list:
+    """The layers to infer/export: ``names`` (comma-separated), else each cost layer's
+    first input that is not a data layer (the prediction), else the topology's outputs."""
+    from sculler.core.layer import get_layer_class
+
+    if names:
+        return [topology.get_layer(n.strip()) for n in names.split(",") if n.strip()]
+    found: dict[str, Any] = {}
+    for out in topology.layers:
+        if get_layer_class(out.layer_type).is_cost:
+            preds = [p for p in out.parents if p.layer_type != "data"]
+            if preds:
+                found.setdefault(preds[0].name, preds[0])
+        else:
+            found.setdefault(out.name, out)
+    if not found:
+        raise UserError("cannot tell which layer is the prediction; name it with "
+                        "--output_layer")
+    return list(found.values())
+
+
+def load_parameters(path: str) -> Any:
+    from sculler.parameters import Parameters
+
+    if not os.path.isfile(path):
+        raise UserError(f"parameter file {path!r} not found")
+    try:
+        with open(path, "rb") as f:
+            return Parameters.from_tar(f)
+    except Exception as exc:
+        raise UserError(f"{path}: not a parameter tar ({exc})") from exc
+
+
 def train_command(args: argparse.Namespace) -> int:
+    parsed, names = run_script(args.config, args.config_args)
+    if parsed is None and not all(k in names for k in V2_GLOBALS) and callable(
+            names.get("main")):
+        return run_main(names["main"], args)
+    return train_program(program_of(args.config, parsed, names), args)
+
+
+def run_main(main_fn: Callable, args: argparse.Namespace) -> int:
+    """Run a script's own ``main()``, passing the CLI options its signature accepts. Given
+    options it does not accept: --num_passes, --checkpoint and --logdir are errors (the run
+    would not do what was asked), the others a warning."""
+    wanted = {"num_passes": args.num_passes, "seed": args.seed, "checkpoint": args.checkpoint,
+              "logdir": args.logdir, "save_dir": args.save_dir,
+              "show_progress": False if args.no_progress else None}
+    accepted = inspect.signature(main_fn).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    given = {k: v for k, v in wanted.items() if v is not None}
+    ignored = [k for k in given if k not in accepted and not takes_any]
+    refused = [k for k in ignored if k in ("num_passes", "checkpoint", "logdir")]
+    if refused:
+        raise UserError(f"{args.config}: its main() does not accept "
+                        f"{', '.join('--' + k for k in refused)} (its parameters: "
+                        f"{list(accepted)})")
+    if ignored:
+        flags = ["--no_progress" if k == "show_progress" else "--" + k for k in ignored]
+        print(f"sculler: warning: {args.config}: main() does not accept {', '.join(flags)}; "
+              "ignored", file=sys.stderr)
+    kwargs = {k: v for k, v in given.items() if k in accepted or takes_any}
+    result = main_fn(**kwargs)
+    if isinstance(result, (int, float, str, np.number)):
+        print(f"main() returned: {result}")
+    return 0
+
+
+def train_program(program: dict, args: argparse.Namespace) -> int:
+    """Train a v1 config or v2 script's items with the CLI's loop (per-pass lines, test,
+    a parameter tar per pass)."""
     import sculler as paddle
 
-    program = load_program(args.config, args.config_args)
-    paddle.init(seed=args.seed)
+    paddle.init(seed=1 if args.seed is None else args.seed)
     topology, test_reader = program["topology"], program["test_reader"]
     parameters = paddle.parameters.create(topology)
     trainer = paddle.trainer.SGD(cost=topology, parameters=parameters,
                                  update_equation=program["optimizer"])
     batch_size = program["batch_size"]
     num_passes = args.num_passes or program["num_passes"] or 10
-    os.makedirs(args.save_dir, exist_ok=True)
+    save_dir = args.save_dir or "output"
+    os.makedirs(save_dir, exist_ok=True)
+    board = paddle.plot.TensorBoard(args.logdir) if args.logdir else None
     costs: list[float] = []
     result = None
 
@@ -129,25 +254,109 @@ def train_command(args: argparse.Namespace) -> int:
             if test_reader is not None:
                 result = trainer.test(reader=paddle.batch(test_reader, batch_size),
                                       feeding=program["feeding"])
+                if board is not None:
+                    board(result)
                 line += f" | test cost {result.cost:.4f}"
                 line += "".join(f", {k} {v:.4f}" for k, v in result.metrics.items())
             print(line, flush=True)
-            parameters.to_tar(os.path.join(args.save_dir, f"pass-{event.pass_id:05d}.tar"))
+            parameters.to_tar(os.path.join(save_dir, f"pass-{event.pass_id:05d}.tar"))
 
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        trainer.load_checkpoint(args.checkpoint)
+        print(f"Resuming from {args.checkpoint} at pass {trainer.next_pass}", flush=True)
     start = time.perf_counter()
+    handlers = [board, on_event] if board is not None else on_event
     trainer.train(
         reader=paddle.batch(paddle.reader.shuffle(program["train_reader"], buf_size=8192),
                             batch_size),
-        num_passes=num_passes, event_handler=on_event, feeding=program["feeding"],
-        show_progress=False if args.no_progress else None,
+        num_passes=num_passes, event_handler=handlers, feeding=program["feeding"],
+        show_progress=False if args.no_progress else None, checkpoint=args.checkpoint,
     )
     elapsed = time.perf_counter() - start
-    final = os.path.join(args.save_dir, "params.tar")
+    if board is not None:
+        board.close()
+    final = os.path.join(save_dir, "params.tar")
     parameters.to_tar(final)
     print(f"Trained {num_passes} passes in {elapsed:.1f} s; parameters saved to {final}")
     if result is not None and "classification_error_evaluator" in result.metrics:
         accuracy = 1.0 - result.metrics["classification_error_evaluator"]
         print(f"Test accuracy: {accuracy:.2%}")
+    return 0
+
+
+def read_inputs(path: str) -> np.ndarray:
+    """Rows of a ``.npy`` or ``.csv`` (comma-separated numbers) file, as a 2-D array."""
+    if not os.path.isfile(path):
+        raise UserError(f"input file {path!r} not found")
+    if path.endswith(".npy"):
+        data = np.load(path, allow_pickle=False)
+    elif path.endswith(".csv"):
+        data = np.loadtxt(path, delimiter=",", dtype=np.float32, ndmin=2)
+    else:
+        raise UserError(f"input file {path!r}: expected a .npy or .csv file")
+    if data.ndim == 1:
+        data = data[None, :]
+    if data.ndim != 2:
+        raise UserError(f"input file {path!r}: expected rows of samples (2-D), got shape "
+                        f"{data.shape}")
+    return data
+
+
+def infer_command(args: argparse.Namespace) -> int:
+    from sculler.inference import infer
+    from sculler.topology import Topology
+
+    topology = load_topology(args.config, args.config_args)
+    outputs = output_layers(topology, args.output_layer)
+    parameters = load_parameters(args.params)
+    data_layers = Topology(outputs).data_type()
+    if len(data_layers) != 1:
+        raise UserError(f"the outputs {[o.name for o in outputs]} read {len(data_layers)} data "
+                        f"layers {[n for n, _ in data_layers]}; `sculler infer` feeds one")
+    name, dtype = data_layers[0]
+    rows = read_inputs(args.input)
+    if dtype.type != 0 or dtype.seq_type != 0:
+        raise UserError(f"data layer {name!r} is {dtype}; `sculler infer` feeds dense vectors")
+    if rows.shape[1] != dtype.dim:
+        raise UserError(f"{args.input}: rows have {rows.shape[1]} values but data layer "
+                        f"{name!r} takes {dtype.dim}")
+    result = infer(output_layer=outputs, parameters=parameters,
+                   input=[(r,) for r in rows.astype(np.float32)])
+    results = result if isinstance(result, list) else [result]
+    merged = np.concatenate([np.asarray(r).reshape(len(rows), -1) for r in results], axis=1)
+    if args.output:
+        write_array(args.output, merged)
+        print(f"wrote {merged.shape[0]} rows of {merged.shape[1]} values to {args.output}")
+    else:
+        np.savetxt(sys.stdout, merged, fmt="%.6g", delimiter=",")
+    return 0
+
+
+def write_array(path: str, data: np.ndarray) -> None:
+    """Save ``data`` as .npy or .csv (by the extension), atomically."""
+    from sculler.parameters import atomic_write
+
+    if path.endswith(".npy"):
+        atomic_write(path, lambda f: np.save(f, data, allow_pickle=False))
+    elif path.endswith(".csv"):
+        atomic_write(path, lambda f: np.savetxt(f, data, fmt="%.9g", delimiter=","))
+    else:
+        raise UserError(f"output file {path!r}: expected a .npy or .csv name")
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from sculler import onnx
+
+    topology = load_topology(args.config, args.config_args)
+    outputs = output_layers(topology, args.output_layer)
+    parameters = load_parameters(args.params)
+    onnx.export(outputs, parameters, args.onnx, opset=args.opset)
+    print(f"wrote {args.onnx}: outputs {[o.name for o in outputs]}")
+    return 0
+
+
+def summary_command(args: argparse.Namespace) -> int:
+    print(load_topology(args.config, args.config_args).summary())
     return 0
 
 
@@ -175,17 +384,58 @@ def check_grad_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sculler", description=__doc__)
+COMMANDS = {"train": train_command, "infer": infer_command, "export": export_command,
+            "summary": summary_command, "check-grad": check_grad_command}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from sculler import __version__
+
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an error")
+    parser = argparse.ArgumentParser(
+        prog="sculler", description="Sculler: train, infer, export (ONNX), summary, check-grad.")
+    parser.add_argument("--version", action="version", version=f"sculler {__version__}")
+    parser.add_argument("--debug", action="store_true", default=False,
+                        help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train the model of a v1 config file")
-    train.add_argument("--config", required=True, help="the config file (Python)")
-    train.add_argument("--config_args", default="", help="name=value,... for get_config_arg")
-    train.add_argument("--num_passes", type=int, default=None)
-    train.add_argument("--save_dir", default="output", help="where parameter tars go")
-    train.add_argument("--seed", type=int, default=1)
+
+    def with_config(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[debug])
+        p.add_argument("--config", required=True,
+                       help="a v1 config file or a v2 script (Python)")
+        p.add_argument("--config_args", default="", help="name=value,... for get_config_arg")
+        return p
+
+    train = with_config("train", "train a v1 config, a v2 script (module-level cost, "
+                        "optimizer, train_reader) or a script's own main()")
+    train.add_argument("--num_passes", type=int, default=None,
+                       help="passes (default: the file's num_passes, else 10)")
+    train.add_argument("--save_dir", default=None,
+                       help="where parameter tars go (default: output)")
+    train.add_argument("--seed", type=int, default=None, help="random seed (default 1)")
+    train.add_argument("--checkpoint", default=None,
+                       help="checkpoint file: resumed from when it exists, saved every pass")
+    train.add_argument("--logdir", default=None, help="write TensorBoard scalars here")
     train.add_argument("--no_progress", action="store_true", help="no progress bar")
-    check = sub.add_parser("check-grad", help="gradient-check a layer type")
+    for name, text in (("infer", "predictions of a trained model for rows of a .npy/.csv"),
+                       ("export", "write a trained model as ONNX")):
+        p = with_config(name, text)
+        p.add_argument("--params", required=True, help="the parameter tar (from train)")
+        p.add_argument("--output_layer", default=None,
+                       help="comma-separated output layer names (default: the input of each "
+                       "cost layer)")
+        if name == "infer":
+            p.add_argument("--input", required=True, help="a .npy or .csv file, one row a "
+                           "sample")
+            p.add_argument("--output", default=None, help="a .npy or .csv file (default: "
+                           "print CSV)")
+        else:
+            p.add_argument("--onnx", required=True, help="the .onnx file to write")
+            p.add_argument("--opset", type=int, default=None, help="ONNX opset version")
+    with_config("summary", "print the layers, their parameters and the total")
+    check = sub.add_parser("check-grad", help="gradient-check a layer type", parents=[debug])
     check.add_argument("--type", required=True, help="the registered layer type")
     check.add_argument("--inputs", required=True, help="dense input widths, e.g. 5,3")
     check.add_argument("--size", type=int, default=4)
@@ -194,10 +444,20 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--use_weight", action="store_true")
     check.add_argument("--module", action="append",
                        help="a module or .py file that registers the layer (repeatable)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    command = train_command if args.command == "train" else check_grad_command
-    return command(args)
+    try:
+        return COMMANDS[args.command](args)
+    except USER_ERRORS as exc:
+        if args.debug:
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"sculler: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

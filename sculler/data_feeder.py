@@ -1,9 +1,12 @@
 """``DataFeeder``: a minibatch (list of sample tuples) -> one core ``Argument`` per data layer.
 
 Each field is converted by its :class:`~sculler.data_type.InputType` with one
-``np.asarray``/``np.concatenate`` per data layer: dense rows into a (batch, dim) float array,
-ids into an int64 vector, sparse rows into a :class:`CsrMatrix`; sequences are packed end to
-end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences).
+``np.asarray`` per data layer: dense rows into a (batch, dim) float array, ids into an int64
+vector, sparse rows into a :class:`CsrMatrix`; sequences are packed
+end to end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences). Checks run on
+the whole array; only when one fails is the offending sample looked for, so errors still name
+the data layer and the sample. Nothing is coerced: strings or booleans for dense data and
+non-integral numbers for ids are errors.
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
 
 __all__ = ["DataFeeder"]
+
+
+class _BadSample(ValueError):
+    """A check that knows which sample failed (``sample``; None when it does not)."""
+
+    def __init__(self, sample: int | None, message: str):
+        super().__init__(message)
+        self.sample = sample
 
 
 def _starts(lengths: list[int]) -> np.ndarray:
@@ -58,6 +69,27 @@ class DataFeeder:
         """One :class:`Argument` per data layer, by name."""
         if len(minibatch) == 0:
             raise ValueError("cannot feed an empty minibatch")
+        out = {}
+        for name, tp in self.data_types:
+            col = self.feeding[name]
+            try:
+                fields = [s[col] for s in minibatch]
+            except (IndexError, TypeError, KeyError):
+                self._check_samples(minibatch)
+                raise
+            try:
+                out[name] = self._convert(fields, tp)
+            except _BadSample as e:
+                raise ValueError(f"data layer {name!r} (expects {tp}): sample {e.sample} field "
+                                 f"{col} does not match: {e}") from None
+            except (ValueError, TypeError) as e:
+                bad = self._first_bad(fields, tp)
+                raise ValueError(f"data layer {name!r} (expects {tp}): sample {bad} field {col} "
+                                 f"does not match: {e}") from None
+        return out
+
+    def _check_samples(self, minibatch: Sequence[Any]) -> None:
+        """ValueError naming the first sample that is not a tuple/list with enough fields."""
         need = max(self.feeding.values()) + 1
         for i, sample in enumerate(minibatch):
             if not isinstance(sample, (tuple, list)) or len(sample) < need:
@@ -66,17 +98,39 @@ class DataFeeder:
                     sample, (tuple, list)) or c >= len(sample)]
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
-        out = {}
-        for name, tp in self.data_types:
-            col = self.feeding[name]
-            fields = [s[col] for s in minibatch]
-            try:
-                out[name] = self._convert(fields, tp)
-            except (ValueError, TypeError) as e:
-                bad = self._first_bad(fields, tp)
-                raise ValueError(f"data layer {name!r} (expects {tp}): sample {bad} field {col} "
-                                 f"does not match: {e}") from None
-        return out
+
+    def _dense(self, fields: list, dim: int) -> np.ndarray:
+        """``(n, dim)`` float array of the rows (one copy; none more when they already have
+        the feeder's dtype)."""
+        value = np.asarray(fields)
+        if value.dtype.kind not in "iuf":
+            raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
+        value = value.astype(self.dtype, copy=False)
+        if value.ndim == 1 and dim == 1:
+            value = value.reshape(-1, 1)
+        if value.ndim != 2 or value.shape[1] != dim:
+            raise ValueError(f"got values of shape {value.shape}, expected (n, {dim})")
+        return value
+
+    def _ids(self, fields: list, dim: int) -> np.ndarray:
+        raw = np.asarray(fields)
+        if raw.dtype.kind in "iu":
+            ids = raw.astype(np.int64, copy=False).reshape(-1)
+        elif raw.dtype.kind == "f":
+            ids = raw.astype(np.int64).reshape(-1)
+            frac = raw.reshape(-1) != ids
+            if frac.any():
+                raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
+                                 f"id {float(raw.reshape(-1)[frac.argmax()])!r} is not an integer "
+                                 "(integer ids expected)")
+        else:
+            raise TypeError(f"expected integer ids, got values of dtype {raw.dtype}")
+        if ids.shape[0] != len(fields):
+            raise ValueError(f"expected one integer per step, got {len(ids)} values for "
+                             f"{len(fields)} steps")
+        if ids.size and (ids.min() < 0 or ids.max() >= dim):
+            raise ValueError(f"id {int(ids[(ids < 0) | (ids >= dim)][0])} outside [0, {dim})")
+        return ids
 
     def _convert(self, fields: list, tp: InputType) -> Argument:
         xp = backend.xp()
@@ -90,20 +144,14 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            value = np.asarray(fields, dtype=self.dtype)
-            if value.ndim == 1 and tp.dim == 1:
-                value = value.reshape(-1, 1)
-            if value.ndim != 2 or value.shape[1] != tp.dim:
-                raise ValueError(f"got values of shape {value.shape}, expected (n, {tp.dim})")
-            arg = Argument(value=xp.asarray(value))
+            arg = Argument(value=xp.asarray(self._dense(fields, tp.dim)))
         elif tp.type == DataType.Index:
-            ids = np.asarray(fields, dtype=np.int64).reshape(-1)
-            if ids.shape[0] != len(fields):
-                raise ValueError(f"expected one integer per step, got {len(ids)} values for "
-                                 f"{len(fields)} steps")
-            if ids.size and (ids.min() < 0 or ids.max() >= tp.dim):
-                raise ValueError(f"id {int(ids[(ids < 0) | (ids >= tp.dim)][0])} outside "
-                                 f"[0, {tp.dim})")
+            try:
+                ids = self._ids(fields, tp.dim)
+            except _BadSample as e:
+                if e.sample is None or seq_starts is not None:
+                    raise ValueError(str(e)) from None  # the caller locates the sample
+                raise
             arg = Argument(ids=xp.asarray(ids))
         else:
             arg = Argument(value=CsrMatrix.from_rows(

@@ -210,3 +210,4 @@ from sculler.v2.group_layers import *  # noqa: E402,F401,F403
 from sculler.v2.image_layers import *  # noqa: E402,F401,F403
 from sculler.v2.recurrent_layers import *  # noqa: E402,F401,F403
 from sculler.v2.sequence_layers import *  # noqa: E402,F401,F403
+from sculler.v2.structured_costs import *  # noqa: E402,F401,F403

@@ -29,6 +29,8 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import optim as K
+from sculler.math import parallel
+from sculler.model_average import ModelAverage
 
 __all__ = [
     "Optimizer", "SGD", "Momentum", "Adam", "Adamax", "AdaGrad", "Adagrad", "DecayedAdaGrad",
@@ -63,16 +65,6 @@ class L1Regularization:
 
     def __init__(self, rate: float) -> None:
         self.rate = self.decay_rate = _number("L1Regularization rate", rate)
-
-
-class ModelAverage:
-    """Model-averaging settings (stored for the trainer; averaging itself is not applied)."""
-
-    def __init__(self, average_window: float, max_average_window: int | None = None,
-                 do_average_in_cpu: bool = False) -> None:
-        self.average_window = _number("average_window", average_window)
-        self.max_average_window = max_average_window
-        self.do_average_in_cpu = do_average_in_cpu
 
 
 class L2Decay:
@@ -116,6 +108,18 @@ class _EagerParamConfig:
         self.decay_rate = 0.0  # eager weight decay is already in the gradient
 
 
+_SETTINGS = ("learning_rate", "momentum", "decay_rate", "decay_rate_l1",
+             "gradient_clipping_threshold", "is_static")
+
+
+def _span(run: list[tuple[str, Any, Any, Any]], field: int) -> Any:
+    """The flat slice of the shared buffer covering a run's consecutive views."""
+    first, last = run[0][field], run[-1][field]
+    start = (first.ctypes.data - first.base.ctypes.data) // first.itemsize
+    stop = (last.ctypes.data - last.base.ctypes.data) // last.itemsize + last.size
+    return first.base[start:stop]
+
+
 def _cfg(config: Any, name: str, default: Any) -> Any:
     value = getattr(config, name, None) if config is not None else None
     return default if value is None else value
@@ -138,7 +142,7 @@ class Optimizer:
         learning_rate_args: ``"seg:rate,..."`` for 'manual' / 'pass_manual'.
         regularization: ``L2Regularization``, ``L1Regularization`` or a list of them.
         gradient_clipping_threshold: clip gradient elements to ``[-t, t]`` (None/0: off).
-        model_average: a :class:`ModelAverage` (stored only).
+        model_average: a :class:`ModelAverage`: every update also feeds its running sums.
         parameters: eager tensors; enables ``step()`` and the Paddle 2.x variants.
         weight_decay: float or :class:`L2Decay`; eager: added to the gradient, v2: L2 rate.
         grad_clip: ``ClipGradByValue`` / ``ClipGradByNorm`` / ``ClipGradByGlobalNorm`` (eager).
@@ -179,6 +183,8 @@ class Optimizer:
         self.momentum = 0.0
         self._states: dict[str, dict[str, Any]] = {}
         self._scratch: dict[tuple[str, str], Any] = {}
+        self._flat_states: dict[tuple[str, ...], dict[str, tuple[Any, list[Any]]]] = {}
+        self._plans: dict[tuple, tuple] = {}
         self._num_samples = 0
         self._batches = 0
         self._pass = 0
@@ -257,6 +263,13 @@ class Optimizer:
             raise ValueError(f"num_samples must be >= 0, got {num_samples}")
         self._num_samples += int(num_samples)
         self._batches += 1
+        if self.model_average is not None and not self.eager:
+            self.model_average.finish_batch()
+
+    def finish_pass(self) -> None:
+        """End of a pass (the model average's window limit follows the pass length)."""
+        if self.model_average is not None and not self.eager:
+            self.model_average.finish_pass()
 
     # ------------------------------------------------------------------ buffers
     def _state(self, key: str, value: Any, momentum: float) -> dict[str, Any]:
@@ -293,28 +306,144 @@ class Optimizer:
         """
         if config is not None and getattr(config, "is_static", False):
             return
-        lr = self.learning_rate_now() * float(_cfg(config, "learning_rate", 1.0))
-        mu = float(_cfg(config, "momentum", self.momentum))
-        l2 = float(_cfg(config, "decay_rate", self._l2))
-        l1 = float(_cfg(config, "decay_rate_l1", self._l1))
-        clip = _cfg(config, "gradient_clipping_threshold", self.gradient_clipping_threshold)
+        avg = self.model_average
+        if avg is not None and not self.eager:
+            avg.before_update(key, value, rows)
+            self._update(key, value, grad, config, rows)
+            avg.after_update(key, value, rows)
+        else:
+            self._update(key, value, grad, config, rows)
+
+    def _update(self, key: str, value: Any, grad: Any, config: Any, rows: Any) -> None:
+        lr, mu, l2, l1, clip = self._settings(config)
         if rows is not None:
             self._update_rows(key, value, grad, rows, lr, mu, l1, l2, clip)
             return
         if grad.shape != value.shape:
             raise ValueError(f"parameter {key!r}: gradient shape {grad.shape} does not match "
                              f"value shape {value.shape}")
-        if clip:
-            K.clip_by_value(grad, -clip, clip)
-        st = self._state(key, value, mu)
+        self._dense_step(key, value, grad, self._state(key, value, mu), lr, mu, l1, l2, clip)
+
+    def _settings(self, config: Any) -> tuple[float, float, float, float, Any]:
+        """``(lr, momentum, l2, l1, clip)`` for one parameter's config."""
+        return (self.learning_rate_now() * float(_cfg(config, "learning_rate", 1.0)),
+                float(_cfg(config, "momentum", self.momentum)),
+                float(_cfg(config, "decay_rate", self._l2)),
+                float(_cfg(config, "decay_rate_l1", self._l1)),
+                _cfg(config, "gradient_clipping_threshold", self.gradient_clipping_threshold))
+
+    def _dense_step(self, key: str, value: Any, grad: Any, st: dict[str, Any], lr: float,
+                    mu: float, l1: float, l2: float, clip: Any) -> None:
+        """Clip, update and regularize one dense array (a parameter or a packed run)."""
         tmp = self._buffer(key, "tmp", value)
         lr_vec = self._buffer(key, "lr", value) if self._lr_vec else None
         post = bool(l1) or not self._decay_in_kernel
-        first = self._batches == 0
-        self._apply(value, grad, st, lr, mu, 0.0 if post else l2, tmp, lr_vec,
-                    self.rho, 1.0 if first else 1.0 - self.rho)
-        if post:
-            self._regularize(value, lr, l1, l2, 1.0, tmp, lr_vec)
+        coef_new = 1.0 if self._batches == 0 else 1.0 - self.rho
+        names = list(st)
+
+        def piece(v, g, t, *rest):  # the whole step is elementwise: run it on any slice
+            if clip:
+                K.clip_by_value(g, -clip, clip)
+            sub = dict(zip(names, rest))
+            lv = rest[len(names)] if lr_vec is not None else None
+            self._apply(v, g, sub, lr, mu, 0.0 if post else l2, t, lv, self.rho, coef_new)
+            if post:
+                self._regularize(v, lr, l1, l2, 1.0, t, lv)
+
+        arrays = [value, grad, tmp, *(st[n] for n in names)]
+        parallel.run(piece, arrays + ([lr_vec] if lr_vec is not None else []))
+
+    def update_dense(self, items: Iterable[tuple[str, Any, Any, Any]]) -> None:
+        """``update(key, value, grad, config)`` for each item, fused where possible.
+
+        Items whose values and gradients are consecutive views of one buffer each (see
+        ``ParameterSet.pack``) and whose settings agree are updated as one flat array: a
+        handful of vectorised passes for all of them. Per-parameter state stays addressable
+        (``state_dict`` is unchanged): it becomes views of the run's flat state.
+        """
+        items = list(items)
+        if self.model_average is not None and not self.eager:
+            for key, value, grad, config in items:  # the averager follows each parameter
+                self.update(key, value, grad, config)
+            return
+        sig = tuple((k, id(v), id(g), self._settings_key(c)) for k, v, g, c in items)
+        plan = self._plans.get(sig)
+        if plan is None:
+            if len(self._plans) > 16:
+                self._plans.clear()
+            runs, singles = self._flat_runs(items)
+            fused = [(tuple(it[0] for it in run), run, _span(run, 1), _span(run, 2))
+                     for run in runs]
+            # the arrays are kept with the plan, so the ids in its key stay theirs
+            plan = self._plans[sig] = (fused, singles, [(v, g) for _, v, g, _ in items])
+        fused, singles, _ = plan
+        for key, value, grad, config in singles:
+            self.update(key, value, grad, config)
+        for keys, run, value, grad in fused:
+            config = run[0][3]
+            if config is not None and getattr(config, "is_static", False):
+                continue
+            lr, mu, l2, l1, clip = self._settings(config)
+            st = self._flat_state(keys, run, value, mu)
+            self._dense_step("\x00" + "\x00".join(keys), value, grad, st, lr, mu, l1, l2, clip)
+
+    def _flat_runs(self, items):
+        """Split items into runs of >= 2 adjacent packed views with equal settings, and the
+        rest."""
+        def where(arr):
+            base = arr.base
+            if base is None or base.ndim != 1 or not arr.flags.c_contiguous:
+                return None
+            return id(base), (arr.ctypes.data - base.ctypes.data) // arr.itemsize
+
+        keyed, singles = [], []
+        for it in items:
+            wv, wg = where(it[1]), where(it[2])
+            if wv is None or wg is None or wv[1] != wg[1] or it[1].shape != it[2].shape:
+                singles.append(it)
+            else:
+                keyed.append(((wv[0], wg[0], self._settings_key(it[3])), wv[1], it))
+        keyed.sort(key=lambda k: (k[0][0], k[0][1], k[1]))
+        chains: list[list] = []
+        group = end = None
+        for g, offset, it in keyed:
+            if not chains or g != group or offset != end:
+                chains.append([])
+            chains[-1].append(it)
+            group, end = g, offset + it[1].size
+        runs = [c for c in chains if len(c) > 1]
+        singles += [c[0] for c in chains if len(c) == 1]
+        return runs, singles
+
+    @staticmethod
+    def _settings_key(config: Any) -> tuple:
+        return tuple(getattr(config, name, None) for name in _SETTINGS)
+
+    def _flat_state(self, keys: tuple[str, ...], run, value: Any, mu: float) -> dict[str, Any]:
+        """The run's flat state arrays; each parameter's state is rebound to a view of them
+        (existing values are copied in first, e.g. after ``load_state_dict``)."""
+        names = self._state_names + (("moment",) if self._moment and mu else ())
+        flat = self._flat_states.get(keys)
+        if flat is not None and all(
+                name in flat and self._states.get(k, {}).get(name) is view
+                for name in names for k, view in zip(keys, flat[name][1])):
+            return {name: flat[name][0] for name in names}
+        xp = get_array_module(value)
+        flat = {}
+        for name in names:
+            buf = xp.zeros_like(value)
+            views, at = [], 0
+            for key, v, _, _ in run:
+                view = buf[at : at + v.size].reshape(v.shape)
+                old = self._states.get(key, {}).get(name)
+                if old is not None:
+                    view[...] = old
+                self._states.setdefault(key, {})[name] = view
+                views.append(view)
+                at += v.size
+            flat[name] = (buf, views)
+        self._flat_states[keys] = flat
+        return {name: flat[name][0] for name in names}
 
     def _update_rows(self, key: str, value: Any, grad: Any, rows: Any, lr: float, mu: float,
                      l1: float, l2: float, clip: float | None) -> None:
@@ -378,6 +507,8 @@ class Optimizer:
         d[f"{_COUNTERS}.batch_id"] = np.array(self._batches, dtype=np.int64)
         d[f"{_COUNTERS}.pass_id"] = np.array(self._pass, dtype=np.int64)
         d[f"{_COUNTERS}.learning_rate"] = np.array(self.learning_rate, dtype=np.float64)
+        if self.model_average is not None:
+            d.update(self.model_average.state_dict())
         return d
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
@@ -385,7 +516,16 @@ class Optimizer:
         if not isinstance(d, Mapping):
             raise TypeError(f"state dict must be a mapping, got {type(d).__name__}")
         counters = {"num_samples_processed", "batch_id", "pass_id", "learning_rate"}
+        averages = {k: v for k, v in d.items()
+                    if k.startswith("__model_average__.") or ".avg_" in k}
+        if averages:
+            if self.model_average is None:
+                raise ValueError("the state dict holds model-average sums but this optimizer "
+                                 "has no model_average")
+            self.model_average.load_state_dict(averages)
         for full, arr in d.items():
+            if full in averages:
+                continue
             key, sep, name = full.rpartition(".")
             if not sep:
                 raise ValueError(f"state dict key {full!r} is not '<parameter>.<state>'")
@@ -416,10 +556,16 @@ class Optimizer:
         """One eager update of every parameter with a gradient (2.x: clip, decay, update)."""
         params = [p for p in self._eager_params()
                   if not getattr(p, "stop_gradient", False) and p.grad is not None]
+        # clipping and weight decay change the gradient: only then work on a copy of it
+        modifies = self.grad_clip is not None or bool(self._l2) or bool(
+            self.gradient_clipping_threshold)
         grads = []
         for p in params:
-            g = self._buffer(p.name, "grad", p._array)
-            g[...] = p.grad._array
+            if modifies:
+                g = self._buffer(p.name, "grad", p._array)
+                g[...] = p.grad._array
+            else:
+                g = p.grad._array
             grads.append(g)
         self._clip_eager(grads)
         for p, g in zip(params, grads):

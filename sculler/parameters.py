@@ -11,10 +11,9 @@ from __future__ import annotations
 import io
 import os
 import struct
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -24,6 +23,9 @@ from sculler.core.parameter import ParameterSet
 from sculler.topology import Topology, binary
 from sculler.v2 import runtime
 from sculler.v2.protobuf import decode_parameter_config, encode_parameter_config
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = ["Parameters", "create"]
 
@@ -144,6 +146,8 @@ class Parameters:
         """Write every parameter in PaddlePaddle v2's tar format (atomic for a path)."""
 
         def write(stream: BinaryIO) -> None:
+            import tarfile
+
             with tarfile.open(fileobj=stream, mode="w") as tar:
                 for name in self.names():
                     buf = io.BytesIO()
@@ -201,12 +205,16 @@ def _read_values(raw: bytes, name: str, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    import tarfile
+
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
 
 
 def _open_tar(f: Any) -> tarfile.TarFile:
+    import tarfile
+
     if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
         return tarfile.open(f, mode="r")
     return tarfile.open(fileobj=binary(f), mode="r")

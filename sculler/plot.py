@@ -1,4 +1,4 @@
-"""Live training curves (``paddle.v2.plot``).
+"""Training curves: ``Ploter`` (``paddle.v2.plot``) and ``TensorBoard`` event files.
 
 ``Ploter`` collects ``(step, value)`` points per curve title and draws them all on one
 figure: inline in a Jupyter notebook, or into a PNG file from a script. matplotlib is the
@@ -6,6 +6,10 @@ optional extra ``plot`` and is imported only when a figure is drawn; the figure 
 rendered with the Agg canvas directly, so the global pyplot backend is never touched.
 Set the environment variable ``DISABLE_PLOT=True`` to turn :meth:`Ploter.plot` into a
 no-op (e.g. when a notebook runs as a test script).
+
+``TensorBoard(logdir)`` is an event handler that writes the cost and every metric per
+iteration and per pass, and test results, as TensorBoard scalars (tensorboardX, the optional
+extra ``tensorboard``); it also has ``Ploter``'s ``append(title, step, value)``.
 
 Example:
     >>> p = Ploter("train cost", "test cost")
@@ -21,7 +25,7 @@ import sys
 import warnings
 from typing import Any
 
-__all__ = ["PlotData", "Ploter"]
+__all__ = ["PlotData", "Ploter", "TensorBoard"]
 
 
 class PlotData:
@@ -65,14 +69,17 @@ class Ploter:
 
     Args:
         titles: the curve names; :meth:`append` accepts only these.
+        xlabel, ylabel, title: the axis labels and the figure title.
     """
 
-    def __init__(self, *titles: str) -> None:
+    def __init__(self, *titles: str, xlabel: str = "step", ylabel: str = "value",
+                 title: str = "training curves") -> None:
         for t in titles:
             if not isinstance(t, str):
                 raise TypeError(f"Ploter titles must be str, got {t!r}")
         self.titles = titles
         self.data: dict[str, PlotData] = {t: PlotData() for t in titles}
+        self.xlabel, self.ylabel, self.title = xlabel, ylabel, title
         self._warned = False
 
     @staticmethod
@@ -100,15 +107,7 @@ class Ploter:
                 )
                 self._warned = True
             return
-        figure_cls, canvas_cls = _figure_class()
-        fig = figure_cls()
-        canvas_cls(fig)
-        ax = fig.add_subplot()
-        shown = [t for t in self.titles if self.data[t].step]
-        for t in shown:
-            ax.plot(self.data[t].step, self.data[t].value, label=t)
-        if shown:
-            ax.legend(loc="upper left")
+        fig = self.figure()
         if path is not None:
             fig.savefig(os.fspath(path), format="png")
             return
@@ -119,7 +118,97 @@ class Ploter:
         display.clear_output(wait=True)
         display.display(display.Image(data=buf.getvalue()))
 
+    def figure(self) -> Any:
+        """A matplotlib Figure (Agg canvas) of the non-empty curves, with axis labels, a title
+        and a legend."""
+        figure_cls, canvas_cls = _figure_class()
+        fig = figure_cls()
+        canvas_cls(fig)
+        ax = fig.add_subplot()
+        shown = [t for t in self.titles if self.data[t].step]
+        for t in shown:
+            ax.plot(self.data[t].step, self.data[t].value, label=t)
+        if shown:
+            ax.legend(loc="upper left")
+        ax.set_xlabel(self.xlabel)
+        ax.set_ylabel(self.ylabel)
+        ax.set_title(self.title)
+        return fig
+
     def reset(self) -> None:
         """Drop all points of all curves (titles are kept)."""
         for d in self.data.values():
             d.reset()
+
+
+class TensorBoard:
+    """Event handler writing TensorBoard scalars to ``logdir`` (tensorboardX).
+
+    Tags: ``train/cost`` and ``train/<metric>`` per iteration (step: iterations so far, over
+    all passes); ``pass/cost`` (mean of the pass's batch costs) and ``pass/<metric>`` per pass
+    (step: pass id); ``test/cost`` and ``test/<metric>`` for each :class:`TestResult` given to
+    the handler (step: the last finished pass, or how many results came before). Use it as
+    ``trainer.train(..., event_handler=[my_handler, tb])`` and ``tb(trainer.test(...))``.
+
+    Args:
+        logdir: directory of the event files (created when missing).
+        flush_secs: how often pending scalars are written out.
+    """
+
+    def __init__(self, logdir: str | os.PathLike, flush_secs: int = 10) -> None:
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as exc:
+            raise ImportError("sculler.plot.TensorBoard needs tensorboardX; install it with "
+                              "`pip install sculler[tensorboard]`") from exc
+        self.logdir = os.fspath(logdir)
+        self.writer = SummaryWriter(logdir=self.logdir, flush_secs=flush_secs)
+        self.iteration = 0
+        self.last_pass: int | None = None
+        self.tests = 0
+        self._pass_costs: list[float] = []
+
+    def __call__(self, event: Any) -> None:
+        from sculler import event as E
+
+        if isinstance(event, E.EndIteration):
+            self._scalars("train", event.cost, event.metrics, self.iteration)
+            self._pass_costs.append(event.cost)
+            self.iteration += 1
+        elif isinstance(event, E.EndPass):
+            cost = sum(self._pass_costs) / len(self._pass_costs) if self._pass_costs else None
+            self._scalars("pass", cost, event.metrics, event.pass_id)
+            self._pass_costs = []
+            self.last_pass = event.pass_id
+        elif isinstance(event, E.TestResult):
+            step = self.last_pass if self.last_pass is not None else self.tests
+            self._scalars("test", event.cost, event.metrics, step)
+            self.tests += 1
+        elif isinstance(event, E.EndTraining):
+            self.writer.flush()
+
+    def _scalars(self, group: str, cost: float | None, metrics: dict[str, float],
+                 step: int) -> None:
+        if cost is not None:
+            self.writer.add_scalar(f"{group}/cost", float(cost), step)
+        for name, value in metrics.items():
+            self.writer.add_scalar(f"{group}/{name}", float(value), step)
+
+    def append(self, title: str, step: float, value: float) -> None:
+        """Write the point ``(step, value)`` of curve ``title`` (as :meth:`Ploter.append`)."""
+        self.writer.add_scalar(title, float(value), int(step))
+
+    def plot(self, path: str | os.PathLike | None = None) -> None:
+        """Flush the pending scalars (what :meth:`Ploter.plot` calls draw; TensorBoard
+        draws them itself), so code written for ``Ploter`` can switch."""
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.close()
+
+    def __enter__(self) -> TensorBoard:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

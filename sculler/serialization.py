@@ -19,8 +19,6 @@ import tempfile
 from typing import Any
 
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import save as _st_save
 
 from sculler.backend import to_numpy
 from sculler.eager.tensor import Tensor
@@ -68,6 +66,8 @@ def save(obj: Any, path: str | os.PathLike, protocol: int = 4, **configs: Any) -
     arrays: dict = {}
     structure = _encode(obj, arrays, "obj")
     meta = {"sculler": json.dumps({"format": _FORMAT, "structure": structure})}
+    from safetensors.numpy import save as _st_save
+
     blob = _st_save(arrays, metadata=meta)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -108,6 +108,8 @@ def load(path: str | os.PathLike, return_numpy: bool = False, **configs: Any) ->
     if not os.path.isfile(path):
         raise ValueError(f"load: no file at {path!r}")
     try:
+        from safetensors import safe_open
+
         with safe_open(path, framework="numpy") as f:
             meta = f.metadata() or {}
             if "sculler" not in meta:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import tarfile
 from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
@@ -126,6 +125,16 @@ class Topology:
                         self.initializers[pname] = init
         return self._proto
 
+    def summary(self) -> str:
+        """A table of the layers in order: name, type, output size, sequence level, parameters
+        with their shapes and counts, and the total number of parameters."""
+        from sculler.summary import format_summary
+
+        return format_summary(self.proto())
+
+    def __str__(self) -> str:
+        return self.summary()
+
     def get_layer(self, name: str) -> LayerOutput:
         try:
             return self._by_name[name]
@@ -161,6 +170,8 @@ class Topology:
             blobs["parameters.tar"] = buf.getvalue()
 
         def write(stream: BinaryIO) -> None:
+            import tarfile
+
             with tarfile.open(fileobj=stream, mode="w") as tar:
                 for name, data in blobs.items():
                     info = tarfile.TarInfo(name)
@@ -176,6 +187,8 @@ class Topology:
         if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
             with open(f, "rb") as fh:
                 return Topology.load_for_inference(fh)
+        import tarfile
+
         with tarfile.open(fileobj=binary(f), mode="r") as tar:
             names = tar.getnames()
             if "model.json" not in names:

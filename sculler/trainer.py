@@ -10,6 +10,7 @@ metrics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -43,6 +44,24 @@ def _noop(event: Any) -> None:
     return None
 
 
+def _as_handler(event_handler: Any) -> Callable[[Any], None]:
+    """One callable from None, a handler, or a list/tuple of handlers (called in order)."""
+    if event_handler is None:
+        return _noop
+    if not isinstance(event_handler, (list, tuple)):
+        return event_handler
+    handlers = list(event_handler)
+    for h in handlers:
+        if not callable(h):
+            raise TypeError(f"event_handler list items must be callable, got {h!r}")
+
+    def every(event: Any) -> None:
+        for h in handlers:
+            h(event)
+
+    return every
+
+
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
     optimizer ``update_equation``. Only local training is supported here."""
@@ -74,6 +93,8 @@ class SGD:
         self.optimizer = update_equation
         mc = self.topology.proto()
         self.network = Network(mc, parameters.parameter_set)
+        # dense parameters in one buffer: the optimizer updates them in a few flat passes
+        parameters.parameter_set.pack(self.network.used_parameters)
         self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
         self._pass_evals = self.network.evaluators
         self._cost_names = [layer.name for layer in self.network.cost_layers()]
@@ -84,10 +105,11 @@ class SGD:
         self._next_pass = 0
         self._next_batch = 0
         self._resume = False
+        self._batches_per_pass: int | None = None
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
-              event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
+              event_handler: Callable[[Any], None] | list | None = None, feeding: Any = None,
               immutable_parameters: Iterable[str] | None = None,
               show_progress: bool | None = None, checkpoint: str | None = None) -> None:
         """Run passes ``0 .. num_passes-1`` over the batches of ``reader`` (after
@@ -96,9 +118,10 @@ class SGD:
         ``immutable_parameters`` are names not updated (their gradients are still computed
         where needed). ``checkpoint``: a path; resumed from when it exists, rewritten
         (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
-        (default: when stderr is a terminal).
+        (default: when stderr is a terminal). ``event_handler``: a callable or a list of
+        them, called in order with every event.
         """
-        handler = event_handler or _noop
+        handler = _as_handler(event_handler)
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())
@@ -112,11 +135,16 @@ class SGD:
         if not self._resume:
             self._next_pass = self._next_batch = 0
         self._resume = False
+        average = self.optimizer.model_average
+        if average is not None:
+            average.restore()  # train on the raw values
         handler(E.BeginTraining())
         for pass_id in range(self._next_pass, num_passes):
             self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
             if checkpoint is not None:
                 self.save_checkpoint(checkpoint)
+        if average is not None:
+            average.apply()  # infer / to_tar after training see the averaged parameters
         handler(E.EndTraining())
 
     def _run_pass(self, pass_id: int, reader: Callable, feeder: DataFeeder, handler: Callable,
@@ -125,15 +153,19 @@ class SGD:
         self.optimizer.start_pass(pass_id)
         for ev in self._pass_evals:
             ev.start()
+        batches = reader()
+        skip = self._next_batch
         bar = None
         if show_progress:
             from tqdm import tqdm
 
-            bar = tqdm(desc=f"pass {pass_id}", unit="batch", leave=False)
-        skip = self._next_batch
+            # total (hence ETA): the reader's len, else the batches of the last full pass
+            total = len(batches) if hasattr(batches, "__len__") else self._batches_per_pass
+            bar = tqdm(desc=f"pass {pass_id}", unit="batch", total=total, initial=skip,
+                       leave=False)
         total_cost = 0.0
         samples = 0
-        for batch_id, data_batch in enumerate(reader()):
+        for batch_id, data_batch in enumerate(batches):
             if batch_id < skip:
                 continue
             handler(E.BeginIteration(pass_id, batch_id))
@@ -148,17 +180,21 @@ class SGD:
             self._next_batch = batch_id + 1
             cost = cost_sum / n
             if bar is not None:
-                bar.update(1)
                 bar.set_postfix(cost=f"{cost:.5g}", **{k: f"{v:.4g}" for k, v in metrics.items()},
                                 refresh=False)
+                bar.update(1)
             handler(E.EndIteration(pass_id, batch_id, cost, metrics))
         if bar is not None:
             bar.close()
+        if skip == 0:
+            self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
+        self.optimizer.finish_pass()
         metrics = metrics_of(self._pass_evals)
         logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
                     total_cost / max(samples, 1), metrics)
-        handler(E.EndPass(pass_id, metrics))
+        with self._averaged():
+            handler(E.EndPass(pass_id, metrics))
 
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
@@ -177,6 +213,7 @@ class SGD:
 
     def _update(self, frozen: set[str]) -> None:
         opt = self.optimizer
+        dense = []
         for p in self._ready:
             if p.name in frozen or p.config.is_static or p.grad is None:
                 continue
@@ -185,7 +222,8 @@ class SGD:
                 if rows.size:
                     opt.update(p.name, p.value, p.grad[rows], config=p.config, rows=rows)
             else:
-                opt.update(p.name, p.value, p.grad, config=p.config)
+                dense.append((p.name, p.value, p.grad, p.config))
+        opt.update_dense(dense)
 
     def _eval_batch(self) -> dict[str, float]:
         """Add the batch to the pass's evaluators; the batch's own metrics come from a second
@@ -199,8 +237,18 @@ class SGD:
         return metrics_of(self._batch_evals)
 
     # ------------------------------------------------------------------ testing
+    def _averaged(self) -> contextlib.AbstractContextManager:
+        """The optimizer's ModelAverage values in the parameters for the ``with`` block."""
+        average = self.optimizer.model_average
+        return average.averaged() if average is not None else contextlib.nullcontext()
+
     def test(self, reader: Callable[[], Iterable[Any]], feeding: Any = None) -> E.TestResult:
-        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode."""
+        """Mean cost (total / samples) and metrics over ``reader``'s batches, in test mode
+        (with the averaged parameters when the optimizer has a ModelAverage)."""
+        with self._averaged():
+            return self._test(reader, feeding)
+
+    def _test(self, reader: Callable[[], Iterable[Any]], feeding: Any) -> E.TestResult:
         feeder = DataFeeder(self.topology.data_type(), feeding)
         evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
         total, samples = 0.0, 0
@@ -215,7 +263,9 @@ class SGD:
         return E.TestResult(total / samples, metrics_of(evals))
 
     def save_parameter_to_tar(self, f: Any) -> None:
-        self.parameters.to_tar(f)
+        """The parameters in PaddlePaddle's tar format (averaged ones with a ModelAverage)."""
+        with self._averaged():
+            self.parameters.to_tar(f)
 
     # ------------------------------------------------------------------ checkpoints
     @property
@@ -227,8 +277,14 @@ class SGD:
         file (JSON metadata), written to a temp file and renamed (atomic)."""
         from safetensors.numpy import save_file
 
+        average = self.optimizer.model_average
+        applied = average is not None and average.applied
+        if applied:
+            average.restore()  # checkpoint the raw training values
         tensors = {f"param/{n}": np.ascontiguousarray(self.parameters.get(n))
                    for n in self.parameters.names()}
+        if applied:
+            average.apply()
         for k, v in self.optimizer.state_dict().items():
             tensors[f"opt/{k}"] = np.array(to_numpy(v), order="C")
         rng = {"global": np.random.get_state()}
@@ -256,6 +312,8 @@ class SGD:
         stopped (bit-identical at pass boundaries)."""
         from safetensors import safe_open
 
+        if self.optimizer.model_average is not None:
+            self.optimizer.model_average.restore()
         with safe_open(path, framework="numpy") as f:
             raw = (f.metadata() or {}).get("sculler")
             if raw is None:
@@ -285,7 +343,7 @@ class SGD:
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],
-          event_handler: Callable[[Any], None] | None = None,
+          event_handler: Callable[[Any], None] | list | None = None,
           immutable_parameters: Iterable[str] | None = None, num_passes: int = 1,
           feeding: Any = None, update_equation: Optimizer | None = None,
           **kwargs: Any) -> SGD:

@@ -408,7 +408,7 @@ def test_kernels_keep_float32_and_write_in_place():
     assert not np.array_equal(w, W0.astype(np.float32))
 
 
-def test_model_average_is_stored():
+def test_model_average_is_kept_by_the_optimizer():
     ma = O.ModelAverage(average_window=0.5, max_average_window=100)
     opt = O.Adam(model_average=ma)
     assert opt.model_average.max_average_window == 100

@@ -87,3 +87,12 @@ def test_notebook_displays_png_inline(monkeypatch):
     assert shown[0] == "clear"
     kind, data = shown[1]
     assert kind == "image" and data[:8] == PNG_SIGNATURE
+
+
+def test_figure_has_axis_labels_and_a_title():
+    p = Ploter("train cost", xlabel="batch", ylabel="cost", title="digits MLP")
+    p.append("train cost", 0, 1.0)
+    ax = p.figure().axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("batch", "cost", "digits MLP")
+    default = Ploter("a").figure().axes[0]
+    assert (default.get_xlabel(), default.get_ylabel()) == ("step", "value")

@@ -40,7 +40,7 @@ from sculler.config.config_parser import (
     get_config_arg,
     is_declared,
 )
-from sculler.optimizer import L1Regularization, L2Regularization
+from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
 
 __all__ = [
     "Bias", "Input", "Inputs", "Layer", "Outputs", "Settings", "get_config_arg", "ParamAttr",
@@ -50,7 +50,8 @@ __all__ = [
     "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
-    "lstmemory", "grumemory", "recurrent_layer", "recurrent_group", "beam_search", "memory",
+    "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer", "ModelAverage",
+    "recurrent_group", "beam_search", "memory",
     "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer", "gru_step_layer",
     "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit", "lstmemory_group", "gru_unit",
     "gru_group", "simple_gru", "simple_attention", "dot_product_attention",
@@ -58,6 +59,7 @@ __all__ = [
     "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
     "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
     "sub_nested_seq_layer", "kmax_seq_score_layer", "sequence_conv_pool", "text_conv_pool",
+    "lstmemory", "grumemory", "recurrent_layer",
 ]
 
 # v1 activation names
@@ -117,9 +119,10 @@ cross_entropy = _helper(_v2.cross_entropy_cost)
 square_error_cost = regression_cost = mse_cost = _helper(_v2.square_error_cost)
 cos_sim = _helper(_v2.cos_sim)
 rank_cost = _helper(_v2.rank_cost)
-lstmemory = _helper(_v2.lstmemory)
-grumemory = _helper(_v2.grumemory)
-recurrent_layer = _helper(_v2.recurrent)
+crf_layer = _helper(_v2.crf)
+crf_decoding_layer = _helper(_v2.crf_decoding)
+ctc_layer = _helper(_v2.ctc)
+warp_ctc_layer = _helper(_v2.warp_ctc)
 
 
 def _group_helper(v2_function):
@@ -182,6 +185,9 @@ kmax_seq_score_layer = _helper(_v2.kmax_seq_score)
 
 
 sequence_conv_pool = text_conv_pool = _helper(_networks.sequence_conv_pool)
+lstmemory = _helper(_v2.lstmemory)
+grumemory = _helper(_v2.grumemory)
+recurrent_layer = _helper(_v2.recurrent)
 
 
 def outputs(*layers: Any) -> None:

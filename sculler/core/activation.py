@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 
 from sculler.math import activation as K
+from sculler.math import parallel
 
 ALIASES = {"": "linear", None: "linear", "identity": "linear"}
 NAMES = (
@@ -28,6 +29,8 @@ class Activation:
         if name != "sequence_softmax":
             self._f = getattr(K, name)
             self._df = getattr(K, name + "_grad")
+        self._f_inplace = K.FORWARD_INPLACE.get(name)
+        self._df_inplace = K.GRAD_INPLACE.get(name)
 
     def forward(self, value, seq_starts=None) -> None:
         """Replace ``value`` (pre-activation) by ``f(value)``."""
@@ -38,6 +41,8 @@ class Activation:
                     f"width must be 1, got {value.shape[1]}"
                 )
             value[...] = K.segment_softmax(value, _need_seq(seq_starts))
+        elif self._f_inplace is not None:
+            parallel.run(self._f_inplace, (value,))
         elif self.name in IN_PLACE:
             self._f(value, out=value)
         else:
@@ -49,6 +54,10 @@ class Activation:
             return
         if self.name == "sequence_softmax":
             grad[...] = K.segment_softmax_grad(value, grad, _need_seq(seq_starts))
+        elif self._df_inplace is not None:
+            parallel.run(self._df_inplace, (value, grad))
+        elif self.name == "softmax":
+            K.softmax_grad_(value, grad)
         else:
             grad[...] = self._df(pre, value, grad)
 

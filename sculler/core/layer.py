@@ -5,6 +5,12 @@ A layer (mirroring PaddlePaddle's C++ ``Layer``) declares its parameter shapes a
 into a reused output buffer and ``backward`` into input and parameter gradients, accumulating
 (``+=``) so outputs may feed several layers and parameters may be shared. The base class applies
 the activation and dropout, and each parameter is told (``inc_update``) when its gradient is in.
+
+First write (opt-in, ``first_write = True``): instead of ``+=`` into buffers a network zeroed,
+such a layer asks :meth:`Layer.input_grad_beta` / :meth:`Layer.param_grad_beta` right before it
+writes a gradient and gets ``0.0`` when it is the first contribution of this backward pass (the
+buffer holds stale data: overwrite it, e.g. GEMM with beta = 0) or ``1.0`` (add). A network
+skips zeroing only the buffers all of whose writers opted in; the rest are zeroed as before.
 """
 
 from __future__ import annotations
@@ -86,6 +92,9 @@ class Layer:
     is_cost: ClassVar[bool] = False
     min_inputs: ClassVar[int] = 1
     max_inputs: ClassVar[int | None] = None
+    # opt-in: backward writes every input/parameter gradient it touches with the beta from
+    # input_grad_beta / param_grad_beta (see the module docstring)
+    first_write: ClassVar[bool] = False
 
     # ---- config time: sizes and parameter shapes, shared by every front end ----
     @classmethod
@@ -147,6 +156,11 @@ class Layer:
         self._bufs: dict[str, Any] = {}
         # attr.Extra(error_clipping_threshold=t): dL/dy clipped to [-t, t] before backward
         self.error_clipping_threshold = float(config.attrs.get("error_clipping_threshold") or 0)
+        self._views: dict[str, Any] = {}  # the last view handed out per scratch key
+        # first-write state, managed by the Network: whether reserve_output may leave the
+        # output gradient uncleared, and whether it still is (nobody has written it)
+        self.defer_grad_zero = False
+        self.grad_unwritten = False
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -180,6 +194,24 @@ class Layer:
         """Gradient buffer of input ``i``, or None where that input needs no gradient."""
         return self.inputs[i].output.grad
 
+    def input_grad_beta(self, i: int) -> float:
+        """For a ``first_write`` layer about to write input ``i``'s gradient: ``0.0`` when
+        this is its first contribution in this backward pass (overwrite the buffer), else
+        ``1.0`` (add). Ask right before writing, once per write."""
+        src = self.inputs[i]
+        if src.grad_unwritten:
+            src.grad_unwritten = False
+            return 0.0
+        return 1.0
+
+    def param_grad_beta(self, weight: Weight) -> float:
+        """As :meth:`input_grad_beta`, for the gradient of ``weight``'s parameter."""
+        p = weight.parameter
+        if p.grad_unwritten:
+            p.grad_unwritten = False
+            return 0.0
+        return 1.0
+
     def get_output_value(self):
         return self.output.value
 
@@ -188,10 +220,14 @@ class Layer:
 
     def scratch(self, key: str, shape: tuple, dtype=None):
         """A named grow-only work buffer of ``shape`` (contents undefined)."""
+        view = self._views.get(key)
+        if view is not None and view.shape == shape and view.dtype == (dtype or self.dtype):
+            return view  # the same request as last time: the same view
         dtype = np.dtype(dtype or self.dtype)
         n = math.prod(shape)
         buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype)
-        return buf[:n].reshape(shape)
+        view = self._views[key] = buf[:n].reshape(shape)
+        return view
 
     def reserve_output(self, batch_size: int, size: int):
         """Size the output (and its zeroed gradient) for this batch, reusing memory: buffers
@@ -200,7 +236,10 @@ class Layer:
         self.output.value = self.scratch("value", (batch_size, size))
         if self.need_gradient:
             grad = self.scratch("grad", (batch_size, size))
-            grad[...] = 0
+            if self.defer_grad_zero:
+                self.grad_unwritten = True
+            else:
+                grad[...] = 0
             self.output.grad = grad
         if self.inputs:
             src = self.inputs[0].output
@@ -247,7 +286,7 @@ class Layer:
     def backward_bias(self, callback: UpdateCallback | None) -> None:
         """``db += sum over the batch of dy`` for that bias, then its ``inc_update``."""
         if self.bias is not None and self.bias.w_grad is not None:
-            col_sum(self.output.grad, self.bias.w_grad)
+            col_sum(self.output.grad, self.bias.w_grad, self.param_grad_beta(self.bias))
             self.bias.parameter.inc_update(callback)
 
     def activation_starts(self):

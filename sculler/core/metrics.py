@@ -1,5 +1,6 @@
 """More pass-level evaluators, as PaddlePaddle's Evaluator.cpp and ChunkEvaluator.cpp compute
-them: ``precision_recall``, ``pnpair``, ``chunk``, ``last-column-sum`` and ``value_printer``.
+them: ``precision_recall``, ``pnpair``, ``chunk``, ``last-column-sum``, ``value_printer`` and
+``ctc_edit_distance`` (CTCErrorEvaluator.cpp).
 
 ``value()`` is each evaluator's headline number (F1, positive/negative pair ratio, ...);
 ``values()`` gives every statistic it keeps, by Paddle's key names.
@@ -332,3 +333,82 @@ class AucEvaluator(Evaluator):
         avg = first + (counts + 1) / 2.0
         ranks[order] = np.repeat(avg, counts)
         return float((ranks[y].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
+
+
+def ctc_best_path(probs, blank: int) -> list[int]:
+    """Greedy CTC decoding: the arg-max class of every frame, repeats merged unless a blank
+    separates them, blanks dropped."""
+    out: list[int] = []
+    prev = -1
+    for k in np.asarray(probs).argmax(axis=1).tolist():
+        if k != blank and (not out or k != out[-1] or prev == blank):
+            out.append(k)
+        prev = k
+    return out
+
+
+def edit_operations(truth: list[int], guess: list[int]) -> tuple[int, int, int]:
+    """(substitutions, deletions, insertions) of one Levenshtein alignment of ``guess`` to
+    ``truth`` (backtracking prefers a match, then substitution, deletion, insertion)."""
+    n, m = len(truth), len(guess)
+    d = np.zeros((n + 1, m + 1), dtype=np.int64)
+    d[:, 0] = np.arange(n + 1)
+    d[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
+                          d[i - 1, j - 1] + (truth[i - 1] != guess[j - 1]))
+    i, j, sub, dele, ins = n, m, 0, 0, 0
+    while i and j:
+        if d[i, j] == d[i - 1, j - 1] and truth[i - 1] == guess[j - 1]:
+            i, j = i - 1, j - 1
+        elif d[i, j] == d[i - 1, j - 1] + 1:
+            sub, i, j = sub + 1, i - 1, j - 1
+        elif d[i, j] == d[i - 1, j] + 1:
+            dele, i = dele + 1, i - 1
+        else:
+            ins, j = ins + 1, j - 1
+    return sub, dele + i, ins + j
+
+
+@register_evaluator("ctc_edit_distance")
+class CTCErrorEvaluator(Evaluator):
+    """CTC edit distance of greedy decodings (PaddlePaddle's ``ctc_error``): per sequence,
+    ``levenshtein(label, best_path(output)) / max(|label|, |decoded|)`` (blank = the last
+    class), averaged over sequences; also deletion/insertion/substitution rates (each over
+    the same denominator) and ``sequence_error``, the fraction of sequences not exact."""
+
+    def start(self) -> None:
+        super().start()
+        self.ops = np.zeros(3)
+        self.wrong = 0
+
+    def eval_batch(self, layers: dict) -> None:
+        names = self.config.input_layers
+        out, lab = layers[names[0]].output, layers[names[1]].output
+        probs = to_numpy(out.value)
+        if out.seq_starts is None or lab.seq_starts is None or lab.ids is None or (
+                probs is None or isinstance(probs, CsrMatrix)):
+            raise ValueError(f"evaluator {self.name!r}: needs a dense output sequence and an id "
+                             f"label sequence, got {out.describe()} and {lab.describe()}")
+        if out.num_sequences != lab.num_sequences:
+            raise ValueError(f"evaluator {self.name!r}: {out.num_sequences} output sequences "
+                             f"for {lab.num_sequences} label sequences")
+        ids = to_numpy(lab.ids).tolist()
+        so, sl = out.seq_starts, lab.seq_starts
+        for n in range(out.num_sequences):
+            truth = ids[sl[n]:sl[n + 1]]
+            guess = ctc_best_path(probs[so[n]:so[n + 1]], probs.shape[1] - 1)
+            ops = edit_operations(truth, guess)
+            longest = max(len(truth), len(guess))
+            if longest:
+                self.ops += np.asarray(ops) / longest
+                self.total += sum(ops) / longest
+            self.wrong += sum(ops) > 0
+        self.count += out.num_sequences
+
+    def values(self) -> dict[str, float]:
+        c = max(self.count, 1)
+        return {"error": self.total / c, "substitution_error": self.ops[0] / c,
+                "deletion_error": self.ops[1] / c, "insertion_error": self.ops[2] / c,
+                "sequence_error": self.wrong / c}

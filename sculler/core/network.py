@@ -60,9 +60,9 @@ class Network:
         self.output_layers = [self.layers[n] for n in config.output_layer_names]
         self._used = self._count_users()
         self._forward_steps = [layer.forward for layer in self.order]
-        self._backward_steps = [
-            layer.backward for layer in reversed(self.order) if layer.need_gradient
-        ]
+        self._backward_layers = [layer for layer in reversed(self.order) if layer.need_gradient]
+        self._backward_steps = [layer.backward for layer in self._backward_layers]
+        self._lazy_params = self._plan_first_writes()
         self.evaluators = [create_evaluator(e) for e in config.evaluators]
 
     def _mark_need_gradient(self, data_gradients: bool) -> None:
@@ -82,6 +82,24 @@ class Network:
                 if p.grad is not None:
                     used[p.name] = (p, used.get(p.name, (p, 0))[1] + 1)
         return used
+
+    def _plan_first_writes(self) -> list[Parameter]:
+        """Let reserve_output skip clearing the output gradients whose consumers all opt in to
+        first writes (``Layer.first_write``); returns the dense parameters likewise written
+        only by such layers, which :meth:`zero_grad` marks instead of clearing."""
+        consumers: dict[str, list[Layer]] = {}
+        users: dict[str, list[Layer]] = {}
+        for layer in self.order:
+            for inp in layer.inputs:
+                consumers.setdefault(inp.name, []).append(layer)
+            if layer.need_gradient:
+                for p in layer.parameters:
+                    users.setdefault(p.name, []).append(layer)
+        for layer in self.order:
+            layer.defer_grad_zero = all(c.first_write for c in consumers.get(layer.name, []))
+            layer.grad_unwritten = False
+        return [p for p, _ in self._used.values()
+                if not p.config.sparse_update and all(u.first_write for u in users[p.name])]
 
     @property
     def used_parameters(self) -> list[Parameter]:
@@ -128,15 +146,30 @@ class Network:
             for layer in self.output_layers:
                 if layer.is_cost and layer.output.grad is not None:
                     layer.output.grad[...] = 1.0
+                    layer.grad_unwritten = False
         else:
             for name, grad in output_grads.items():
-                self.get_layer(name).output.grad[...] = grad
-        for step in self._backward_steps:
+                layer = self.get_layer(name)
+                layer.output.grad[...] = grad
+                layer.grad_unwritten = False
+        for layer, step in zip(self._backward_layers, self._backward_steps):
+            if layer.grad_unwritten:  # no consumer wrote dL/dy: it is zero
+                layer.output.grad[...] = 0
+                layer.grad_unwritten = False
             step(callback)
+        for p in self._lazy_params:
+            if p.grad_unwritten:
+                p.zero_grad()
 
     def zero_grad(self) -> None:
+        """Clear the gradients of the used parameters; those written only by first-write
+        layers are marked instead (their first writer overwrites them)."""
+        lazy = set(map(id, self._lazy_params))
         for p in self.used_parameters:
-            p.zero_grad()
+            if id(p) in lazy and p.grad is not None:
+                p.grad_unwritten = True
+            else:
+                p.zero_grad()
 
     def prefetch(self) -> dict[str, np.ndarray]:
         """Rows of sparse parameters the current batch touches, merged over layers."""

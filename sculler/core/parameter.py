@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -31,6 +32,11 @@ class Parameter:
         self.touched_rows: list = []
         self.users = 0
         self._pending = 0
+        # set by a Network whose users of this parameter all write first (see Layer.first_write):
+        # the gradient is logically zero but not cleared; the first writer overwrites it
+        self.grad_unwritten = False
+        self.packed = False  # value and grad are views of a ParameterSet.pack buffer
+        self._views: weakref.WeakSet[Weight] = weakref.WeakSet()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -52,6 +58,7 @@ class Parameter:
         self.value[...] = backend.xp().asarray(vals, dtype=self.value.dtype)
 
     def zero_grad(self) -> None:
+        self.grad_unwritten = False
         if self.grad is None:
             return
         if self.config.sparse_update and self.touched_rows:
@@ -73,8 +80,11 @@ class Parameter:
     def inc_update(self, callback: UpdateCallback | None) -> None:
         """One user's gradient is complete; fire ``callback`` when it was the last one."""
         self._pending -= 1
-        if self._pending == 0 and callback is not None:
-            callback(self)
+        if self._pending == 0:
+            if self.grad_unwritten:  # its users reported without writing: the gradient is 0
+                self.zero_grad()
+            if callback is not None:
+                callback(self)
 
     def __repr__(self) -> str:
         return f"Parameter({self.name!r}, shape={self.shape})"
@@ -83,13 +93,18 @@ class Parameter:
 class Weight:
     """A layer's view of a parameter, reshaped to the matrix shape the layer computes with."""
 
-    __slots__ = ("parameter", "w", "w_grad")
+    __slots__ = ("parameter", "w", "w_grad", "__weakref__")
 
     def __init__(self, parameter: Parameter, shape: tuple[int, ...] | None = None):
         self.parameter = parameter
-        shape = shape or parameter.shape
-        self.w = parameter.value.reshape(shape)
-        self.w_grad = None if parameter.grad is None else parameter.grad.reshape(shape)
+        self.bind(shape or parameter.shape)
+        parameter._views.add(self)
+
+    def bind(self, shape: tuple[int, ...]) -> None:
+        """(Re)take the views of the parameter's current value and gradient arrays."""
+        p = self.parameter
+        self.w = p.value.reshape(shape)
+        self.w_grad = None if p.grad is None else p.grad.reshape(shape)
 
 
 class ParameterSet:
@@ -146,3 +161,34 @@ class ParameterSet:
 
     def owner(self, name: str) -> str:
         return self._owners[name]
+
+    def pack(self, params: Iterable[Parameter] | None = None) -> None:
+        """Move the values and gradients of dense trainable parameters into one contiguous
+        buffer each (per dtype), so an optimizer can update them all in a few vectorised
+        passes (``Optimizer.update_dense``). Each parameter's ``value``/``grad`` and every
+        layer's :class:`Weight` become views of those buffers; contents are kept. Parameters
+        already packed, static, sparse-update or on another array module are left alone.
+        """
+        chosen = [p for p in (self.values() if params is None else params)
+                  if not p.packed and p.grad is not None and not p.config.sparse_update
+                  and type(p.value) is np.ndarray]
+        by_dtype: dict[np.dtype, list[Parameter]] = {}
+        for p in chosen:
+            by_dtype.setdefault(p.value.dtype, []).append(p)
+        for dtype, group in by_dtype.items():
+            if len(group) < 2:
+                continue
+            total = sum(p.value.size for p in group)
+            values = np.empty(total, dtype=dtype)
+            grads = np.empty(total, dtype=dtype)
+            at = 0
+            for p in group:
+                n = p.value.size
+                values[at : at + n] = p.value.ravel()
+                grads[at : at + n] = p.grad.ravel()
+                p.value = values[at : at + n].reshape(p.value.shape)
+                p.grad = grads[at : at + n].reshape(p.value.shape)
+                p.packed = True
+                for view in list(p._views):
+                    view.bind(view.w.shape)
+                at += n

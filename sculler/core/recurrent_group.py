@@ -11,9 +11,9 @@ inputs (the same value every step) and memories (a step layer's output at step t
   t-1 (a view, no copy).
 - :class:`StepNetwork` is the compiled step: one is built per step index ("frame") and kept
   across batches, so each frame's activations stay in its own layers' buffers for backward.
-- :func:`shared_parameters` gives the frames proxies of the outer parameters that share value
-  and gradient arrays: gradients of all steps add up in place, while the group reports each
-  parameter's ``inc_update`` once, after the last step's backward.
+- :func:`shared_parameters` gives the frames :class:`SharedParameter` handles on the outer
+  parameters (same value and gradient arrays): gradients of all steps add up in place, while
+  the group reports each parameter's ``inc_update`` once, after the last step's backward.
 """
 
 from __future__ import annotations
@@ -89,6 +89,15 @@ class GroupPlan:
         return len(self.frames)
 
 
+def writable_grad(layer: Layer):
+    """``layer``'s output gradient, ready for ``+=`` from outside the frame: a buffer that
+    the first-write protocol left uncleared (nobody has written it yet) is zeroed first."""
+    if layer.grad_unwritten:
+        layer.output.grad[...] = 0
+        layer.grad_unwritten = False
+    return layer.output.grad
+
+
 def sequence_rows(seq_starts, samples) -> tuple[np.ndarray, np.ndarray]:
     """(packed rows of the sequences ``samples``, in that order; their new seq_starts)."""
     seq = np.asarray(seq_starts, dtype=np.int64)
@@ -115,16 +124,34 @@ class StepNetwork(Network):
             step(pass_type)
 
     def run_backward(self) -> None:
-        for step in self._backward_steps:
+        """Backward through the frame (as ``Network.backward``: a gradient nobody wrote under
+        the first-write protocol is zero)."""
+        for layer, step in zip(self._backward_layers, self._backward_steps):
+            if layer.grad_unwritten:
+                layer.output.grad[...] = 0
+                layer.grad_unwritten = False
             step(None)
 
 
-def _proxy(p: Parameter) -> Parameter:
-    """A Parameter sharing ``p``'s value and gradient arrays, with its own update count."""
-    q = Parameter.__new__(Parameter)
-    q.config, q.name, q.value, q.grad = p.config, p.name, p.value, p.grad
-    q.touched_rows, q.users, q._pending = [], 0, 0
-    return q
+class SharedParameter(Parameter):
+    """The frames' handle on an outer parameter: value and gradient are always the outer
+    parameter's current arrays (also after ``ParameterSet.pack`` moves them, which re-binds
+    the frames' weights too: they register with the outer parameter), while the update count
+    and the first-write flag are the frames' own, so the steps' ``inc_update`` calls do not
+    count as the outer users'."""
+
+    def __init__(self, outer: Parameter):  # noqa: D107 - no Parameter.__init__: no arrays
+        self.outer = outer
+        self.config, self.name = outer.config, outer.name
+        self.touched_rows: list = []
+        self.users = 0
+        self._pending = 0
+        self.grad_unwritten = False  # the outer network clears the shared gradient
+        self._views = outer._views
+
+    value = property(lambda self: self.outer.value)
+    grad = property(lambda self: self.outer.grad)
+    packed = property(lambda self: self.outer.packed)
 
 
 def shared_parameters(outer: ParameterSet, configs: list[ParameterConfig], owner: str,
@@ -136,6 +163,6 @@ def shared_parameters(outer: ParameterSet, configs: list[ParameterConfig], owner
     for pc in configs:
         p = outer.create(pc, owner=owner, dtype=dtype)
         params.append(p)
-        inner._params[pc.name] = _proxy(p)
+        inner._params[pc.name] = SharedParameter(p)
         inner._owners[pc.name] = owner
     return inner, params

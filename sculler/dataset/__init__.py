@@ -1,6 +1,14 @@
 """Data sets as readers (``paddle.v2.dataset``): downloaded ones are md5-checked and cached
 under :data:`sculler.dataset.common.DATA_HOME`; ``digits`` ships offline."""
 
-from sculler.dataset import common, digits, imdb, imikolov, mnist, movielens, uci_housing
+__all__ = ["common", "digits", "mnist", "uci_housing", "imdb", "imikolov", "movielens", "cifar",
+           "conll05", "wmt14", "sentiment"]
 
-__all__ = ["common", "digits", "mnist", "uci_housing", "imdb", "imikolov", "movielens"]
+
+def __getattr__(name: str):
+    """Each data set module is imported on first use (``paddle.dataset.mnist``)."""
+    if name in __all__:
+        import importlib
+
+        return importlib.import_module(f"sculler.dataset.{name}")
+    raise AttributeError(f"module 'sculler.dataset' has no attribute {name!r}")

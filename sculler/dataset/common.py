@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 __all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
 
 RETRY_LIMIT = 3
+SHOW_PROGRESS: bool | None = None  # download bars: None = when stderr is a terminal
 
 
 def _default_data_home() -> str:
@@ -44,12 +46,24 @@ def md5file(path: str | os.PathLike) -> str:
 
 
 def _fetch(url: str, dirname: str) -> str:
-    """Download ``url`` into a new temporary file in ``dirname`` and return its path."""
+    """Download ``url`` into a new temporary file in ``dirname`` (fsynced) and return its
+    path. A tqdm bar (bytes, total from Content-Length) shows on a terminal, or always when
+    ``SHOW_PROGRESS`` is True."""
+    from tqdm import tqdm
+
     fd, tmp = tempfile.mkstemp(dir=dirname, prefix=".download-")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
-            for chunk in iter(lambda: resp.read(1 << 20), b""):
-                out.write(chunk)
+            length = resp.headers.get("Content-Length")
+            show = SHOW_PROGRESS if SHOW_PROGRESS is not None else sys.stderr.isatty()
+            with tqdm(total=int(length) if length else None, unit="B", unit_scale=True,
+                      unit_divisor=1024, desc=url.rstrip("/").split("/")[-1], leave=False,
+                      disable=not show) as bar:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+            out.flush()
+            os.fsync(out.fileno())
     except BaseException:
         os.unlink(tmp)
         raise

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from sculler.dataset import common
 
-__all__ = ["build_dict", "word_dict", "train", "test", "tokenize"]
+__all__ = ["fetch", "build_dict", "word_dict", "train", "test", "tokenize"]
 
 URL = "http://ai.stanford.edu/%7Eamaas/data/sentiment/aclImdb_v1.tar.gz"
 MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
@@ -90,3 +90,8 @@ def test(word_idx: dict[str, int]) -> Callable[[], Iterator[tuple[list[int], int
         re.compile(r"aclImdb/test/pos/.*\.txt$"), re.compile(r"aclImdb/test/neg/.*\.txt$"),
         word_idx,
     )
+
+
+def fetch() -> None:
+    """Download the archive into the cache (v2's ``fetch``)."""
+    common.download(URL, "imdb", MD5)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from sculler.dataset import common
 
-__all__ = ["DataType", "build_dict", "train", "test"]
+__all__ = ["fetch", "DataType", "build_dict", "train", "test"]
 
 URL = "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 MD5 = "30177ea32e27c525793142b6bf2c8e2d"
@@ -104,3 +104,8 @@ def train(word_idx: dict[str, int], n: int, data_type: int = DataType.NGRAM) -> 
 def test(word_idx: dict[str, int], n: int, data_type: int = DataType.NGRAM) -> Callable:
     """Reader creator over ``ptb.valid.txt``: n-gram tuples or (src, trg) sequences."""
     return _reader_creator(TEST_FILE, word_idx, n, data_type)
+
+
+def fetch() -> None:
+    """Download the archive into the cache (v2's ``fetch``)."""
+    common.download(URL, "imikolov", MD5)

@@ -23,6 +23,7 @@ from sculler.dataset import common
 __all__ = [
     "train", "test", "get_movie_title_dict", "max_movie_id", "max_user_id", "max_job_id",
     "movie_categories", "user_info", "movie_info", "age_table", "MovieInfo", "UserInfo",
+    "fetch",
 ]
 
 URL = "http://files.grouplens.org/datasets/movielens/ml-1m.zip"
@@ -168,3 +169,8 @@ def max_user_id() -> int:
 def max_job_id() -> int:
     """Largest job id."""
     return max(u.job_id for u in _meta().users.values())
+
+
+def fetch() -> None:
+    """Download the archive into the cache (v2's ``fetch``)."""
+    common.download(URL, "movielens", MD5)

@@ -15,7 +15,7 @@ import numpy as np
 from sculler.backend import get_default_dtype, xp
 from sculler.eager.tensor import Tensor
 
-_rng = [np.random.default_rng()]
+_rng: list = [None]  # created on first use: numpy.random is not imported until needed
 
 
 def convert_dtype(dtype: Any, default: Any = None) -> np.dtype:
@@ -39,6 +39,8 @@ def seed(n: int) -> None:
 
 
 def get_rng() -> np.random.Generator:
+    if _rng[0] is None:
+        _rng[0] = np.random.default_rng()
     return _rng[0]
 
 
@@ -137,23 +139,23 @@ def _random(values: np.ndarray) -> Tensor:
 
 def randn(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
     """Standard normal samples."""
-    return _random(_rng[0].standard_normal(_shape(shape)).astype(convert_dtype(dtype)))
+    return _random(get_rng().standard_normal(_shape(shape)).astype(convert_dtype(dtype)))
 
 
 def rand(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return _random(_rng[0].random(_shape(shape)).astype(convert_dtype(dtype)))
+    return _random(get_rng().random(_shape(shape)).astype(convert_dtype(dtype)))
 
 
 def uniform(shape: Any, dtype: Any = None, min: float = -1.0, max: float = 1.0,  # noqa: A002
             seed: int = 0, name: str | None = None) -> Tensor:
     """Uniform samples in [min, max)."""
-    return _random(_rng[0].uniform(min, max, _shape(shape)).astype(convert_dtype(dtype)))
+    return _random(get_rng().uniform(min, max, _shape(shape)).astype(convert_dtype(dtype)))
 
 
 def normal(mean: float = 0.0, std: float = 1.0, shape: Any = None,
            name: str | None = None) -> Tensor:
-    return _random(_rng[0].normal(mean, std, _shape(shape or [1])).astype(get_default_dtype()))
+    return _random(get_rng().normal(mean, std, _shape(shape or [1])).astype(get_default_dtype()))
 
 
 def randint(low: int = 0, high: int | None = None, shape: Any = (1,), dtype: Any = None,
@@ -161,12 +163,12 @@ def randint(low: int = 0, high: int | None = None, shape: Any = (1,), dtype: Any
     """Integers in [low, high) (in [0, low) when high is None)."""
     if high is None:
         low, high = 0, low
-    return _random(_rng[0].integers(low, high, _shape(shape)).astype(
+    return _random(get_rng().integers(low, high, _shape(shape)).astype(
         convert_dtype(dtype, default=np.int64)))
 
 
 def randperm(n: int, dtype: Any = "int64", name: str | None = None) -> Tensor:
-    return _random(_rng[0].permutation(n).astype(convert_dtype(dtype)))
+    return _random(get_rng().permutation(n).astype(convert_dtype(dtype)))
 
 
 def randn_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:

@@ -19,8 +19,34 @@ from sculler.backend import get_array_module, get_default_dtype
 from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
 from sculler.math import activation as act
+from sculler.math import parallel
 
 _wrap = Tensor._from_array
+
+
+def _ew(ufunc: Any, a: Any, b: Any) -> Any:
+    """``ufunc(a, b)``; large same-shaped numpy operands (or one and a scalar) are split over
+    threads (:mod:`sculler.math.parallel`), giving the same values."""
+    big = parallel.PARALLEL_MIN_ELEMENTS
+    if (type(a) is not np.ndarray or a.size < big) and (
+            type(b) is not np.ndarray or b.size < big):
+        return ufunc(a, b)  # the common small case, decided in two checks
+    is_array = [type(v) is np.ndarray for v in (a, b)]
+    if not any(is_array) or not all(
+            k or isinstance(v, int | float | np.generic) for k, v in zip(is_array, (a, b))):
+        return ufunc(a, b)
+    arrays = [v for k, v in zip(is_array, (a, b)) if k]
+    if not parallel.splittable(arrays):
+        return ufunc(a, b)
+    out = np.empty(arrays[0].shape, dtype=ufunc(a.flat[0] if a is arrays[0] else a,
+                                                b.flat[0] if b is arrays[-1] else b).dtype)
+    if len(arrays) == 2:
+        parallel.run(lambda x, y, o: ufunc(x, y, out=o), (a, b, out))
+    elif a is arrays[0]:
+        parallel.run(lambda x, o: ufunc(x, b, out=o), (a, out))
+    else:
+        parallel.run(lambda y, o: ufunc(a, y, out=o), (b, out))
+    return out
 
 
 def _make(out: Any, inputs: tuple, fn: Any) -> Tensor:
@@ -92,18 +118,21 @@ def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any) -> Tensor:
 # --- arithmetic ----------------------------------------------------------------------
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x + y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: a + b, lambda g, a, b, o: g, lambda g, a, b, o: g)
+    return _binary(x, y, lambda a, b: _ew(np.add, a, b), lambda g, a, b, o: g,
+                   lambda g, a, b, o: g)
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x - y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: a - b, lambda g, a, b, o: g, lambda g, a, b, o: -g)
+    return _binary(x, y, lambda a, b: _ew(np.subtract, a, b), lambda g, a, b, o: g,
+                   lambda g, a, b, o: -g)
 
 
 def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x * y``; d/dx = y, d/dy = x."""
-    return _binary(x, y, lambda a, b: a * b, lambda g, a, b, o: g * b,
-                   lambda g, a, b, o: g * a)
+    return _binary(x, y, lambda a, b: _ew(np.multiply, a, b),
+                   lambda g, a, b, o: _ew(np.multiply, g, b),
+                   lambda g, a, b, o: _ew(np.multiply, g, a))
 
 
 def _true_divide(a: Any, b: Any) -> Any:
@@ -172,15 +201,41 @@ greater_equal = _compare(lambda a, b: a >= b)
 def _unary(kernel: str) -> Any:
     f = getattr(act, kernel)
     f_grad = getattr(act, kernel + "_grad")
+    f_into = kernel in act.FORWARD_INPLACE  # f(x, out=...) is elementwise
+    df_inplace = act.GRAD_INPLACE.get(kernel)
+    if kernel == "square":
+        def f(a):  # noqa: F811 - the threaded form of act.square
+            return _ew(np.multiply, a, a)
+
+    def forward(a: Any) -> Any:
+        if f_into and a.size >= parallel.PARALLEL_MIN_ELEMENTS and parallel.splittable((a,)):
+            y = np.empty_like(a)
+            parallel.run(lambda s, d: f(s, out=d), (a, y))
+            return y
+        return f(a)
+
+    def grad(a: Any, y: Any, g: Any) -> Any:
+        if df_inplace is not None and g.size >= parallel.PARALLEL_MIN_ELEMENTS and (
+                parallel.splittable((y, g))):
+            out = np.empty_like(g)
+
+            def piece(yp: Any, gp: Any, op: Any) -> None:
+                op[...] = gp
+                df_inplace(yp, op)
+
+            parallel.run(piece, (y, g, out))
+            return out
+        return f_grad(a, y, g)
+
     if kernel in act.NEEDS_INPUT:
         def op(x: Tensor, name: str | None = None) -> Tensor:
             a = x._array
-            return _make(f(a), (x,), lambda g: (f_grad(a, None, g),))
+            return _make(forward(a), (x,), lambda g: (grad(a, None, g),))
     else:
         def op(x: Tensor, name: str | None = None) -> Tensor:
             a = x._array
-            y = f(a)
-            return _make(y, (x,), lambda g: (f_grad(a, y, g),))
+            y = forward(a)
+            return _make(y, (x,), lambda g: (grad(a, y, g),))
     op.__name__ = op.__qualname__ = kernel
     op.__doc__ = (f"Elementwise ``{kernel}`` (kernel ``sculler.math.activation.{kernel}``, "
                   f"gradient ``{kernel}_grad``).")

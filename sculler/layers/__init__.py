@@ -7,6 +7,8 @@ from sculler.layers import (  # noqa: F401
     cost,
     cost_extra,
     cost_sampled,
+    crf,
+    ctc,
     data,
     dense,
     dense_pair,

@@ -8,13 +8,19 @@ from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
 from sculler.math.conv import (
     conv2d_backward_data,
     conv2d_backward_filter,
+    conv2d_dy_columns,
     conv2d_forward,
     conv2d_transpose_backward_data,
     conv2d_transpose_backward_filter,
     conv2d_transpose_forward,
+    conv2d_unfold,
     conv_image_size,
     conv_output_size,
 )
+
+# The forward's unfolded input is kept for the filter gradient when it is at most this big
+# (bytes per input); larger ones are unfolded again in the backward pass.
+KEEP_COLS_BYTES = 256 << 20
 
 
 def conv_conf(config, i: int) -> dict:
@@ -54,6 +60,7 @@ class ConvLayer(ImageLayer):
     """
 
     default_bias = True
+    first_write = True
     trans = False
 
     @classmethod
@@ -118,18 +125,35 @@ class ConvLayer(ImageLayer):
         cf = self.confs[i]
         return cf["stride"], cf["padding"], cf["dilation"], cf["groups"]
 
+    def _unfold(self, i: int, x, w_shape):
+        """Input ``i`` unfolded for the GEMM, in a reused buffer; kept for the backward pass
+        (``self._cols[i]``) unless bigger than ``KEEP_COLS_BYTES``."""
+        cf = self.confs[i]
+        n_cols = x.shape[0] * self.out_geom[1] * self.out_geom[2]
+        n = w_shape[1] * cf["groups"] * w_shape[2] * w_shape[3] * n_cols
+        keep = n * x.dtype.itemsize <= KEEP_COLS_BYTES
+        buf = self.scratch(f"cols{i}", (n,), x.dtype) if keep else None
+        cols = conv2d_unfold(x, w_shape, *self._args(i)[:3], out=buf)
+        self._cols[i] = cols if keep else None
+        return cols
+
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         batch = self.check_same_batch()
         self.reserve_output(batch, self.size)
         y = self.output_image()
+        self._cols = [None] * len(self.weights)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             w = weight.w.reshape(self.w_shapes[i])
             if self.trans:
                 part = conv2d_transpose_forward(x, w, *self._args(i), self.confs[i]["caffe_mode"])
             else:
-                part = conv2d_forward(x, w, *self._args(i))
+                cols = self._unfold(i, x, w.shape)
+                if i == 0:
+                    conv2d_forward(x, w, *self._args(i), out=y, cols=cols)
+                    continue
+                part = conv2d_forward(x, w, *self._args(i), cols=cols)
             if i == 0:
                 y[...] = part
             else:
@@ -144,10 +168,21 @@ class ConvLayer(ImageLayer):
     def backward(self, callback=None) -> None:
         self.backward_activation()
         dy = self.output_image("grad")
+        dy_cols = {}
+        if not self.trans:
+            for cf in self.confs:
+                if cf["groups"] not in dy_cols:
+                    dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
         if self.bias is not None and self.bias.w_grad is not None:
-            axes = (0, 2, 3) if self.bias.w.size == self.out_geom[0] else 0
-            src = dy if axes != 0 else self.output.grad
-            self.bias.w_grad += src.sum(axis=axes).reshape(self.bias.w_grad.shape)
+            gb = self.bias.w_grad.reshape(-1)
+            if self.param_grad_beta(self.bias) == 0.0:
+                gb[...] = 0
+            if self.bias.w.size != self.out_geom[0]:
+                gb += self.output.grad.sum(axis=0)
+            elif dy_cols:
+                gb += next(iter(dy_cols.values())).reshape(gb.size, -1).sum(axis=1)
+            else:
+                gb += dy.sum(axis=(0, 2, 3))
             self.bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
@@ -155,12 +190,25 @@ class ConvLayer(ImageLayer):
             w = weight.w.reshape(shape)
             if weight.w_grad is not None:
                 gw = weight.w_grad.reshape(shape)
-                fn = conv2d_transpose_backward_filter if self.trans else conv2d_backward_filter
-                fn(x, dy, shape, *self._args(i), out=gw)
+                beta = self.param_grad_beta(weight)
+                if self.trans:
+                    if beta == 0.0:
+                        gw[...] = 0
+                    conv2d_transpose_backward_filter(x, dy, shape, *self._args(i), out=gw)
+                else:
+                    conv2d_backward_filter(x, dy, shape, *self._args(i), out=gw, beta=beta,
+                                           cols=self._cols[i],
+                                           dy_cols=dy_cols[self.confs[i]["groups"]])
             gx = self.input_grad_image(i)
             if gx is not None:
-                fn = conv2d_transpose_backward_data if self.trans else conv2d_backward_data
-                fn(dy, w, x.shape, *self._args(i), out=gx)
+                beta = self.input_grad_beta(i)
+                if self.trans:
+                    if beta == 0.0:
+                        gx[...] = 0
+                    conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)
+                else:
+                    conv2d_backward_data(dy, w, x.shape, *self._args(i), out=gx, beta=beta,
+                                         dy_cols=dy_cols[self.confs[i]["groups"]])
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
 

@@ -18,6 +18,7 @@ class FCLayer(Layer):
     """
 
     default_bias = True
+    first_write = True
 
     @classmethod
     def weight_dims(cls, config, inputs):
@@ -46,15 +47,20 @@ class FCLayer(Layer):
             arg = self.get_input(i)
             if weight.w_grad is not None:
                 if arg.is_sparse:
+                    if self.param_grad_beta(weight) == 0.0:
+                        weight.w_grad[...] = 0
                     rows, grad_rows = csr_t_matmul_rows(arg.value, dz)
                     weight.w_grad[rows] += grad_rows
                     weight.parameter.touched_rows.append(rows)
                 else:
-                    dw = self.scratch(f"dw{i}", weight.w.shape)
-                    gemm(arg.value.T, dz, weight.w_grad, 1.0, dw)
+                    beta = self.param_grad_beta(weight)
+                    dw = self.scratch(f"dw{i}", weight.w.shape) if beta else None
+                    gemm(arg.value.T, dz, weight.w_grad, beta, dw)
             in_grad = self.get_input_grad(i)
             if in_grad is not None:
-                gemm(dz, weight.w.T, in_grad, 1.0, self.scratch("dx", in_grad.shape))
+                beta = self.input_grad_beta(i)
+                dx = self.scratch("dx", in_grad.shape) if beta else None
+                gemm(dz, weight.w.T, in_grad, beta, dx)
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
 

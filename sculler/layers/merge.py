@@ -38,7 +38,8 @@ class ConcatLayer(Layer):
 @register_layer("addto")
 class AddtoLayer(Layer):
     """``y = f(sum_i x_i + b)``; all inputs have the same width. With ``drop_rate`` this is
-    PaddlePaddle's dropout layer."""
+    PaddlePaddle's dropout layer. The output keeps input 0's image geometry (a ResNet's
+    shortcut sum feeds the next convolution)."""
 
     @classmethod
     def infer_size(cls, config, inputs):
@@ -48,6 +49,9 @@ class AddtoLayer(Layer):
                 f"layer {config.name!r} (addto): inputs {[i.name for i in inputs]} have "
                 f"different sizes {[i.size for i in inputs]}"
             )
+        geometry = ("out_channels", "out_height", "out_width")
+        if all(k in inputs[0].attrs for k in geometry):
+            config.attrs.update({k: inputs[0].attrs[k] for k in geometry})
         return sizes.pop()
 
     def forward(self, pass_type: str) -> None:

@@ -45,6 +45,7 @@ class PoolLayer(ImageLayer):
     """
 
     max_inputs = 1
+    first_write = True
 
     @classmethod
     def infer_size(cls, config, inputs):
@@ -75,13 +76,13 @@ class PoolLayer(ImageLayer):
         super().forward(pass_type)
         x = self.input_image(0)
         self.reserve_output(x.shape[0], self.size)
-        if self.is_max:
-            y, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode)
-        else:
-            y = avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
-                                   exclude_mode=self.exclude_mode)
         out = self.output_image()
-        out[...] = y
+        if self.is_max:
+            _, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
+                                                 out=out)
+        else:
+            avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
+                               exclude_mode=self.exclude_mode, out=out)
         if self.bias is not None:
             out += self.bias.w.reshape(1, -1, 1, 1)
         self.forward_activation()
@@ -90,11 +91,16 @@ class PoolLayer(ImageLayer):
         self.backward_activation()
         dy = self.output_image("grad")
         if self.bias is not None and self.bias.w_grad is not None:
-            self.bias.w_grad += dy.sum(axis=(0, 2, 3)).reshape(self.bias.w_grad.shape)
+            gb = self.bias.w_grad.reshape(-1)
+            if self.param_grad_beta(self.bias) == 0.0:
+                gb[...] = 0
+            gb += dy.sum(axis=(0, 2, 3))
             self.bias.parameter.inc_update(callback)
         gx = self.input_grad_image(0)
         if gx is None:
             return
+        if self.input_grad_beta(0) == 0.0:  # the kernels add: clear the stale buffer first
+            gx[...] = 0
         if self.is_max:
             max_pool2d_backward(dy, self._argmax, gx.shape, *self.window, out=gx)
         else:

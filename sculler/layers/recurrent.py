@@ -22,6 +22,7 @@ from sculler.core.activation import get_activation
 from sculler.core.layer import Layer, register_layer
 from sculler.core.parameter import Weight
 from sculler.math import rnn
+from sculler.math.blas import small_gemms
 from sculler.math.seq2batch import SequenceBatch
 
 
@@ -95,9 +96,10 @@ class _SequenceRecurrent(Layer):
             in_grad += np.take(dgates, self.seq_rows, axis=0,
                                out=self.scratch("dx", dgates.shape))
 
-    def _tmp(self, width: int):
+    def _tmp(self, width: int, extra: int = 0):
+        """Flat step scratch: ``width`` values per row of the largest step, plus ``extra``."""
         n = int(self.plan.batch_sizes[0]) if self.plan.num_steps else 0
-        return self.scratch("tmp", (max(n * width, 1),))
+        return self.scratch("tmp", (max(n * width, 1) + extra,))
 
     def _prev_scratch(self):
         return self.scratch("gathered", (self.prev.size, self.size))
@@ -149,32 +151,43 @@ class LstmLayer(_SequenceRecurrent):
         hs = self.size
         x, plan = self._plan(4 * hs)
         rows = x.shape[0]
-        gates = self._to_batch("gates", x)
+        # gate-major time-major gates (4, rows, H): every per-step gate block is contiguous
+        gates = self.scratch("gates", (4, rows, hs))
+        np.take(x.reshape(-1, hs), self._gate_rows(rows), axis=0, out=gates.reshape(-1, hs))
         peepholes = None
         if self.bias is not None:
-            gates += self.bias.w[:4 * hs]
+            gates += self.bias.w[:4 * hs].reshape(4, 1, hs)
             peepholes = self.bias.w[4 * hs:].reshape(3, hs)
         c, state, h = (self.scratch(k, (rows, hs)) for k in ("c", "state", "h"))
         rnn.lstm_forward(plan, gates, self.weights[0].w, peepholes, c, state, h, self.acts,
-                         self._tmp(4 * hs))
+                         self._tmp(4 * hs, 4 * hs * hs))
         self._emit(h)
+
+    def _gate_rows(self, rows: int):
+        """Rows of ``x.reshape(rows * 4, H)`` for the gate-major time-major order."""
+        return (self.plan.batch_rows[None, :] * 4 + np.arange(4)[:, None]).reshape(-1)
 
     def backward(self, callback=None) -> None:
         hs = self.size
         dh = self._output_grad()
         rows = dh.shape[0]
-        gates, c, state, h = (self._bufs[k][:rows * w].reshape(rows, w) for k, w in
-                              (("gates", 4 * hs), ("c", hs), ("state", hs), ("h", hs)))
+        gates = self._bufs["gates"][:4 * rows * hs].reshape(4, rows, hs)
+        c, state, h = (self._bufs[k][:rows * hs].reshape(rows, hs) for k in ("c", "state", "h"))
         peepholes = None if self.bias is None else self.bias.w[4 * hs:].reshape(3, hs)
-        dgates = self.scratch("dgates", (rows, 4 * hs))
+        dgates = self.scratch("dgates", (4, rows, hs))
         rnn.lstm_backward(self.plan, gates, self.weights[0].w, peepholes, c, state, dh,
-                          self.scratch("dc", (rows, hs)), dgates, self.acts, self._tmp(4 * hs))
-        self._input_grad(dgates)
+                          self.scratch("dc", (rows, hs)), dgates, self.acts,
+                          self._tmp(4 * hs, 4 * hs * hs))
+        in_grad = self.get_input_grad(0)
+        if in_grad is not None:  # back to packed rows of [a | i | f | o]
+            packed_rows = (np.arange(4)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)
+            in_grad += np.take(dgates.reshape(-1, hs), packed_rows, axis=0,
+                               out=self.scratch("dx", (4 * rows, hs))).reshape(rows, 4 * hs)
         weight = self.weights[0]
         dbias = None if self.bias is None else self.bias.w_grad
         rnn.lstm_param_grads(self.plan, dgates, h, c, self.prev, weight.w_grad, dbias,
-                             self._prev_scratch(), self.scratch("ptmp", (max(rows, 1) * 2 * hs,)),
-                             self.scratch("dw", weight.w.shape))
+                             self._prev_scratch(), self.scratch("ptmp", (max(rows, 1) * hs,)),
+                             self.scratch("dw", (4, hs, hs)))
         for w in (weight, self.bias):
             if w is not None and w.w_grad is not None:
                 w.parameter.inc_update(callback)
@@ -251,7 +264,8 @@ class GatedRecurrentLayer(_SequenceRecurrent):
             rnn.accumulate_prev_product(h, self.prev, dgates[:, :2 * hs], self.dw_gate, gathered,
                                         self.scratch("dwg", self.dw_gate.shape))
             dw_cand = self.scratch("dwc", self.dw_cand.shape)
-            np.matmul(reset_h[first:].T, dgates[first:, 2 * hs:], out=dw_cand)
+            with small_gemms(self.prev.size * hs * hs):
+                np.matmul(reset_h[first:].T, dgates[first:, 2 * hs:], out=dw_cand)
             self.dw_cand += dw_cand
         if self.dw_gate is not None:
             self.weights[0].parameter.inc_update(callback)

@@ -41,6 +41,7 @@ from sculler.core.recurrent_group import (
     StepNetwork,
     sequence_rows,
     shared_parameters,
+    writable_grad,
 )
 from sculler.math.blas import col_sum
 
@@ -338,7 +339,7 @@ class RecurrentGroupLayer(Layer):
             net = self.frames[t]
             n, lo, hi, _ = plan.frames[t]
             for o, (g, bounds) in zip(self.out_links, out_grads):
-                dst = net.layers[o["layer"]].output.grad
+                dst = writable_grad(net.layers[o["layer"]])
                 if dst is not None:
                     a, b = bounds[t]
                     dst += g[a:b]
@@ -370,7 +371,7 @@ class RecurrentGroupLayer(Layer):
                 static_acc[k][: g.shape[0]] += g
             for m, g in memories:
                 if t > 0:
-                    dst = self.frames[t - 1].layers[m["link"]].output.grad
+                    dst = writable_grad(self.frames[t - 1].layers[m["link"]])
                     if dst is not None:
                         dst[: g.shape[0]] += g
                 else:

@@ -82,15 +82,15 @@ class GruStepLayer(_StepLayer):
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
-        h = self.size
         self.acts = (_cell_act(self.name, "act", self.config.active_type, "tanh"),
                      _cell_act(self.name, "gate_act", self.attr("active_gate_type"), "sigmoid"))
-        w = self.weights[0]
-        self.w_gate = w.w.reshape(-1)[: 2 * h * h].reshape(h, 2 * h)
-        self.w_cand = w.w.reshape(-1)[2 * h * h:].reshape(h, h)
-        if w.w_grad is not None:
-            self.dw_gate = w.w_grad.reshape(-1)[: 2 * h * h].reshape(h, 2 * h)
-            self.dw_cand = w.w_grad.reshape(-1)[2 * h * h:].reshape(h, h)
+
+    def _split(self, flat):
+        """(W_g (H, 2H), W_c (H, H)) views of the flat (H, 3H) weight or its gradient (taken
+        per call: the parameter's arrays may move, e.g. when a trainer packs them)."""
+        h = self.size
+        flat = flat.reshape(-1)
+        return flat[: 2 * h * h].reshape(h, 2 * h), flat[2 * h * h:].reshape(h, h)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
@@ -101,7 +101,8 @@ class GruStepLayer(_StepLayer):
         if self.bias is not None:
             gates += self.bias.w.reshape(1, -1)
         out = self.reserve_output(n, h)
-        rnn.gru_step_forward(gates, self.get_input_value(1), self.w_gate, self.w_cand,
+        w_gate, w_cand = self._split(self.weights[0].w)
+        rnn.gru_step_forward(gates, self.get_input_value(1), w_gate, w_cand,
                              self.scratch("reset_h", (n, h)), out, self.acts,
                              self.scratch("tmp", (2 * n * h,)))
 
@@ -112,13 +113,15 @@ class GruStepLayer(_StepLayer):
         h_prev = self.get_input_value(1)
         n = dh.shape[0]
         dg = self.scratch("dgates", (n, 3 * h))
-        rnn.gru_step_backward(self.scratch("gates", (n, 3 * h)), h_prev, self.w_gate,
-                              self.w_cand, dh, dg, self._prev_grad(n), self.acts,
-                              self.scratch("tmp", (2 * n * h,)))
         w = self.weights[0]
+        w_gate, w_cand = self._split(w.w)
+        rnn.gru_step_backward(self.scratch("gates", (n, 3 * h)), h_prev, w_gate, w_cand, dh,
+                              dg, self._prev_grad(n), self.acts,
+                              self.scratch("tmp", (2 * n * h,)))
         if w.w_grad is not None:
-            self.dw_cand += self.scratch("reset_h", (n, h)).T @ dg[:, 2 * h:]
-            self.dw_gate += h_prev.T @ dg[:, : 2 * h]
+            dw_gate, dw_cand = self._split(w.w_grad)
+            dw_cand += self.scratch("reset_h", (n, h)).T @ dg[:, 2 * h:]
+            dw_gate += h_prev.T @ dg[:, : 2 * h]
         dx = self.get_input_grad(0)
         if dx is not None:
             dx += dg
@@ -158,7 +161,11 @@ class LstmStepLayer(_StepLayer):
             _cell_act(self.name, "state_act", self.attr("active_state_type"), "tanh"))
         self.state = Argument()
         self.extra_outputs = {"state": self.state}
-        self.peepholes = None if self.bias is None else self.bias.w.reshape(3, self.size)
+
+    @property
+    def peepholes(self):
+        """(3, H) ``[p_i; p_f; p_o]`` view of the bias, or None (taken per call)."""
+        return None if self.bias is None else self.bias.w.reshape(3, self.size)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
@@ -190,7 +197,7 @@ class LstmStepLayer(_StepLayer):
         dg = self.scratch("dgates", (n, 4 * h))
         rnn.lstm_step_backward(self.scratch("gates", (n, 4 * h)), c_prev, self.peepholes,
                                self.scratch("state_act", (n, h)), dh, dc, dg,
-                               self._prev_grad(n), self.acts, self.scratch("tmp", (n * h,)))
+                               self._prev_grad(n), self.acts, self.scratch("tmp", (2 * n * h,)))
         dg_in = self.get_input_grad(0)
         if dg_in is not None:
             dg_in += dg

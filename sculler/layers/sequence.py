@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import PASS_TEST, Layer, register_layer
 from sculler.math import segment as S
 
 
@@ -194,8 +194,9 @@ class MaxPoolingLayer(SequenceAggregate):
         segs, out_seq = self.segments()
         out = self.reserve_output(len(segs) - 1, self.size)
         x = self.get_input_value(0)
+        train = pass_type != PASS_TEST or self.attr("output_max_index", False)
         self._argmax = S.segment_max(x, segs, out, self.scratch("rep", x.shape),
-                                     self.scratch("hit", x.shape, np.int64))
+                                     self.scratch("hit", x.shape, np.int32), argmax=train)
         if self.attr("output_max_index", False):
             out[...] = self._argmax
         self.finish_forward(out_seq)

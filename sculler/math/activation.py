@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.math import segment
+from sculler.math import parallel, segment
 
 BRELU_MAX = 24.0
 SOFTRELU_CLIP = 40.0
@@ -158,6 +158,73 @@ def softsign_grad(x, y, dy):
 
 
 NEEDS_INPUT = frozenset({"log", "abs", "square", "softsign"})
+
+
+def _work(like):
+    """A temporary shaped like ``like``: the calling thread's reusable buffer on numpy."""
+    if type(like) is np.ndarray:
+        return parallel.scratch(like.size, like.dtype).reshape(like.shape)
+    return get_array_module(like).empty_like(like)
+
+
+def sigmoid_grad_(y, dy) -> None:
+    """``dy <- dy * y * (1 - y)`` in place (same operation order as :func:`sigmoid_grad`)."""
+    dy *= y
+    t = _work(y)
+    get_array_module(y).subtract(1.0, y, out=t)
+    dy *= t
+
+
+def tanh_grad_(y, dy) -> None:
+    """``dy <- dy * (1 - y*y)`` in place."""
+    xp = get_array_module(y)
+    t = _work(y)
+    xp.multiply(y, y, out=t)
+    xp.subtract(1.0, t, out=t)
+    dy *= t
+
+
+def relu_grad_(y, dy) -> None:
+    """``dy <- dy * (y > 0)`` in place."""
+    xp = get_array_module(y)
+    mask = _work(y)
+    xp.greater(y, 0, out=mask)
+    dy *= mask
+
+
+def exp_grad_(y, dy) -> None:
+    """``dy <- dy * y`` in place."""
+    dy *= y
+
+
+def softmax_grad_(y, dy) -> None:
+    """``dy <- y * (dy - sum(dy * y))`` row-wise, in place (rows are not split)."""
+    t = _work(y)
+    get_array_module(y).multiply(dy, y, out=t)
+    dy -= t.sum(axis=-1, keepdims=True)
+    dy *= y
+
+
+def _sigmoid_(x) -> None:
+    sigmoid(x, out=x)
+
+
+def _tanh_(x) -> None:
+    get_array_module(x).tanh(x, out=x)
+
+
+def _relu_(x) -> None:
+    get_array_module(x).maximum(x, 0, out=x)
+
+
+def _exp_(x) -> None:
+    get_array_module(x).exp(x, out=x)
+
+
+# elementwise in-place forms, safe to run on pieces of an array in several threads
+FORWARD_INPLACE = {"sigmoid": _sigmoid_, "tanh": _tanh_, "relu": _relu_, "exp": _exp_}
+GRAD_INPLACE = {"sigmoid": sigmoid_grad_, "tanh": tanh_grad_, "relu": relu_grad_,
+                "exp": exp_grad_}
 
 
 def segment_softmax(x, seq_starts):

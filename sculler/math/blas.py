@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from sculler.backend import get_array_module
 
 
@@ -21,8 +24,49 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
 def col_sum(m, out, beta: float = 1.0):
     """``out = sum of the rows of m + beta * out`` (bias gradient: Paddle's collectBias)."""
     if beta == 0.0:
-        out[...] = 0
-    elif beta != 1.0:
+        m.sum(axis=0, out=out.reshape(m.shape[1:]))
+        return out
+    if beta != 1.0:
         out *= beta
     out += m.sum(axis=0).reshape(out.shape)
     return out
+
+
+_blas_controllers: list | None = None
+
+
+def _controllers() -> list:
+    global _blas_controllers
+    if _blas_controllers is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # a declared dependency; without it the limit is a no-op
+            _blas_controllers = []
+        else:
+            _blas_controllers = ThreadpoolController().select(user_api="blas").lib_controllers
+    return _blas_controllers
+
+
+SMALL_GEMM = 1 << 23  # multiply-adds below which one BLAS thread is used (small_gemms)
+
+
+@contextlib.contextmanager
+def blas_threads(limit: int = 1) -> Iterator[None]:
+    """Run the block with at most ``limit`` BLAS threads, then restore the previous count
+    (about a microsecond)."""
+    saved = [(c, c.num_threads) for c in _controllers() if c.num_threads > limit]
+    for c, _ in saved:
+        c.set_num_threads(limit)
+    try:
+        yield
+    finally:
+        for c, n in saved:
+            c.set_num_threads(n)
+
+
+def small_gemms(multiply_adds: int) -> contextlib.AbstractContextManager:
+    """One BLAS thread for a block whose GEMMs each do fewer than ``SMALL_GEMM``
+    multiply-adds (e.g. a recurrent layer's per-step products): threading them gains little
+    on idle cores, and when the cores are busy each GEMM can stall a scheduler tick waiting
+    for a descheduled helper thread. Larger GEMMs keep every thread."""
+    return blas_threads(1) if multiply_adds < SMALL_GEMM else contextlib.nullcontext()

@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
+from sculler.math.blas import gemm
 
 IntPair = int | Sequence[int]
 
@@ -219,7 +222,7 @@ def _batch_last(out_hw) -> bool:
     return out_hw[0] * out_hw[1] <= 256
 
 
-def _unfold(x, kernel, st, pad, dil, out_hw):
+def _unfold(x, kernel, st, pad, dil, out_hw, out=None):
     """im2col with the batch axis last: ``(C*kh*kw, oh*ow*N)``, columns ordered ``(oy, ox, n)``.
 
     The convolution kernels use this layout because every tap then copies blocks of
@@ -229,9 +232,15 @@ def _unfold(x, kernel, st, pad, dil, out_hw):
     xp = get_array_module(x)
     n, c, h, w = x.shape
     (kh, kw), (oh, ow) = kernel, out_hw
-    xt = xp.zeros((c, h + 2 * pad[0], w + 2 * pad[1], n), dtype=x.dtype)
-    xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x.transpose(1, 2, 3, 0)
-    cols = xp.empty((c, kh, kw, oh, ow, n), dtype=x.dtype)
+    if pad == (0, 0):
+        xt = x.transpose(1, 2, 3, 0).copy()
+    else:
+        xt = xp.zeros((c, h + 2 * pad[0], w + 2 * pad[1], n), dtype=x.dtype)
+        xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x.transpose(1, 2, 3, 0)
+    if out is None:
+        cols = xp.empty((c, kh, kw, oh, ow, n), dtype=x.dtype)
+    else:
+        cols = out.reshape(c, kh, kw, oh, ow, n)
     for i in range(kh):
         for j in range(kw):
             sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
@@ -253,6 +262,46 @@ def _fold(cols, x_shape, kernel, st, pad, dil, out_hw):
     return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w].transpose(3, 0, 1, 2)
 
 
+def conv2d_unfold(
+    x: Any,
+    w_shape: Sequence[int],
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    out: Any = None,
+    output_size: Sequence[int] | None = None,
+) -> Any:
+    """The input unfolded the way the convolution kernels multiply it.
+
+    ``(C*kh*kw, N*oh*ow)``: the rows of :func:`im2col`, the columns ordered ``(oy, ox, n)``
+    for small outputs (see :func:`_batch_last`) and ``(n, oy, ox)`` otherwise. A layer keeps
+    it from the forward pass and hands it to :func:`conv2d_forward` and
+    :func:`conv2d_backward_filter` (``cols=``) so the input is unfolded once per batch.
+
+    Args:
+        x: ``(N, C, H, W)`` input; w_shape: ``(F, C/groups, kh, kw)``.
+        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements (small-output layout only).
+        output_size: as for :func:`conv2d_forward`.
+    """
+    kh, kw = int(w_shape[2]), int(w_shape[3])
+    st, pad, dil = geometry(stride, padding, dilation)
+    out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
+    if _batch_last(out_hw):
+        return _unfold(x, (kh, kw), st, pad, dil, out_hw, out)
+    return im2col(x, (kh, kw), st, pad, dil, out_hw)
+
+
+def conv2d_dy_columns(dy: Any, groups: int = 1) -> Any:
+    """``dy`` as ``(groups, F/groups, N*oh*ow)`` in the column order of
+    :func:`conv2d_unfold`; computed once, it serves both backward kernels (``dy_cols=``)."""
+    return _dy_matrix(dy, groups)
+
+
+def _check_cols(cols, rows: int, columns: int, name: str) -> None:
+    if cols.shape != (rows, columns):
+        raise ValueError(f"{name}: cols has shape {cols.shape}, expected {(rows, columns)}")
+
+
 def _check_conv(x_shape, w_shape, groups: int) -> None:
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ValueError(
@@ -271,11 +320,17 @@ def _check_conv(x_shape, w_shape, groups: int) -> None:
         )
 
 
-def _accumulate(out, value, name: str):
+def _accumulate(out, value, name: str, beta: float = 1.0):
+    """``out = value + beta * out`` (``value`` itself without ``out``)."""
     if out is None:
         return value
     if out.shape != value.shape:
         raise ValueError(f"{name}: out has shape {out.shape}, expected {value.shape}")
+    if beta == 0.0:
+        out[...] = value
+        return out
+    if beta != 1.0:
+        out *= beta
     out += value
     return out
 
@@ -289,6 +344,7 @@ def conv2d_forward(
     groups: int = 1,
     out: Any = None,
     output_size: Sequence[int] | None = None,
+    cols: Any = None,
 ) -> Any:
     """2-D convolution (cross-correlation), one GEMM per group.
 
@@ -303,6 +359,7 @@ def conv2d_forward(
         groups: number of channel groups.
         out: optional ``(N, F, oh, ow)`` buffer, overwritten.
         output_size: optional ``(oh, ow)`` no larger than the default (see :func:`im2col`).
+        cols: optional :func:`conv2d_unfold` of ``x`` (then ``x`` is not unfolded again).
 
     Returns:
         ``(N, F, oh, ow)`` output (``out`` when given).
@@ -319,8 +376,21 @@ def conv2d_forward(
     st, pad, dil = geometry(stride, padding, dilation)
     oh, ow = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
     last = _batch_last((oh, ow))
-    cols = (_unfold if last else im2col)(x, (kh, kw), st, pad, dil, (oh, ow))
+    if cols is None:
+        cols = (_unfold if last else im2col)(x, (kh, kw), st, pad, dil, (oh, ow))
+    else:
+        _check_cols(cols, x.shape[1] * kh * kw, n * oh * ow, "conv2d_forward")
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
+    shape = (n, nf, oh, ow)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {shape}")
+    if not last and groups == 1 and xp is np:
+        # columns ordered (n, p): one GEMM per sample writes y[n] = w2 @ cols[:, n] straight
+        # into the NCHW output (no transposing copy of the result)
+        y = xp.empty(shape, dtype=xp.result_type(w, cols)) if out is None else out
+        per_sample = cols.reshape(cg * kh * kw, n, oh * ow).transpose(1, 0, 2)
+        xp.matmul(w2[0], per_sample, out=y.reshape(n, nf, oh * ow))
+        return y
     c3 = cols.reshape(groups, cg * kh * kw, oh * ow * n)
     y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
     if last:
@@ -329,8 +399,6 @@ def conv2d_forward(
         y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
     if out is None:
         return xp.ascontiguousarray(y)
-    if out.shape != y.shape:
-        raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {y.shape}")
     out[...] = y
     return out
 
@@ -365,6 +433,8 @@ def conv2d_backward_data(
     dilation: IntPair = 1,
     groups: int = 1,
     out: Any = None,
+    beta: float = 1.0,
+    dy_cols: Any = None,
 ) -> Any:
     """Gradient of :func:`conv2d_forward` with respect to its input.
 
@@ -377,6 +447,8 @@ def conv2d_backward_data(
             image sizes give the same output size).
         out: optional ``(N, C, H, W)`` buffer; the gradient is ADDED to it (``+=``), since an
             input feeding several layers sums their gradients.
+        beta: ``out = dx + beta * out``: 1 adds (the default), 0 overwrites.
+        dy_cols: optional :func:`conv2d_dy_columns` of ``dy``.
 
     Returns:
         ``dx`` (``out`` when given).
@@ -385,7 +457,9 @@ def conv2d_backward_data(
     _check_conv(x_shape, w.shape, groups)
     nf, cg, kh, kw = w.shape
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
-    dcols = _grouped_gemm(xp, w2, _dy_matrix(dy, groups), True, False)
+    if dy_cols is None:
+        dy_cols = _dy_matrix(dy, groups)
+    dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
     st, pad, dil = geometry(stride, padding, dilation)
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
@@ -394,7 +468,7 @@ def conv2d_backward_data(
               dy.shape[2:])
     if out is None:
         return xp.ascontiguousarray(dx)
-    return _accumulate(out, dx, "conv2d_backward_data")
+    return _accumulate(out, dx, "conv2d_backward_data", beta)
 
 
 def conv2d_backward_filter(
@@ -406,6 +480,9 @@ def conv2d_backward_filter(
     dilation: IntPair = 1,
     groups: int = 1,
     out: Any = None,
+    beta: float = 1.0,
+    cols: Any = None,
+    dy_cols: Any = None,
 ) -> Any:
     """Gradient of :func:`conv2d_forward` with respect to its filters.
 
@@ -417,6 +494,9 @@ def conv2d_backward_filter(
         w_shape: ``(F, C/groups, kh, kw)``.
         out: optional buffer of shape ``w_shape``; the gradient is ADDED to it (``+=``),
             because parameter gradients accumulate over shared uses and batches.
+        beta: ``out = dw + beta * out``: 1 adds (the default), 0 overwrites.
+        cols, dy_cols: optional :func:`conv2d_unfold` of ``x`` (kept from the forward pass)
+            and :func:`conv2d_dy_columns` of ``dy``.
 
     Returns:
         ``dw`` (``out`` when given).
@@ -427,10 +507,19 @@ def conv2d_backward_filter(
     nf, cg, kh, kw = w_shape
     st, pad, dil = geometry(stride, padding, dilation)
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
-    cols = (_unfold if _batch_last(out_hw) else im2col)(x, (kh, kw), st, pad, dil, out_hw)
+    n_cols = x.shape[0] * out_hw[0] * out_hw[1]
+    if cols is None:
+        cols = (_unfold if _batch_last(out_hw) else im2col)(x, (kh, kw), st, pad, dil, out_hw)
+    else:
+        _check_cols(cols, x.shape[1] * kh * kw, n_cols, "conv2d_backward_filter")
+    if dy_cols is None:
+        dy_cols = _dy_matrix(dy, groups)
     c3 = cols.reshape(groups, cg * kh * kw, -1)
-    dw = _grouped_gemm(xp, _dy_matrix(dy, groups), c3, False, True).reshape(w_shape)
-    return _accumulate(out, dw, "conv2d_backward_filter")
+    if groups == 1 and out is not None and out.shape == w_shape and out.flags.c_contiguous:
+        gemm(dy_cols[0], c3[0].T, out.reshape(nf, -1), beta)
+        return out
+    dw = _grouped_gemm(xp, dy_cols, c3, False, True).reshape(w_shape)
+    return _accumulate(out, dw, "conv2d_backward_filter", beta)
 
 
 def conv2d_transpose_output_shape(

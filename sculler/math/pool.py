@@ -3,8 +3,10 @@
 Window ``(oy, ox)`` covers rows ``oy*sy - py ... oy*sy - py + ky - 1`` (columns alike),
 clipped to the image. The output size is :func:`sculler.math.conv.conv_output_size` with
 ``caffe_mode=not ceil_mode``; Paddle pools in ceil mode, which keeps a last partial window.
-The kernels loop over the ``ky * kx`` window taps (a strided slice of the whole batch each),
-never over pixels.
+The kernels copy the ``ky * kx`` window taps (a strided slice of the whole batch each) into one
+contiguous array and reduce over it, never looping over pixels; the max backward is one
+scatter to the winners' flat indices, and windows that tile the image (stride >= size, no
+frame) are written straight into ``out``.
 
 Max pooling returns, beside the output, the tap (``i * kx + j``) that won each window; the
 backward routes the gradient to that one input (the first maximum in row-major order on
@@ -44,12 +46,18 @@ def pool_output_shape(
     )
 
 
+def _frame_hw(x_shape, k, st, pad, out_hw):
+    """Height and width of the padded frame that holds every window."""
+    hp = max(x_shape[2] + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
+    wp = max(x_shape[3] + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    return hp, wp
+
+
 def _padded(x, k, st, pad, out_hw, fill):
     """x inside a frame big enough for every window, filled with ``fill``."""
     xp = get_array_module(x)
     n, c, h, w = x.shape
-    hp = max(h + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
-    wp = max(w + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    hp, wp = _frame_hw(x.shape, k, st, pad, out_hw)
     if (hp, wp) == (h, w):
         return x
     xpad = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
@@ -64,25 +72,55 @@ def _tap(i, j, st, out_hw):
     )
 
 
+def _windows(xpad, k, st, out_hw):
+    """The window taps of a padded frame as one contiguous ``(ky*kx, N, C, oh, ow)`` array.
+
+    ``T[i * kx + j] = xpad[:, :, i::sy, j::sx]`` cropped to the output, one strided copy per
+    tap (faster than one 6-D transposing copy); the reductions that follow stream through
+    contiguous memory.
+    """
+    xp = get_array_module(xpad)
+    n, c = xpad.shape[:2]
+    taps = xp.empty((k[0] * k[1], n, c) + tuple(out_hw), dtype=xpad.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            sy, sx = _tap(i, j, st, out_hw)
+            taps[i * k[1] + j] = xpad[:, :, sy, sx]
+    return taps
+
+
 def _scatter_taps(dy_taps, x_shape, k, st, pad, out_hw, out, name):
     """Sum per-tap gradients ``dy_taps(i, j)`` back onto the input grid (+= into out)."""
     n, c, h, w = x_shape
     first = dy_taps(0, 0)
     xp = get_array_module(first)
-    hp = max(h + 2 * pad[0], (out_hw[0] - 1) * st[0] + k[0])
-    wp = max(w + 2 * pad[1], (out_hw[1] - 1) * st[1] + k[1])
+    hp, wp = _frame_hw(x_shape, k, st, pad, out_hw)
     gpad = xp.zeros((n, c, hp, wp), dtype=first.dtype)
     for i in range(k[0]):
         for j in range(k[1]):
             sy, sx = _tap(i, j, st, out_hw)
             gpad[:, :, sy, sx] += first if i == j == 0 else dy_taps(i, j)
+    return _crop_into(gpad, x_shape, pad, out, name)
+
+
+def _crop_into(gpad, x_shape, pad, out, name):
+    """The image part of a padded gradient frame, added to ``out`` (or a fresh copy)."""
+    h, w = x_shape[2:]
     dx = gpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w]
     if out is None:
-        return dx.copy()
-    if out.shape != tuple(x_shape):
-        raise ValueError(f"{name}: out has shape {out.shape}, expected {tuple(x_shape)}")
+        return gpad if dx.shape == gpad.shape else dx.copy()
+    _check_out(out, x_shape, name)
     out += dx
     return out
+
+
+def _check_out(out, x_shape, name):
+    if out.shape != tuple(x_shape):
+        raise ValueError(f"{name}: out has shape {out.shape}, expected {tuple(x_shape)}")
+
+
+def _lowest(xp, dtype):
+    return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
 
 
 def max_pool2d_forward(
@@ -91,6 +129,7 @@ def max_pool2d_forward(
     stride: IntPair = 1,
     padding: IntPair = 0,
     ceil_mode: bool = True,
+    out: Any = None,
 ) -> tuple[Any, Any]:
     """Max pooling: ``y[n, c, oy, ox] = max over the clipped window of x``.
 
@@ -98,6 +137,7 @@ def max_pool2d_forward(
         x: ``(N, C, H, W)`` input.
         size: window ``(ky, kx)`` or an int; stride, padding: ints or ``(y, x)`` pairs.
         ceil_mode: Paddle's default ``True`` (see :func:`pool_output_shape`).
+        out: optional ``(N, C, oh, ow)`` buffer for ``y``, overwritten.
 
     Returns:
         ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax``, int32 of the same
@@ -111,23 +151,45 @@ def max_pool2d_forward(
         ([[5.0, 7.0], [13.0, 15.0]], [[3, 3], [3, 3]])
     """
     xp = get_array_module(x)
-    _, _, oh, ow = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
+    shape = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
-    low = xp.finfo(x.dtype).min if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
-    xpad = _padded(x, k, st, pad, (oh, ow), -xp.inf if x.dtype.kind == "f" else low)
-    y = xp.full((x.shape[0], x.shape[1], oh, ow), -xp.inf, dtype=x.dtype)
-    argmax = xp.full(y.shape, -1, dtype=xp.int32)
-    better = xp.empty(y.shape, dtype=bool)
-    for i in range(k[0]):
-        for j in range(k[1]):
-            sy, sx = _tap(i, j, st, (oh, ow))
-            v = xpad[:, :, sy, sx]
-            better = xp.greater(v, y, out=better)
-            xp.copyto(argmax, i * k[1] + j, where=better)
-            xp.maximum(y, v, out=y)
-    if x.dtype.kind == "f":
+    low = _lowest(xp, x.dtype)
+    start = -xp.inf if x.dtype.kind == "f" else low
+    taps = _windows(_padded(x, k, st, pad, shape[2:], start), k, st, shape[2:])
+    if out is None:
+        y = xp.empty(shape, dtype=x.dtype)
+    else:
+        _check_out(out, shape, "max_pool2d_forward")
+        y = out
+    y[...] = start
+    argmax = xp.full(shape, -1, dtype=xp.int32)
+    better = xp.empty(shape, dtype=bool)
+    step = xp.empty(shape, dtype=xp.int32)
+    for t in range(taps.shape[0]):
+        # argmax = t where taps[t] beats y: integer arithmetic, no (branchy) masked writes
+        xp.greater(taps[t], y, out=better)
+        xp.subtract(t, argmax, out=step)
+        xp.multiply(step, better, out=step)
+        argmax += step
+        xp.maximum(y, taps[t], out=y)
+    if x.dtype.kind == "f" and int(argmax.min()) < 0:
         y[argmax < 0] = low
     return y, argmax
+
+
+def _flat_winners(argmax, x_shape, k, st, frame_hw):
+    """Flat index into the ``(N, C, hp, wp)`` frame of each window's winning input."""
+    xp = get_array_module(argmax)
+    n, c = x_shape[:2]
+    oh, ow = argmax.shape[2:]
+    hp, wp = frame_hw
+    corner = (xp.arange(oh) * (st[0] * wp))[:, None] + xp.arange(ow) * st[1]
+    tap = (xp.arange(k[0]) * wp)[:, None] + xp.arange(k[1])
+    plane = xp.arange(n * c) * (hp * wp)
+    idx = tap.reshape(-1).take(argmax.reshape(n * c, oh, ow))
+    idx += corner
+    idx += plane[:, None, None]
+    return idx.reshape(-1)
 
 
 def max_pool2d_backward(
@@ -141,6 +203,9 @@ def max_pool2d_backward(
 ) -> Any:
     """Input gradient of max pooling: ``dx[winner of window] += dy[window]``.
 
+    One scatter of ``dy`` to the flat indices of the winners (a plain indexed add where
+    windows cannot overlap, ``add.at`` where they can).
+
     Args:
         dy: ``(N, C, oh, ow)`` output gradient.
         argmax: the tap indices :func:`max_pool2d_forward` returned.
@@ -152,15 +217,32 @@ def max_pool2d_backward(
     """
     if argmax.shape != dy.shape:
         raise ValueError(f"argmax shape {argmax.shape} does not match dy shape {dy.shape}")
-    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
-    out_hw = dy.shape[2:]
-    zero = dy.dtype.type(0)
     xp = get_array_module(dy)
-
-    def taps(i, j):
-        return xp.where(argmax == i * k[1] + j, dy, zero)
-
-    return _scatter_taps(taps, tuple(x_shape), k, st, pad, out_hw, out, "max_pool2d_backward")
+    x_shape = tuple(int(v) for v in x_shape)
+    k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    frame_hw = _frame_hw(x_shape, k, st, pad, dy.shape[2:])
+    name = "max_pool2d_backward"
+    if out is not None:
+        _check_out(out, x_shape, name)
+    g = dy.reshape(-1)
+    if int(argmax.min()) < 0:
+        g = xp.where(argmax.reshape(-1) < 0, dy.dtype.type(0), g)
+        argmax = xp.maximum(argmax, 0)
+    idx = _flat_winners(argmax, x_shape, k, st, frame_hw)
+    direct = frame_hw == x_shape[2:] and (
+        out is None or (out.flags.c_contiguous and out.dtype == dy.dtype))
+    if direct:
+        target = xp.zeros(x_shape, dtype=dy.dtype) if out is None else out
+    else:
+        target = xp.zeros(x_shape[:2] + frame_hw, dtype=dy.dtype)
+    flat = target.reshape(-1)
+    if st[0] >= k[0] and st[1] >= k[1]:
+        flat[idx] += g
+    else:
+        xp.add.at(flat, idx, g)
+    if direct:
+        return target
+    return _crop_into(target, x_shape, pad, out, name)
 
 
 def _avg_divisor(xp, img, k, st, pad, n_out, exclude_mode, dtype):
@@ -179,6 +261,7 @@ def avg_pool2d_forward(
     padding: IntPair = 0,
     ceil_mode: bool = True,
     exclude_mode: bool = True,
+    out: Any = None,
 ) -> Any:
     """Average pooling: ``y = (sum of x over the clipped window) / count``.
 
@@ -189,6 +272,7 @@ def avg_pool2d_forward(
     Args:
         x: ``(N, C, H, W)`` input; size/stride/padding/ceil_mode as in max pooling.
         exclude_mode: whether padded cells are left out of the divisor.
+        out: optional ``(N, C, oh, ow)`` buffer for the output, overwritten.
 
     Returns:
         ``(N, C, oh, ow)`` output.
@@ -199,15 +283,16 @@ def avg_pool2d_forward(
         [[2.0, 3.5], [6.5, 8.0]]
     """
     xp = get_array_module(x)
-    _, _, oh, ow = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
+    shape = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
-    xpad = _padded(x, k, st, pad, (oh, ow), 0)
-    y = xp.zeros((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
-    for i in range(k[0]):
-        for j in range(k[1]):
-            sy, sx = _tap(i, j, st, (oh, ow))
-            y += xpad[:, :, sy, sx]
-    y /= _divisor(xp, x.shape, k, st, pad, (oh, ow), exclude_mode, x.dtype)
+    taps = _windows(_padded(x, k, st, pad, shape[2:], 0), k, st, shape[2:])
+    if out is None:
+        y = xp.empty(shape, dtype=x.dtype)
+    else:
+        _check_out(out, shape, "avg_pool2d_forward")
+        y = out
+    taps.sum(axis=0, out=y)
+    y /= _divisor(xp, x.shape, k, st, pad, shape[2:], exclude_mode, x.dtype)
     return y
 
 
@@ -240,5 +325,17 @@ def avg_pool2d_backward(
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
     out_hw = dy.shape[2:]
     g = dy / _divisor(xp, tuple(x_shape), k, st, pad, out_hw, exclude_mode, dy.dtype)
-    return _scatter_taps(lambda i, j: g, tuple(x_shape), k, st, pad, out_hw, out,
-                         "avg_pool2d_backward")
+    x_shape = tuple(int(v) for v in x_shape)
+    direct = (
+        _frame_hw(x_shape, k, st, pad, out_hw) == x_shape[2:] and st[0] >= k[0]
+        and st[1] >= k[1] and out is not None and out.flags.c_contiguous
+    )
+    if not direct:
+        return _scatter_taps(lambda i, j: g, x_shape, k, st, pad, out_hw, out,
+                             "avg_pool2d_backward")
+    _check_out(out, x_shape, "avg_pool2d_backward")
+    for i in range(k[0]):
+        for j in range(k[1]):
+            sy, sx = _tap(i, j, st, out_hw)
+            out[:, :, sy, sx] += g
+    return out

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.math.blas import small_gemms
+
 __all__ = [
     "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
     "lstm_step_backward", "gru_step_forward", "gru_step_backward",
@@ -30,9 +32,9 @@ SIGMOID_MIN, SIGMOID_MAX = -40.0, 13.0
 
 
 class CellActivation:
-    """An activation used inside a recurrent cell: ``forward(x)`` in place,
-    ``backward(y, dy, tmp)``: ``dy *= f'(x)`` computed from ``y = f(x)`` (``tmp``: scratch of
-    ``y``'s shape)."""
+    """An activation used inside a recurrent cell: ``forward(x, out=None)`` writes ``f(x)``
+    into ``out`` (default: ``x`` itself); ``backward(y, dy, tmp)``: ``dy *= f'(x)`` computed
+    from ``y = f(x)`` (``tmp``: scratch of ``y``'s shape)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -40,12 +42,13 @@ class CellActivation:
         self.backward = getattr(self, f"_{name}_grad")
 
     @staticmethod
-    def _sigmoid(x) -> None:
-        np.clip(x, SIGMOID_MIN, SIGMOID_MAX, out=x)
-        np.negative(x, out=x)
-        np.exp(x, out=x)
-        x += 1.0
-        np.reciprocal(x, out=x)
+    def _sigmoid(x, out=None) -> None:
+        out = x if out is None else out
+        np.negative(x, out=out)
+        np.clip(out, -SIGMOID_MAX, -SIGMOID_MIN, out=out)
+        np.exp(out, out=out)
+        out += 1.0
+        np.reciprocal(out, out=out)
 
     @staticmethod
     def _sigmoid_grad(y, dy, tmp) -> None:
@@ -54,8 +57,8 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _tanh(x) -> None:
-        np.tanh(x, out=x)
+    def _tanh(x, out=None) -> None:
+        np.tanh(x, out=x if out is None else out)
 
     @staticmethod
     def _tanh_grad(y, dy, tmp) -> None:
@@ -64,8 +67,8 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _relu(x) -> None:
-        np.maximum(x, 0.0, out=x)
+    def _relu(x, out=None) -> None:
+        np.maximum(x, 0.0, out=x if out is None else out)
 
     @staticmethod
     def _relu_grad(y, dy, tmp) -> None:
@@ -73,8 +76,9 @@ class CellActivation:
         dy *= tmp
 
     @staticmethod
-    def _linear(x) -> None:
-        return None
+    def _linear(x, out=None) -> None:
+        if out is not None:
+            out[...] = x
 
     @staticmethod
     def _linear_grad(y, dy, tmp) -> None:
@@ -98,6 +102,15 @@ def cell_activation(name: str | None, what: str = "activation") -> CellActivatio
     return act
 
 
+def gate_blocks(gates, count: int):
+    """``(count, n, H)`` view of gates: a gate-major array as is, an ``(n, count * H)`` row
+    layout as a strided view (gate ``k`` is ``view[k]``)."""
+    if gates.ndim == 3:
+        return gates
+    n = gates.shape[0]
+    return gates.reshape(n, count, -1).transpose(1, 0, 2)
+
+
 def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     """One LSTM step for ``n`` active rows; ``gates`` becomes ``[a | i | f | o]``.
 
@@ -105,7 +118,8 @@ def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     ``c = a i + c_prev f``, ``o = gate(g_o + c p_o)``, ``h = o state_act(c)``.
 
     Args:
-        gates: (n, 4H) pre-activations ``[g_c | g_i | g_f | g_o]`` (input + bias + h_prev W).
+        gates: pre-activations ``[g_c | g_i | g_f | g_o]`` (input + bias + h_prev W), either
+            gate-major (4, n, H) (fastest: every gate block contiguous) or (n, 4H).
         c_prev: (n, H) previous cell, or None at the first step.
         peepholes: (3, H) ``[p_i; p_f; p_o]``, or None.
         c, state, h: (n, H) outputs: the cell, ``state_act(c)`` and the hidden output.
@@ -114,24 +128,24 @@ def lstm_step_forward(gates, c_prev, peepholes, c, state, h, acts, tmp) -> None:
     """
     act, gate_act, state_act = acts
     n, hs = c.shape
-    a, i_f, o = gates[:, :hs], gates[:, hs:3 * hs], gates[:, 3 * hs:]
+    gates = gate_blocks(gates, 4)
+    a, i_f, o = gates[0], gates[1:3], gates[3]
     if c_prev is not None and peepholes is not None:
-        peep = tmp[:2 * n * hs].reshape(n, 2, hs)
-        np.multiply(c_prev[:, None, :], peepholes[None, :2], out=peep)
-        i_f += peep.reshape(n, 2 * hs)
+        peep = tmp[:2 * n * hs].reshape(2, n, hs)
+        np.multiply(c_prev[None], peepholes[:2, None, :], out=peep)
+        i_f += peep
     act.forward(a)
     gate_act.forward(i_f)
-    np.multiply(a, i_f[:, :hs], out=c)
+    np.multiply(a, i_f[0], out=c)
     t1 = tmp[:n * hs].reshape(n, hs)
     if c_prev is not None:
-        np.multiply(c_prev, i_f[:, hs:], out=t1)
+        np.multiply(c_prev, i_f[1], out=t1)
         c += t1
     if peepholes is not None:
         np.multiply(c, peepholes[2], out=t1)
         o += t1
     gate_act.forward(o)
-    state[...] = c
-    state_act.forward(state)
+    state_act.forward(c, out=state)
     np.multiply(o, state, out=h)
 
 
@@ -140,40 +154,41 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     """Backward of :func:`lstm_step_forward` for one step.
 
     ``dh`` (n, H) is dL/dh_t complete; ``dc`` (n, H) holds what later steps gave dL/dc_t and
-    receives this step's total. Writes ``dgates`` (n, 4H), dL/d(pre-activations); adds
-    ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev`` (n, H) unless it is None (first step).
-    ``gates`` are the activated ``[a | i | f | o]``; ``tmp`` is flat scratch of at least nH.
+    receives this step's total. Writes ``dgates`` (dL/d pre-activations, in the layout of
+    ``gates``: (4, n, H) or (n, 4H)); adds ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev``
+    (n, H) unless it is None (first step). ``gates`` are the activated ``[a | i | f | o]``;
+    ``tmp`` is flat scratch of at least 2nH elements.
     """
     act, gate_act, state_act = acts
     n, hs = dh.shape
-    tmp = tmp[:n * hs].reshape(n, hs)
-    a, i, f, o = gates[:, :hs], gates[:, hs:2 * hs], gates[:, 2 * hs:3 * hs], gates[:, 3 * hs:]
-    dga, dgi, dgf, dgo = (dgates[:, :hs], dgates[:, hs:2 * hs], dgates[:, 2 * hs:3 * hs],
-                          dgates[:, 3 * hs:])
+    gates, dgates = gate_blocks(gates, 4), gate_blocks(dgates, 4)
+    t1 = tmp[:n * hs].reshape(n, hs)
+    a, i_f, o = gates[0], gates[1:3], gates[3]
+    dga, dg_if, dgo = dgates[0], dgates[1:3], dgates[3]
     np.multiply(dh, state, out=dgo)
-    gate_act.backward(o, dgo, tmp)
+    gate_act.backward(o, dgo, t1)
     np.multiply(dh, o, out=dga)  # dL/dstate, then through state_act into dc
-    state_act.backward(state, dga, tmp)
+    state_act.backward(state, dga, t1)
     dc += dga
     if peepholes is not None:
-        np.multiply(dgo, peepholes[2], out=tmp)
-        dc += tmp
-    np.multiply(dc, i, out=dga)
-    act.backward(a, dga, tmp)
-    np.multiply(dc, a, out=dgi)
-    gate_act.backward(i, dgi, tmp)
+        np.multiply(dgo, peepholes[2], out=t1)
+        dc += t1
+    np.multiply(dc, i_f[0], out=dga)
+    act.backward(a, dga, t1)
+    np.multiply(dc, a, out=dg_if[0])
     if c_prev is None:
-        dgf[...] = 0.0
+        gate_act.backward(i_f[0], dg_if[0], t1)
+        dg_if[1] = 0.0
         return
-    np.multiply(dc, c_prev, out=dgf)
-    gate_act.backward(f, dgf, tmp)
-    np.multiply(dc, f, out=tmp)
-    dc_prev += tmp
+    np.multiply(dc, c_prev, out=dg_if[1])
+    t2 = tmp[:2 * n * hs].reshape(2, n, hs)
+    gate_act.backward(i_f, dg_if, t2)
+    np.multiply(dc, i_f[1], out=t1)
+    dc_prev += t1
     if peepholes is not None:
-        np.multiply(dgi, peepholes[0], out=tmp)
-        dc_prev += tmp
-        np.multiply(dgf, peepholes[1], out=tmp)
-        dc_prev += tmp
+        np.multiply(dg_if, peepholes[:2, None, :], out=t2)
+        dc_prev += t2[0]
+        dc_prev += t2[1]
 
 
 def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
@@ -253,6 +268,11 @@ def _steps(plan) -> tuple[list[int], list[int]]:
     return plan.step_starts.tolist(), plan.batch_sizes.tolist()
 
 
+def _step_gemm(sizes: list[int], weight) -> int:
+    """Multiply-adds of the largest per-step product ``(n, H) @ weight``."""
+    return (sizes[0] if sizes else 0) * weight.size
+
+
 def previous_rows(plan):
     """For every time-major row of steps 1.. (rows ``step_starts[1]:``), the time-major row of
     the same sequence one step earlier: ``h_prev[step_starts[1]:] = h[previous_rows(plan)]``."""
@@ -263,45 +283,64 @@ def previous_rows(plan):
 
 
 def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
-    """LSTM over all steps: ``gates`` (rows, 4H) time-major input + bias in, activated gates
-    out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp`` flat scratch of
-    at least ``4 * batch_sizes[0] * H`` elements."""
+    """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
+    activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
+    flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
     starts, sizes = _steps(plan)
-    four_h = gates.shape[1]
-    for t, n in enumerate(sizes):
-        rows = slice(starts[t], starts[t + 1])
-        g = gates[rows]
-        c_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            prod = tmp[:n * four_h].reshape(n, four_h)
-            np.matmul(h[prev], weight, out=prod)
-            g += prod
-            c_prev = c[prev]
-        lstm_step_forward(g, c_prev, peepholes, c[rows], state[rows], h[rows], acts, tmp)
+    hs = h.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    tmp = tmp[w4.size:]
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            g = gates[:, starts[t]:starts[t + 1]]
+            c_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(h[prev], w4, out=prod)
+                g += prod
+                c_prev = c[prev]
+            lstm_step_forward(g, c_prev, peepholes, c[starts[t]:starts[t + 1]],
+                              state[starts[t]:starts[t + 1]], h[starts[t]:starts[t + 1]], acts,
+                              tmp)
+
+
+def _gate_major_weight(weight, tmp):
+    """(H, 4H) ``W`` -> contiguous (4, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
+    hs = weight.shape[0]
+    w4 = tmp[:weight.size].reshape(4, hs, hs)
+    np.copyto(w4, weight.reshape(hs, 4, hs).transpose(1, 0, 2))
+    return w4
 
 
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                   tmp) -> None:
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
-    ``dgates`` (rows, 4H). Parameter gradients are left to :func:`lstm_param_grads`."""
+    ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
     starts, sizes = _steps(plan)
     hs = dh.shape[1]
+    w4 = _gate_major_weight(weight, tmp)
+    w4_t = w4.transpose(0, 2, 1)
+    tmp = tmp[w4.size:]
     dc[...] = 0.0
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        c_prev = dc_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            c_prev, dc_prev = c[prev], dc[prev]
-        lstm_step_backward(gates[rows], c_prev, peepholes, state[rows], dh[rows], dc[rows],
-                           dgates[rows], dc_prev, acts, tmp)
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(dgates[rows], weight.T, out=prod)
-            dh[prev] += prod
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            c_prev = dc_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                c_prev, dc_prev = c[prev], dc[prev]
+            dg = dgates[:, rows]
+            lstm_step_backward(gates[:, rows], c_prev, peepholes, state[rows], dh[rows],
+                               dc[rows], dg, dc_prev, acts, tmp)
+            if t:
+                prod = tmp[:4 * n * hs].reshape(4, n, hs)
+                np.matmul(dg, w4_t, out=prod)
+                dh_prev = dh[prev]
+                for k in range(4):
+                    dh_prev += prod[k]
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
@@ -311,32 +350,38 @@ def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
     if dweight is None or not prev.size:
         return
     np.take(h, prev, axis=0, out=gathered)
-    np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
+    with small_gemms(gathered.size * dgates.shape[1]):
+        np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
     dweight += dw_tmp
 
 
 def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw_tmp) -> None:
-    """``dW += h_prev^T dgates``; ``dbias`` (7H,) gets ``sum dgates`` and, past 4H, the
-    peephole terms ``sum dg_i c_prev``, ``sum dg_f c_prev``, ``sum dg_o c`` (when it is 7H).
-    ``prev`` = :func:`previous_rows`; ``gathered``, ``tmp``, ``dw_tmp``: (len(prev), H),
-    flat (2 rows H) and (H, 4H) scratch."""
+    """Gradients of the LSTM's parameters from ``dgates`` (4, rows, H): ``dW += h_prev^T dg``
+    (``dweight`` (H, 4H)); ``dbias`` (7H,) gets ``sum dg`` and, past 4H, the peephole terms
+    ``sum dg_i c_prev``, ``sum dg_f c_prev``, ``sum dg_o c`` (when it is 7H). ``prev`` =
+    :func:`previous_rows`; ``gathered``, ``tmp``, ``dw_tmp``: (len(prev), H), flat (rows H) and
+    (4, H, H) scratch."""
     hs = h.shape[1]
     first = int(plan.step_starts[1]) if plan.num_steps else 0
-    accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp)
+    if dweight is not None and prev.size:
+        np.take(h, prev, axis=0, out=gathered)
+        with small_gemms(gathered.size * 4 * hs):
+            np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
+        dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
     if dbias is None:
         return
-    dbias[:4 * hs] += dgates.sum(axis=0)
+    dbias[:4 * hs] += dgates.sum(axis=1).reshape(-1)
     if dbias.size == 4 * hs:
         return
-    dgo_c = tmp[:c.size].reshape(c.shape)
-    np.multiply(dgates[:, 3 * hs:], c, out=dgo_c)
-    dbias[6 * hs:] += dgo_c.sum(axis=0)
+    prod = tmp[:c.size].reshape(c.shape)
+    np.multiply(dgates[3], c, out=prod)
+    dbias[6 * hs:] += prod.sum(axis=0)
     if prev.size:
         np.take(c, prev, axis=0, out=gathered)
-        m = prev.size
-        prod = tmp[:2 * m * hs].reshape(m, 2, hs)
-        np.multiply(dgates[first:, hs:3 * hs].reshape(m, 2, hs), gathered[:, None, :], out=prod)
-        dbias[4 * hs:6 * hs] += prod.sum(axis=0).reshape(-1)
+        prod = tmp[:gathered.size].reshape(gathered.shape)
+        for k in (1, 2):
+            np.multiply(dgates[k, first:], gathered, out=prod)
+            dbias[(3 + k) * hs:(4 + k) * hs] += prod.sum(axis=0)
 
 
 def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
@@ -344,25 +389,27 @@ def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows of step 0
     untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
-    for t, n in enumerate(sizes):
-        rows = slice(starts[t], starts[t + 1])
-        h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
-        gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t, n in enumerate(sizes):
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
+            gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
 
 
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; writes ``dgates`` (rows, 3H)."""
     starts, sizes = _steps(plan)
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        h_prev = dh_prev = None
-        if t:
-            prev = slice(starts[t - 1], starts[t - 1] + n)
-            h_prev, dh_prev = h[prev], dh[prev]
-        gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
-                          acts, tmp)
+    with small_gemms(_step_gemm(sizes, w_gate)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            h_prev = dh_prev = None
+            if t:
+                prev = slice(starts[t - 1], starts[t - 1] + n)
+                h_prev, dh_prev = h[prev], dh[prev]
+            gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
+                              acts, tmp)
 
 
 def rnn_forward(plan, y, weight, act, tmp) -> None:
@@ -371,13 +418,14 @@ def rnn_forward(plan, y, weight, act, tmp) -> None:
     ``batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
     hs = y.shape[1]
-    for t, n in enumerate(sizes):
-        rows = y[starts[t]:starts[t + 1]]
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
-            rows += prod
-        act.forward(rows)
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t, n in enumerate(sizes):
+            rows = y[starts[t]:starts[t + 1]]
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
+                rows += prod
+            act.forward(rows)
 
 
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
@@ -385,11 +433,12 @@ def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
     starts, sizes = _steps(plan)
     hs = y.shape[1]
-    for t in range(len(sizes) - 1, -1, -1):
-        n = sizes[t]
-        rows = slice(starts[t], starts[t + 1])
-        act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
-        if t:
-            prod = tmp[:n * hs].reshape(n, hs)
-            np.matmul(dy[rows], weight.T, out=prod)
-            dy[starts[t - 1]:starts[t - 1] + n] += prod
+    with small_gemms(_step_gemm(sizes, weight)):
+        for t in range(len(sizes) - 1, -1, -1):
+            n = sizes[t]
+            rows = slice(starts[t], starts[t + 1])
+            act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
+            if t:
+                prod = tmp[:n * hs].reshape(n, hs)
+                np.matmul(dy[rows], weight.T, out=prod)
+                dy[starts[t - 1]:starts[t - 1] + n] += prod

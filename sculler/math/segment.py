@@ -70,21 +70,25 @@ def segment_sum(x, starts, out):
     return out
 
 
-def segment_max(x, starts, out, rep=None, hit=None):
+def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
     """``out[i, j] = max over the rows of segment i of x[:, j]``; returns the absolute row of
-    each maximum, ``(n, d)`` int64 (the first row on ties). Every segment must be non-empty.
-    ``rep`` ((T, d), x's dtype) and ``hit`` ((T, d) int64) are optional work buffers."""
+    each maximum, ``(n, d)`` int (the first row on ties), or None without ``argmax``. Every
+    segment must be non-empty. ``rep`` ((T, d), x's dtype) and ``hit`` ((T, d) int32) are
+    optional work buffers."""
     xp = get_array_module(out)
     s = np.asarray(starts[:-1])
     hx = _host(x)
     t = hx.shape[0]
     best = np.maximum.reduceat(hx, s, axis=0)
-    rep = np.take(best, segment_of_rows(starts), axis=0, out=rep)
-    if hit is None:
-        hit = np.empty(hx.shape, dtype=np.int64)
-    hit[...] = t
-    np.copyto(hit, np.arange(t, dtype=np.int64)[:, None], where=hx == rep)
     out[...] = xp.asarray(best)
+    if not argmax:
+        return None
+    rep = np.take(best, segment_of_rows(starts), axis=0, out=rep)
+    index_type = np.int32 if t < 2**31 - 1 else np.int64
+    if hit is None or hit.dtype != index_type:
+        hit = np.empty(hx.shape, dtype=index_type)
+    hit[...] = t
+    np.copyto(hit, np.arange(t, dtype=index_type)[:, None], where=hx == rep)
     return xp.asarray(np.minimum.reduceat(hit, s, axis=0))
 
 

@@ -2,7 +2,8 @@
 
 A sparse batch ``X`` (batch x dim, CSR) meets a dense ``W`` (dim x size): ``Y = X W`` only
 reads the rows of ``W`` that ``X`` touches, and ``dW = X^T dY`` only writes those rows, which
-is what makes sparse row updates and parameter-server row prefetch possible.
+is what makes sparse row updates and parameter-server row prefetch possible. The products run
+in ``scipy.sparse`` (``cupyx.scipy.sparse`` for CuPy arrays).
 """
 
 from __future__ import annotations
@@ -42,10 +43,8 @@ class CsrMatrix:
         )
 
     def toarray(self, dtype=np.float64) -> np.ndarray:
-        out = np.zeros(self.shape, dtype=dtype)
-        vals = 1.0 if self.data is None else self.data
-        np.add.at(out, (self.row_ids, self.indices), vals)
-        return out
+        """Dense copy (repeated column ids add up)."""
+        return np.asarray(to_scipy(self, dtype).toarray())
 
     @classmethod
     def from_rows(cls, rows: list, dim: int, with_values: bool, dtype=np.float32) -> CsrMatrix:
@@ -65,33 +64,48 @@ class CsrMatrix:
         return cls(indptr, cols, data, (len(rows), dim))
 
 
+def _sparse_module(xp):
+    """scipy.sparse for NumPy arrays, cupyx.scipy.sparse for CuPy ones."""
+    if xp is np:
+        import scipy.sparse
+
+        return scipy.sparse
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse
+
+
+def to_scipy(x: CsrMatrix, dtype, xp=np, indices=None, width: int | None = None):
+    """``x`` as a ``csr_matrix`` of ``dtype`` (ones for a sparse binary ``x``), optionally
+    with other column ``indices`` and ``width``."""
+    data = xp.ones(x.nnz, dtype=dtype) if x.data is None else xp.asarray(x.data, dtype=dtype)
+    cols = x.indices if indices is None else indices
+    shape = (x.shape[0], x.shape[1] if width is None else width)
+    return _sparse_module(xp).csr_matrix((data, xp.asarray(cols), xp.asarray(x.indptr)),
+                                         shape=shape)
+
+
 def csr_matmul(x: CsrMatrix, w, out, beta: float = 0.0):
     """``out = X @ W + beta * out`` for a CSR ``X``; returns ``out``."""
     xp = get_array_module(w)
-    gathered = w[x.indices]
-    if x.data is not None:
-        gathered *= x.data[:, None]
+    prod = to_scipy(x, w.dtype, xp) @ w
     if beta == 0.0:
-        out[...] = 0
-    elif beta != 1.0:
+        out[...] = prod
+        return out
+    if beta != 1.0:
         out *= beta
-    nonempty = np.flatnonzero(np.diff(x.indptr))
-    if nonempty.size:
-        sums = xp.add.reduceat(gathered, xp.asarray(x.indptr[nonempty]), axis=0)
-        out[nonempty] += sums
+    out += prod
     return out
 
 
 def csr_t_matmul_rows(x: CsrMatrix, dy):
     """Row gradient of ``W`` for ``Y = X W``: returns ``(rows, grad_rows)`` with
-    ``grad_rows[k] = sum_i X[i, rows[k]] * dY[i]`` (the only nonzero rows of ``X^T dY``)."""
+    ``grad_rows[k] = sum_i X[i, rows[k]] * dY[i]`` (the only nonzero rows of ``X^T dY``),
+    computed as ``X_c^T dY`` where ``X_c`` keeps only the touched columns."""
     xp = get_array_module(dy)
     rows, inverse = np.unique(x.indices, return_inverse=True)
-    contrib = dy[x.row_ids]
-    if x.data is not None:
-        contrib = contrib * x.data[:, None]
-    grad_rows = xp.zeros((rows.size, dy.shape[1]), dtype=dy.dtype)
-    xp.add.at(grad_rows, inverse, contrib)
+    compact = to_scipy(x, dy.dtype, xp, indices=inverse.reshape(-1), width=rows.size)
+    grad_rows = xp.asarray(compact.T @ dy, dtype=dy.dtype)
     return rows, grad_rows
 
 

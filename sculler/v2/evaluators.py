@@ -1,8 +1,8 @@
 """v2 evaluator functions (``paddle.v2.evaluator``) for the evaluators of
-:mod:`sculler.core.metrics`: ``precision_recall``, ``pnpair``, ``chunk``, ``column_sum``
-and ``value_printer``. Each attaches an EvaluatorConfig to its first input layer; the trainer
-reports it under ``name`` (default ``<function>_evaluator``). ``sculler.evaluator``
-re-exports them.
+:mod:`sculler.core.metrics`: ``precision_recall``, ``pnpair``, ``chunk``, ``column_sum``,
+``value_printer`` and ``ctc_error``. Each attaches an EvaluatorConfig to its first input
+layer; the trainer reports it under ``name`` (default ``<function>_evaluator``).
+``sculler.evaluator`` re-exports them.
 
 Example:
     >>> import sculler as paddle
@@ -20,7 +20,7 @@ from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core e
 from sculler.core.model_config import EvaluatorConfig
 from sculler.v2.layer_base import LayerOutput
 
-__all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer"]
+__all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error"]
 
 
 def _attach(type_name: str, fn: str, layers: list[Any], name: str | None,
@@ -72,6 +72,15 @@ def chunk(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A0
     return _attach("chunk", "chunk", [input, label], name,
                    {"chunk_scheme": chunk_scheme, "num_chunk_types": num_chunk_types,
                     "excluded_chunk_types": [int(t) for t in excluded_chunk_types or []]})
+
+
+def ctc_error(input: LayerOutput, label: LayerOutput,  # noqa: A002
+              name: str | None = None) -> EvaluatorConfig:
+    """CTC edit distance: greedy-decode each output sequence (arg-max per frame, repeats
+    merged, blank = the last class dropped) and average
+    ``levenshtein(label, decoded) / max(|label|, |decoded|)`` over sequences; also reports
+    ``.deletion_error``, ``.insertion_error``, ``.substitution_error``, ``.sequence_error``."""
+    return _attach("ctc_edit_distance", "ctc_error", [input, label], name, {})
 
 
 def column_sum(input: LayerOutput, name: str | None = None,  # noqa: A002

@@ -61,3 +61,12 @@ def test_data_home_env_override(monkeypatch, tmp_path):
     assert common._default_data_home() == str(tmp_path / "elsewhere")
     monkeypatch.delenv("SCULLER_DATA_HOME")
     assert common._default_data_home().endswith(os.path.join(".cache", "sculler", "dataset"))
+
+
+def test_download_shows_a_byte_progress_bar(server, data_home, monkeypatch, capsys):
+    data = os.urandom(3 << 20)
+    (server.root / "big.bin").write_bytes(data)
+    monkeypatch.setattr(common, "SHOW_PROGRESS", True)
+    common.download(server.url("big.bin"), "demo", hashlib.md5(data).hexdigest())
+    err = capsys.readouterr().err
+    assert "big.bin" in err and "/3.00M" in err  # the total comes from Content-Length

@@ -222,3 +222,30 @@ def test_helpers_make_the_layouts_they_say():
     s = starts([2, 3])
     subs = nested_starts([2, 3], rng)
     assert set(s.tolist()) <= set(subs.tolist()) and subs[-1] == 5
+
+
+@pytest.mark.parametrize("layer_type,settings", [
+    ("max", {}), ("average", {"average_strategy": "squarerootn"}), ("seqlastins", {}),
+    ("seqreshape", {"size": 2}), ("seqlastins", {"trans_type": "seq"}),
+])
+def test_transposed_inputs(layer_type, settings):
+    """Non-contiguous (transposed) input values, the harness's own random sequences."""
+    kind = NESTED if settings.get("trans_type") == "seq" else SEQ
+    report = check_layer_grad({**settings, "inputs": [kind(4)]}, layer_type, 9, trans=True,
+                              use_weight=True)
+    assert report.max_error < 1e-6
+
+
+def test_max_pooling_gradient_goes_to_the_first_tied_row():
+    from sculler.core.layer import PASS_TRAIN
+    from sculler.core.network import Network
+    from sculler.core.parameter import ParameterSet
+    from sculler.testing.grad_check import TestConfig, build_test_model
+
+    net = Network(build_test_model(TestConfig(inputs=[SEQ(2)]), "max"), ParameterSet(),
+                  data_gradients=True)
+    x = Argument(value=np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 3.0]]),
+                 seq_starts=np.array([0, 3]))
+    net.forward([x], PASS_TRAIN)
+    net.backward(output_grads={"test_layer": np.array([[1.0, 1.0]])})
+    np.testing.assert_array_equal(net.data_layers[0].output.grad, [[1, 0], [0, 0], [0, 1]])

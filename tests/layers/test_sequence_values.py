@@ -296,3 +296,29 @@ def test_seqfirstins_is_first_seq_and_expand_needs_nested_target_from_sequence()
     data = seq_arg(RNG, [1, 1], 2)
     with pytest.raises(ValueError, match=r"expand_level=FROM_SEQUENCE.*must be a nested"):
         run_layer("expand", {"trans_type": "seq"}, [SEQ(2), SEQ(2)], [data, arg])
+
+
+@pytest.mark.parametrize("length,start", [(3, -1), (4, -2), (2, 1), (5, -4)])
+def test_context_projection_with_trainable_padding_matches_loop(length, start):
+    """Slot j of row t reads row t+start+j of the same sequence, else a padding row
+    (before the start: begin_pad + s; after the end: begin_pad + s - L)."""
+    arg = Argument(value=dense(RNG, 6, 2), seq_starts=np.array([0, 1, 1, 4, 6]))
+    begin, end = max(0, -start), max(0, start + length - 1)
+    pad = dense(RNG, begin + end, 2)
+    attrs = {"proj": "context", "context_len": length, "context_start": start,
+             "trainable_padding": True}
+    out = run_layer("mixed", {}, [SEQ(2, attrs=attrs)], [arg],
+                    params={"_test_layer.w0": pad} if begin + end else None)
+    want = np.zeros((6, 2 * length))
+    for s, e in segments(arg.seq_starts):
+        for t in range(s, e):
+            for j in range(length):
+                pos = t - s + start + j
+                if pos < 0:
+                    row = pad[begin + pos]
+                elif pos >= e - s:
+                    row = pad[begin + pos - (e - s)]
+                else:
+                    row = arg.value[s + pos]
+                want[t, 2 * j:2 * j + 2] = row
+    np.testing.assert_allclose(out.value, want, rtol=1e-6)

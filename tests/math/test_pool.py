@@ -167,3 +167,29 @@ def test_matches_torch(size, stride, padding):
             np.testing.assert_allclose(ya, ta.detach().numpy(), atol=1e-12)
             da = avg_pool2d_backward(dy, x.shape, size, stride, padding, exclude)
             np.testing.assert_allclose(da, tx.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("size, stride", [(2, 2), ((2, 3), (2, 3)), (2, 3)])
+def test_tiling_windows_write_into_out(size, stride):
+    # windows that do not overlap take the direct paths: forward into out, backward added
+    # straight into a contiguous out
+    x = np.random.default_rng(4).permutation(2 * 3 * 7 * 8).reshape(2, 3, 7, 8) / 5.0
+    for ceil_mode in (True, False):
+        shape = pool_output_shape(x.shape, size, stride, 0, ceil_mode)
+        y = np.full(shape, 7.0)
+        _, idx = max_pool2d_forward(x, size, stride, 0, ceil_mode, out=y)
+        np.testing.assert_array_equal(y, pool_loop(x, size, stride, 0, "max", ceil_mode))
+        ya = np.full(shape, 7.0)
+        avg_pool2d_forward(x, size, stride, 0, ceil_mode, out=ya)
+        np.testing.assert_allclose(ya, pool_loop(x, size, stride, 0, "avg", ceil_mode))
+        dy = np.random.default_rng(5).standard_normal(shape)
+        num = numeric_grad(lambda c=ceil_mode, d=dy: (max_pool2d_forward(x, size, stride, 0, c)[0]
+                                                      * d).sum(), x)
+        buf = np.full_like(x, 2.0)
+        max_pool2d_backward(dy, idx, x.shape, size, stride, 0, out=buf)
+        np.testing.assert_allclose(buf, 2.0 + num, atol=1e-7)
+        num = numeric_grad(lambda c=ceil_mode, d=dy: (avg_pool2d_forward(x, size, stride, 0, c)
+                                                      * d).sum(), x)
+        buf = np.full_like(x, 2.0)
+        avg_pool2d_backward(dy, x.shape, size, stride, 0, out=buf)
+        np.testing.assert_allclose(buf, 2.0 + num, atol=1e-7)

@@ -42,3 +42,27 @@ def test_errors_name_layer_and_sample():
         f.convert([([1, 2], 0), ([1, 2], 7)])
     with pytest.raises(ValueError, match="no field for data layers"):
         DataFeeder([("x", dt.dense_vector(2))], feeding={"z": 0})
+
+
+def test_nothing_is_coerced_silently():
+    f = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))])
+    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 1 .*1\.7 is not an integer"):
+        f.convert([([1, 2], 0), ([1, 2], 1.7)])
+    # floats holding integral values are ids; so is a float array of them
+    np.testing.assert_array_equal(f.convert([([1, 2], 2.0), ([1, 2], np.float32(1))])["y"].ids,
+                                  [2, 1])
+    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 0.*dtype bool"):
+        f.convert([([1, 2], True)])
+    with pytest.raises(ValueError, match=r"data layer 'x'.*sample 1.*dtype <U"):
+        f.convert([([1, 2], 0), (["1", "2"], 0)])
+    s = DataFeeder([("w", dt.integer_value_sequence(5))])
+    with pytest.raises(ValueError, match=r"data layer 'w'.*sample 1 .*not an integer"):
+        s.convert([([1, 2],), ([3, 0.5],)])
+
+
+def test_dense_rows_become_one_float32_batch():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    f = DataFeeder([("x", dt.dense_vector(2))])
+    value = f.convert([(x[i],) for i in range(6)])["x"].value
+    assert value.dtype == np.float32 and not np.shares_memory(value, x)
+    np.testing.assert_array_equal(value, x)

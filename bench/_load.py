@@ -1,0 +1,60 @@
+"""Machine-load bookkeeping shared by the benchmarks: how busy the other processes kept the
+CPUs while a figure was taken, so a figure taken on a busy machine is flagged, not trusted.
+
+``other`` is the fraction of all CPUs' time spent by processes other than this one (and its
+children) during the measurement: ``busy jiffies / total jiffies`` from ``/proc/stat`` minus
+this process's own CPU time. Above ``RELIABLE_BELOW`` (5 %) a figure is marked unreliable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+RELIABLE_BELOW = 0.05
+
+
+def _stat() -> tuple[int, int] | None:
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields), idle
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class LoadMeter:
+    """``with LoadMeter() as m: ...`` then ``m.other`` (fraction, None off Linux) and
+    ``m.note`` ("load 3%" or "load 37% UNRELIABLE")."""
+
+    def __enter__(self) -> LoadMeter:
+        self._stat, self._cpu, self._wall = _stat(), _own_cpu(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end, cpu = _stat(), _own_cpu()
+        self.wall = time.perf_counter() - self._wall
+        self.other = None
+        if self._stat is None or end is None or end[0] == self._stat[0]:
+            return
+        total = end[0] - self._stat[0]
+        busy = total - (end[1] - self._stat[1])
+        ticks_per_s = os.sysconf("SC_CLK_TCK")
+        own = (cpu - self._cpu) * ticks_per_s
+        self.other = max(0.0, (busy - own) / total)
+
+    @property
+    def reliable(self) -> bool:
+        return self.other is not None and self.other < RELIABLE_BELOW
+
+    @property
+    def note(self) -> str:
+        if self.other is None:
+            return "load unknown"
+        return f"load {self.other:.0%}" + ("" if self.reliable else " UNRELIABLE")

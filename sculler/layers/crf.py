@@ -1,0 +1,139 @@
+"""Linear-chain CRF layers: the ``crf`` cost and ``crf_decoding`` (Viterbi).
+
+Both read packed emission sequences ``x`` (T x C) and share one (C + 2) x C parameter on input 0
+(PaddlePaddle's layout: start scores, end scores, then the C x C transitions; share it between
+the two layers by giving both the same ``ParamAttr(name=...)``). The maths is in
+:mod:`sculler.math.crf`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.layer import Layer, register_layer
+from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
+
+
+class _CRFBase(Layer):
+    """One output column (costs) or ids, and the (C + 2) x C parameter on input 0."""
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        return 1
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        c = inputs[0].size
+        return {0: (c + 2, c)}
+
+
+def _sequence_input(layer: Layer):
+    arg = layer.get_input(0)
+    if arg.seq_starts is None or arg.value is None or arg.is_sparse:
+        raise ValueError(f"layer {layer.name!r} ({layer.type_name}): input 0 "
+                         f"({layer.inputs[0].name!r}) must be a dense sequence of emission "
+                         f"scores, got {arg.describe()}")
+    return arg.value, np.asarray(arg.seq_starts)
+
+
+def _label_ids(layer: Layer, index: int, rows: int, num_classes: int):
+    arg = layer.get_input(index)
+    ids = arg.ids
+    if ids is None or ids.shape != (rows,):
+        raise ValueError(f"layer {layer.name!r} ({layer.type_name}): label input "
+                         f"({layer.inputs[index].name!r}) must carry {rows} integer ids (one per "
+                         f"token of input 0), got {arg.describe()}")
+    if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+        raise ValueError(f"layer {layer.name!r} ({layer.type_name}): label ids must lie in "
+                         f"[0, {num_classes}), got min {int(ids.min())} max {int(ids.max())}")
+    return np.asarray(ids, dtype=np.int64)
+
+
+@register_layer("crf")
+class CRFLayer(_CRFBase):
+    """Negative log-likelihood of a linear-chain CRF, one cost per sequence.
+
+    ``cost_n = weight_n * (log Z_n - score_n(labels))`` with
+    ``score(s) = a[s_0] + b[s_{L-1}] + sum_t x_t[s_t] + sum_t w[s_{t-1}, s_t]``.
+
+    Inputs: emissions (T x C sequence), labels (T ids), optionally a per-sequence weight
+    (N x 1). Output: (N, 1). As in PaddlePaddle, ``coeff`` (attr, default 1) scales only the
+    gradients, not the reported cost. Empty sequences (decided here; PaddlePaddle does not guard
+    them) cost 0 and get no gradient.
+    """
+
+    is_cost = True
+    min_inputs = 2
+    max_inputs = 3
+
+    def _weight_column(self, n: int):
+        arg = self.get_input(2)
+        w = arg.value
+        if w is None or arg.is_sparse or w.shape != (n, 1):
+            raise ValueError(f"layer {self.name!r} (crf): weight input ({self.inputs[2].name!r}) "
+                             f"must be a dense ({n}, 1) column, one row per sequence; got "
+                             f"{arg.describe()}")
+        return w[:, 0]
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        x, starts = _sequence_input(self)
+        labels = _label_ids(self, 1, x.shape[0], x.shape[1])
+        n = starts.size - 1
+        out = self.reserve_output(n, 1)
+        self.output.seq_starts = self.output.sub_seq_starts = None
+        nll, self._saved = crf_nll(x, labels, starts, self.weights[0].w, alloc=self.scratch)
+        self._nll = nll
+        out[:, 0] = nll
+        if len(self.inputs) == 3:
+            out[:, 0] *= self._weight_column(n)
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        n = self.output.grad.shape[0]
+        dcost = self.output.grad[:, 0] * self.attr("coeff", 1.0)
+        if len(self.inputs) == 3:
+            dw_in = self.get_input_grad(2)
+            if dw_in is not None:
+                dw_in[:, 0] += dcost * self._nll
+            dcost = dcost * self._weight_column(n)
+        weight = self.weights[0]
+        labels = np.asarray(self.get_input(1).ids, dtype=np.int64)
+        crf_nll_backward(self._saved, labels, weight.w, dcost, self.get_input_grad(0),
+                         weight.w_grad, alloc=self.scratch)
+        weight.parameter.inc_update(callback)
+
+
+@register_layer("crf_decoding")
+class CRFDecodingLayer(_CRFBase):
+    """Viterbi decoding of a linear-chain CRF: the best tag of every token.
+
+    ``delta_t[j] = max_i(delta_{t-1}[i] + w[i, j]) + x_t[j]`` from ``delta_0 = a + x_0``; the
+    last tag maximises ``delta_{L-1} + b``; ties go to the lowest index.
+
+    Inputs: emissions (T x C sequence), optionally labels (T ids). Output: ``ids`` (T,); with a
+    label also ``value`` (T, 1) = 1 where the decoded tag differs from the label. The output
+    keeps input 0's sequence layout (decided here, PaddlePaddle's effect is unverified) so the
+    ``chunk`` evaluator can read it without a label. No gradient flows.
+    """
+
+    min_inputs = 1
+    max_inputs = 2
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        x, starts = _sequence_input(self)
+        tags = crf_viterbi(x, starts, self.weights[0].w, alloc=self.scratch)
+        if len(self.inputs) == 2:
+            labels = _label_ids(self, 1, x.shape[0], x.shape[1])
+            out = self.reserve_output(x.shape[0], 1)
+            np.not_equal(tags, labels, out=out[:, 0])
+        else:
+            self.output.value = self.output.grad = None
+            self.output.seq_starts = starts
+            self.output.sub_seq_starts = self.get_input(0).sub_seq_starts
+        self.output.ids = tags
+
+    def backward(self, callback=None) -> None:
+        self.weights[0].parameter.inc_update(callback)

@@ -1,0 +1,135 @@
+"""CTC costs: ``ctc`` (on probabilities, blank = the last class) and ``warp_ctc`` (on
+unnormalised activations with a softmax inside, configurable blank).
+
+Both output one ``-log p(label_n | x_n)`` per sequence (N x 1); the label is an id sequence
+with as many sequences as the input. ``norm_by_times`` divides only the gradient by the
+sequence's length T_n (as PaddlePaddle does). A sequence shorter than its label needs
+(``T_n < |l_n| + adjacent repeats``) costs 0 and gets no gradient. The recursions are in
+:mod:`sculler.math.ctc`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.layer import Layer, register_layer
+from sculler.math.ctc import ctc_loss
+
+FLT_MIN = float(np.finfo(np.float32).tiny)
+
+
+class _CTCBase(Layer):
+    is_cost = True
+    min_inputs = 2
+    max_inputs = 2
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        return 1
+
+    def blank(self, num_classes: int) -> int:
+        raise NotImplementedError
+
+    def log_probs(self, x):
+        """(T, C) log-probabilities of the input rows."""
+        raise NotImplementedError
+
+    def input_grad(self, x, gamma, scale_row, dx) -> None:
+        """Add ``scale_row * d cost / d x`` into ``dx`` given ``d cost / d log p = -gamma``."""
+        raise NotImplementedError
+
+    def _inputs(self):
+        arg, lab = self.get_input(0), self.get_input(1)
+        if arg.seq_starts is None or arg.value is None or arg.is_sparse:
+            raise ValueError(f"layer {self.name!r} ({self.type_name}): input 0 "
+                             f"({self.inputs[0].name!r}) must be a dense sequence, got "
+                             f"{arg.describe()}")
+        x = arg.value
+        c = int(self.attr("num_classes", x.shape[1]))
+        if x.shape[1] != c:
+            raise ValueError(f"layer {self.name!r} ({self.type_name}): input 0 "
+                             f"({self.inputs[0].name!r}) has width {x.shape[1]}, expected size "
+                             f"{c} (number of labels + 1 for the blank)")
+        if lab.ids is None or lab.seq_starts is None:
+            raise ValueError(f"layer {self.name!r} ({self.type_name}): label input "
+                             f"({self.inputs[1].name!r}) must be an integer id sequence, got "
+                             f"{lab.describe()}")
+        if lab.num_sequences != arg.num_sequences:
+            raise ValueError(f"layer {self.name!r} ({self.type_name}): {arg.num_sequences} input "
+                             f"sequences but {lab.num_sequences} label sequences")
+        blank = self.blank(c)
+        ids = np.asarray(lab.ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= c or (ids == blank).any()):
+            raise ValueError(f"layer {self.name!r} ({self.type_name}): label ids must lie in "
+                             f"[0, {c}) and differ from the blank {blank}; got min "
+                             f"{int(ids.min())} max {int(ids.max())}")
+        return x, np.asarray(arg.seq_starts), ids, np.asarray(lab.seq_starts), blank
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        x, starts, ids, label_starts, blank = self._inputs()
+        out = self.reserve_output(starts.size - 1, 1)
+        self.output.seq_starts = self.output.sub_seq_starts = None
+        cost, self._gamma, self._scored = ctc_loss(
+            self.log_probs(x), starts, ids, label_starts, blank, want_grad=self.need_gradient,
+            alloc=self.scratch)
+        out[:, 0] = cost
+
+    def backward(self, callback=None) -> None:
+        dx = self.get_input_grad(0)
+        if dx is None:
+            return
+        starts = np.asarray(self.get_input(0).seq_starts)
+        lengths = np.diff(starts)
+        scale = self.output.grad[:, 0].astype(dx.dtype)
+        if self.attr("norm_by_times", False):
+            scale = scale / np.maximum(lengths, 1)
+        self.input_grad(self.get_input_value(0), self._gamma, np.repeat(scale, lengths)[:, None],
+                        dx)
+
+
+@register_layer("ctc")
+class CTCLayer(_CTCBase):
+    """CTC cost on probabilities ``p`` (a softmax output, width C = labels + 1); blank = C - 1.
+
+    ``cost_n = -log sum over alignments of prod_t p_t[pi_t]``, computed on
+    ``log max(p, FLT_MIN)``; ``dp_t[k] = -gamma_t[k] / p_t[k]``.
+    """
+
+    def blank(self, num_classes: int) -> int:
+        return num_classes - 1
+
+    def log_probs(self, x):
+        out = self.scratch("log_probs", x.shape)
+        np.maximum(x, FLT_MIN, out=out)
+        return np.log(out, out=out)
+
+    def input_grad(self, x, gamma, scale_row, dx) -> None:
+        dx -= scale_row * np.where(x > FLT_MIN, gamma / np.maximum(x, FLT_MIN), 0.0)
+
+
+@register_layer("warp_ctc")
+class WarpCTCLayer(_CTCBase):
+    """CTC cost on unnormalised activations ``u`` (softmax inside), blank = attr ``blank``
+    (default 0): ``cost_n = -log p(l_n | softmax(u))``; ``du_t = softmax(u_t) - gamma_t``.
+    Infeasible sequences cost 0 (chosen to match ``ctc``; warp-ctc's own behaviour there is
+    unverified)."""
+
+    def blank(self, num_classes: int) -> int:
+        blank = int(self.attr("blank", 0))
+        if not 0 <= blank < num_classes:
+            raise ValueError(f"layer {self.name!r} (warp_ctc): blank {blank} must lie in "
+                             f"[0, {num_classes})")
+        return blank
+
+    def log_probs(self, x):
+        out = self.scratch("log_probs", x.shape)
+        np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+        out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+        return out
+
+    def input_grad(self, x, gamma, scale_row, dx) -> None:
+        lengths = np.diff(np.asarray(self.get_input(0).seq_starts))
+        feasible = np.repeat(self._scored, lengths)[:, None]
+        soft = np.exp(self.log_probs(x))
+        dx += scale_row * np.where(feasible, soft - gamma, 0.0)

@@ -1,0 +1,112 @@
+"""Elementwise work split over threads for large arrays (NumPy releases the GIL in its ufunc
+loops, so each thread runs the same vectorised code on its own slice of memory).
+
+``run(fn, arrays, *args)`` calls ``fn(*slices, *args)`` on ``threads()`` contiguous pieces of
+the flattened, same-shaped C-contiguous ``arrays`` at once when they hold at least
+``PARALLEL_MIN_ELEMENTS`` elements, else ``fn(*arrays, *args)`` once. ``fn`` must be
+elementwise (each output element depends only on the same element of the inputs), so the
+result is bit-identical to the single-threaded call. ``scratch(n, dtype)`` is a per-thread
+reusable work buffer for such functions.
+
+The threshold comes from ``bench/elementwise_threshold.py`` (the size from which two threads
+beat one on this machine class); ``SCULLER_PARALLEL_MIN`` overrides it and
+``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting off). Work is split only while
+the load average leaves a CPU idle. numexpr was measured
+as the alternative and rejected: its float32 ``tanh`` is two orders of magnitude slower than
+NumPy's SIMD loop, and fused expressions round differently.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 18))
+_LOAD_CHECK_S = 1.0
+
+_pool: ThreadPoolExecutor | None = None
+_local = threading.local()
+_spare = [0.0, False]  # (time of the last check, whether a CPU was idle then)
+
+
+def _cpu_to_spare() -> bool:
+    """Whether the machine had an idle CPU over the last minute (``os.getloadavg``; checked
+    at most once a second). On a machine busy with other work the handoff to a second thread
+    waits for a core and costs far more than it saves, so large work then stays on one."""
+    now = time.monotonic()
+    if now - _spare[0] > _LOAD_CHECK_S:
+        try:
+            _spare[1] = os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
+        except OSError:
+            _spare[1] = True
+        _spare[0] = now
+    return _spare[1]
+
+
+def threads() -> int:
+    """Threads used for large elementwise work (``SCULLER_NUM_THREADS``, else the CPUs)."""
+    env = os.environ.get("SCULLER_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor  # (imports logging: on first use)
+
+        _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="sculler-ew")
+    return _pool
+
+
+def scratch(n: int, dtype: Any, slot: int = 0) -> np.ndarray:
+    """A per-thread work buffer of ``n`` elements (contents undefined); ``slot`` gives a
+    function several independent ones."""
+    key = (np.dtype(dtype).str, slot)
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(key)
+    if buf is None or buf.size < n:
+        buf = bufs[key] = np.empty(max(n, 1), dtype=dtype)
+    return buf[:n]
+
+
+def splittable(arrays: Sequence[Any]) -> bool:
+    """Whether ``run`` would split these arrays (large, same-shaped, C-contiguous numpy)."""
+    first = arrays[0]
+    if type(first) is not np.ndarray or first.size < PARALLEL_MIN_ELEMENTS or threads() < 2:
+        return False
+    return all(type(a) is np.ndarray and a.shape == first.shape and a.flags.c_contiguous
+               for a in arrays) and _cpu_to_spare()
+
+
+def run(fn: Callable[..., Any], arrays: Sequence[Any], *args: Any) -> None:
+    """``fn(*arrays, *args)``, on thread-sized pieces of the arrays when they are large.
+
+    Args:
+        fn: an elementwise function writing its result into (some of) its array arguments.
+        arrays: same-shaped arrays; each call gets matching flat pieces of them.
+        args: passed unchanged to every call (scalars).
+    """
+    if not splittable(arrays):
+        fn(*arrays, *args)
+        return
+    n = arrays[0].size
+    k = threads()
+    flat = [a.reshape(-1) for a in arrays]
+    bounds = [n * i // k for i in range(k + 1)]
+    pieces = [[f[lo:hi] for f in flat] for lo, hi in zip(bounds, bounds[1:])]
+    futures = [_executor().submit(fn, *p, *args) for p in pieces[1:]]
+    fn(*pieces[0], *args)
+    for f in futures:
+        f.result()

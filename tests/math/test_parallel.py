@@ -1,0 +1,93 @@
+"""Thread-split elementwise work gives bit-identical results to one call."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from sculler import optimizer as O
+from sculler.core.activation import get_activation
+from sculler.math import activation as K
+from sculler.math import parallel
+
+
+@pytest.fixture
+def split(monkeypatch):
+    """Every array of 8+ elements is split over 3 threads."""
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 8)
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: True)
+    monkeypatch.setenv("SCULLER_NUM_THREADS", "3")
+
+
+def test_run_splits_large_arrays_over_threads(split, monkeypatch):
+    seen = []
+
+    def fn(a, b, k):
+        seen.append((a.size, threading.get_ident()))
+        np.multiply(a, k, out=b)
+
+    a = np.arange(10, dtype=np.float32).reshape(2, 5)
+    b = np.empty_like(a)
+    parallel.run(fn, (a, b), 3.0)
+    np.testing.assert_array_equal(b, a * 3)
+    assert sorted(n for n, _ in seen) == [3, 3, 4]
+    assert threading.get_ident() in {t for _, t in seen}
+    seen.clear()
+    parallel.run(fn, (a[:, :3], np.empty((2, 3), np.float32)), 1.0)  # not contiguous: one call
+    assert len(seen) == 1
+    seen.clear()
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: False)  # a busy machine: one call
+    parallel.run(fn, (a, b), 2.0)
+    assert len(seen) == 1 and (b == 2 * a).all()
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "exp", "softmax"])
+def test_activation_in_place_paths_match_the_reference_kernels(name, split):
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((7, 9)).astype(np.float32)
+    dy = rng.standard_normal((7, 9)).astype(np.float32)
+    act = get_activation(name)
+    y = z.copy()
+    act.forward(y)
+    ref_y = getattr(K, name)(z.copy())
+    np.testing.assert_array_equal(y, ref_y)
+    g = dy.copy()
+    act.backward(None, y, g)
+    np.testing.assert_array_equal(g, getattr(K, name + "_grad")(None, ref_y, dy))
+
+
+def test_split_optimizer_update_is_bit_identical(split, monkeypatch):
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((6, 5)).astype(np.float32)
+    grads = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(3)]
+    results = []
+    for threshold in (8, 10**9):
+        monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", threshold)
+        opt = O.Adam(learning_rate=0.01, regularization=O.L1Regularization(0.01),
+                     gradient_clipping_threshold=0.8)
+        w = w0.copy()
+        for g in grads:
+            opt.update("w", w, g.copy())
+            opt.finish_batch(4)
+        results.append(w)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_eager_elementwise_ops_split_identically(split):
+    import sculler as paddle
+    from sculler.testing.pylayer_check import TanhPyLayer
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((6, 7)).astype(np.float32)
+    b = rng.standard_normal((6, 7)).astype(np.float32)
+    x = paddle.to_tensor(a, stop_gradient=False)
+    y = paddle.to_tensor(b, stop_gradient=False)
+    out = (x * y + paddle.tanh(x) - 2.0 * paddle.square(y)) * 3
+    np.testing.assert_array_equal(out.numpy(), (a * b + np.tanh(a) - 2.0 * (b * b)) * 3)
+    out.backward(paddle.ones([6, 7]))
+    t = np.tanh(a)
+    np.testing.assert_array_equal(x.grad.numpy(), 3 * b + 3 * (1 - t * t))
+    np.testing.assert_allclose(y.grad.numpy(), 3 * a - 12 * b, rtol=1e-6)
+    z = paddle.to_tensor(a, stop_gradient=False)
+    TanhPyLayer.apply(z).backward(paddle.ones([6, 7]))
+    np.testing.assert_array_equal(z.grad.numpy(), 1 - t * t)
