@@ -292,3 +292,30 @@ def test_grad_sequence_valued_memory_booted_from_a_sequence():
     out = paddle.layer.recurrent_group(step=step, input=x, name="sm")
     report = check_network_grad(paddle.layer.fc(input=out, size=1))
     assert "input boot" in report.errors and report.max_error < 1e-6
+
+
+def test_gradients_and_values_follow_packed_parameters():
+    """A trainer packs parameters (ParameterSet.pack moves their arrays): the frames must then
+    read and write the packed arrays, and give the same gradients."""
+    x = seq_data("x", 3)
+    cost = paddle.layer.fc(input=simple_rnn(x), size=1)
+    with backend.default_dtype(np.float64):
+        ps = ParameterSet(seed=2)
+        net = Network(paddle.topology.Topology(cost).proto(), ps)
+        arg = Argument(value=np.random.RandomState(0).randn(5, 3), seq_starts=np.array([0, 2, 5]))
+
+        def grads():
+            net.forward({"x": arg})
+            net.zero_grad()
+            net.backward(output_grads={cost.name: np.ones((5, 1))})
+            return {p.name: p.grad.copy() for p in net.used_parameters}
+
+        before = grads()
+        ps.pack(net.used_parameters)
+        after = grads()
+        assert ps["_h@rnn.w0"].packed
+        for name, g in before.items():
+            np.testing.assert_allclose(after[name], g, rtol=1e-12, err_msg=name)
+        out0 = net.forward({"x": arg})[0].value.copy()
+        ps["_h@rnn.w0"].value[...] += 0.1
+        assert not np.allclose(net.forward({"x": arg})[0].value, out0)
