@@ -73,20 +73,23 @@ class ParameterAttribute:
 
 
 class ExtraLayerAttribute:
-    """Per-layer extras: ``drop_rate`` (dropout on the output, Paddle's non-inverted form)."""
+    """Per-layer extras: ``drop_rate`` (dropout on the output, Paddle's non-inverted form) and
+    ``error_clipping_threshold`` t (the gradient reaching the layer's output is clipped
+    elementwise to [-t, t] before the activation's backward)."""
 
     def __init__(self, error_clipping_threshold: float | None = None,
                  drop_rate: float | None = None, device: int | None = None):
-        if error_clipping_threshold is not None:
-            raise NotImplementedError(
-                "Extra(error_clipping_threshold=...) is not supported by the Sculler engine")
+        if error_clipping_threshold is not None and not error_clipping_threshold > 0:
+            raise ValueError(f"error_clipping_threshold must be > 0, got "
+                             f"{error_clipping_threshold!r}")
         if device is not None and device != -1:
             raise NotImplementedError(f"Extra(device={device!r}): per-layer device placement is "
                                       "not supported; use init(use_gpu=...)")
         if drop_rate is not None and not 0.0 <= drop_rate < 1.0:
             raise ValueError(f"drop_rate must be in [0, 1), got {drop_rate!r}")
         self.drop_rate = float(drop_rate or 0.0)
-        self.error_clipping_threshold = error_clipping_threshold
+        self.error_clipping_threshold = (None if error_clipping_threshold is None
+                                         else float(error_clipping_threshold))
         self.device = device
 
 

@@ -165,6 +165,7 @@ class ModelBuilder:
             out.append(make_parameter(name, cls.bias_dims(lc, inputs), attrs))
         else:
             lc.bias_parameter_name = None
+        out.extend(cls.extra_parameters(lc, inputs))
         return out
 
 

@@ -123,6 +123,12 @@ class Layer:
         return {}
 
     @classmethod
+    def extra_parameters(cls, config: LayerConfig, inputs: list[LayerConfig]) -> list:
+        """ParameterConfigs the layer uses besides its weights and bias (a recurrent group's
+        step parameters); the builder adds them to the model."""
+        return []
+
+    @classmethod
     def check_config(cls, config: LayerConfig, inputs: list[LayerConfig]) -> None:
         n = len(inputs)
         if n < cls.min_inputs or (cls.max_inputs is not None and n > cls.max_inputs):
@@ -148,6 +154,8 @@ class Layer:
         self.pass_type = PASS_TEST
         self.dtype = backend.get_default_dtype()
         self._bufs: dict[str, Any] = {}
+        # attr.Extra(error_clipping_threshold=t): dL/dy clipped to [-t, t] before backward
+        self.error_clipping_threshold = float(config.attrs.get("error_clipping_threshold") or 0)
         self._views: dict[str, Any] = {}  # the last view handed out per scratch key
         # first-write state, managed by the Network: whether reserve_output may leave the
         # output gradient uncleared, and whether it still is (nobody has written it)
@@ -297,7 +305,17 @@ class Layer:
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
+    def clip_error(self) -> None:
+        """Clip the output gradient elementwise to [-t, t] when the layer has an
+        ``error_clipping_threshold`` t > 0 (PaddlePaddle clips before the activation's
+        backward); every ``backward_activation`` starts with it."""
+        t = self.error_clipping_threshold
+        if t > 0 and self.output.grad is not None:
+            backend.get_array_module(self.output.grad).clip(
+                self.output.grad, -t, t, out=self.output.grad)
+
     def backward_activation(self) -> None:
+        self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
             grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)

@@ -1,6 +1,7 @@
 """Built-in layers, one family per module; importing this package registers them all."""
 
 from sculler.layers import (  # noqa: F401
+    beam_search,
     concat2,
     conv,
     cost,
@@ -20,6 +21,8 @@ from sculler.layers import (  # noqa: F401
     norm,
     pool,
     recurrent,
+    recurrent_group,
+    recurrent_step,
     sequence,
     sequence_select,
     sequence_shape,

@@ -225,6 +225,11 @@ class GatedRecurrentLayer(_SequenceRecurrent):
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
+        self._bind_views()
+
+    def _bind_views(self) -> None:
+        """The (H, 2H) and (H, H) views of the flat weight and its gradient, taken from the
+        parameter's current arrays (a trainer's ParameterSet.pack moves them)."""
         hs, param = self.size, self.weights[0].parameter
         split = 2 * hs * hs
         flat = param.value.reshape(-1)
@@ -240,6 +245,7 @@ class GatedRecurrentLayer(_SequenceRecurrent):
         hs = self.size
         x, plan = self._plan(3 * hs)
         rows = x.shape[0]
+        self._bind_views()
         gates = self._to_batch("gates", x)
         if self.bias is not None:
             gates += self.bias.w.reshape(-1)
