@@ -34,3 +34,7 @@ from sculler.minibatch import batch  # noqa: E402, F401
 from sculler.trainer import train  # noqa: E402, F401
 from sculler.v2.runtime import init  # noqa: E402, F401
 # ---- end of v2 API -------------------------------------------------------------------------
+
+# ---- distributed training (sculler/distributed; Ray is imported only when used) ----------
+from sculler import distributed  # noqa: E402, F401
+from sculler.distributed import dist_train  # noqa: E402, F401

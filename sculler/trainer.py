@@ -45,14 +45,14 @@ def _noop(event: Any) -> None:
 
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
-    optimizer ``update_equation``. Only local training is supported here."""
+    optimizer ``update_equation``. ``is_local=False`` trains on a Ray cluster
+    (:func:`sculler.distributed.train_sgd`; ``pserver_spec`` is the Ray address)."""
 
     def __init__(self, cost: Any, parameters: Parameters, update_equation: Optimizer,
                  extra_layers: Any = None, is_local: bool = True, pserver_spec: Any = None,
                  use_etcd: bool = True):
-        if not is_local or pserver_spec is not None:
-            raise NotImplementedError("trainer.SGD(is_local=False / pserver_spec=...): "
-                                      "distributed training is not supported by this trainer")
+        self.is_local = is_local and pserver_spec is None
+        self.pserver_spec = pserver_spec
         if not isinstance(parameters, Parameters):
             raise TypeError(f"parameters must be created by paddle.parameters.create, got "
                             f"{type(parameters).__name__}")
@@ -98,6 +98,11 @@ class SGD:
         (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
         (default: when stderr is a terminal).
         """
+        if not self.is_local:
+            from sculler.distributed import train_sgd
+
+            train_sgd(self, reader, num_passes, event_handler, feeding, immutable_parameters)
+            return
         handler = event_handler or _noop
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
