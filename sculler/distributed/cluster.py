@@ -162,7 +162,7 @@ class Cluster:
         ray = self._ray
         mc = topology.proto()
         smap = ShardMap(mc.parameters, self.num_pservers)
-        env = {"env_vars": _ONE_THREAD}
+        env = {"env_vars": _ONE_THREAD} if os.environ.get("SCULLER_DIST_ENV") else None
         shard_cls = ray.remote(_actor(ParameterShard))
         self.shards = [shard_cls.options(max_restarts=-1, max_task_retries=0, num_cpus=0,
                                          runtime_env=env).remote(
@@ -170,17 +170,17 @@ class Cluster:
             for s in range(self.num_pservers)]
         self.master = ray.remote(Master).options(max_restarts=-1, num_cpus=0).remote(
             self.timeout, self.checkpoint_dir)
-        for s, shard in enumerate(self.shards):
-            values = {n: parameters.get(n) for n in smap.dense_on(s)}
-            for name in smap.sparse:
-                values[name] = smap.slice_table(name, parameters.parameter_set[name].value, s)
-            call(f"pserver {s}", shard.init_values, ray.put(values), timeout_s=self.timeout)
-            del values
         trainer_cls = ray.remote(_actor(TrainerWorker))
         self.trainers = [trainer_cls.options(max_restarts=0, num_cpus=0,
                                              runtime_env=env).remote(
             t, mc, topology.data_type(), feeding, reader, smap, self.shards, self.master,
             frozen, self.timeout) for t in range(self.num_trainers)]
+        for s, shard in enumerate(self.shards):  # the processes start meanwhile
+            values = {n: parameters.get(n) for n in smap.dense_on(s)}
+            for name in smap.sparse:
+                values[name] = smap.slice_table(name, parameters.parameter_set[name].value, s)
+            call(f"pserver {s}", shard.init_values, ray.put(values), timeout_s=self.timeout)
+            del values
         call_all([(f"trainer {t}", h.pid, ()) for t, h in enumerate(self.trainers)],
                  self.timeout)
         return smap
@@ -191,9 +191,12 @@ class Cluster:
               event_handler: Callable[[Any], None] | None = None, feeding: Any = None,
               immutable_parameters: Iterable[str] | None = None) -> None:
         """``trainer.SGD(...).train`` on the cluster; ``parameters`` holds the trained values
-        when it returns. Events: BeginTraining, BeginPass, EndIteration (one per batch, with
-        ``trainer_id``), EndPass (metrics over all trainers plus ``dist.*`` counters),
-        EndTraining."""
+        when it returns. Events: BeginTraining, BeginPass, EndIteration (one per committed
+        batch; also ``trainer_id``, sync ``step``, ``pushed_bytes``, ``pulled_bytes``),
+        EndPass (metrics over all trainers plus ``dist.*`` counters), EndTraining.
+
+        The reader must yield the same batches in the same order on every call: each
+        trainer reads it itself and the master hands out batches by index."""
         if not isinstance(parameters, Parameters):
             raise TypeError(f"parameters must be created by paddle.parameters.create, got "
                             f"{type(parameters).__name__}")
@@ -213,10 +216,11 @@ class Cluster:
         try:
             smap = self._start(topology, parameters, update_equation, reader, feeding, frozen)
             snap = call("master", self.master.snapshot, timeout_s=self.timeout) or {}
+            n = self.num_pservers
             self.stats = {"step": int(snap.get("step", 0)), "dropped": 0, "duplicates": 0,
-                          "lost_updates": 0, "pushed_bytes": 0, "pulled_bytes": 0,
-                          "batches": 0, "versions": [None] * self.num_pservers,
-                          "shard_dropped": [0] * self.num_pservers}
+                          "lost_updates": 0, "restarts": 0, "pushed_bytes": 0,
+                          "pulled_bytes": 0, "batches": 0, "versions": [0] * n,
+                          "pids": [None] * n, "shard_dropped": [0] * n}
             first_pass = int(snap.get("pass", 0))
             resume = bool(snap) and not snap.get("pass_done", False)
             if snap.get("pass_done"):
@@ -249,6 +253,7 @@ class Cluster:
         st = self.stats
         metrics.update({"dist.dropped": st["dropped"], "dist.duplicates": st["duplicates"],
                         "dist.lost_updates": st["lost_updates"],
+                        "dist.pserver_restarts": st["restarts"],
                         "dist.requeued": prog["requeued"],
                         "dist.live_trainers": len(self._live)})
         handler(E.EndPass(pass_id, metrics))
@@ -334,13 +339,18 @@ class Cluster:
         return [g for g, ok in zip(got, accepted) if ok]
 
     def _apply(self, calls: list[tuple[str, Any, tuple]]) -> None:
-        st = self.stats
         for s, status in enumerate(call_all(calls, self.timeout)):
-            before = st["versions"][s]
-            if before is not None and status["version"] < before:
-                st["lost_updates"] += before - status["version"] + 1
-            st["versions"][s] = status["version"]
-            st["shard_dropped"][s] = status["dropped"]
+            self._observe(s, status)
+
+    def _observe(self, s: int, status: dict[str, Any]) -> None:
+        """Track shard ``s``: a new process means it restarted from a checkpoint, losing
+        the versions applied since (counted in ``lost_updates``)."""
+        st = self.stats
+        if st["pids"][s] is not None and status["pid"] != st["pids"][s]:
+            st["lost_updates"] += max(0, st["versions"][s] - status["restored_version"])
+            st["restarts"] += 1
+        st["pids"][s], st["versions"][s] = status["pid"], status["version"]
+        st["shard_dropped"][s] = status["dropped"]
         st["dropped"] = sum(st["shard_dropped"])
 
     def _after_step(self, pass_id: int, kept: list[tuple[int, dict, list]],
@@ -358,7 +368,8 @@ class Cluster:
             st["batches"] += 1
             ev = E.EndIteration(pass_id, meta["batch"], meta["cost_sum"] / meta["samples"],
                                 metrics_of(evals))
-            ev.trainer_id = t
+            ev.trainer_id, ev.step = t, st["step"]
+            ev.pushed_bytes, ev.pulled_bytes = meta["pushed_bytes"], meta["pulled_bytes"]
             handler(ev)
         st["step"] += 1
         if st["step"] % self.checkpoint_every == 0:
@@ -366,8 +377,10 @@ class Cluster:
 
     def _checkpoint(self, pass_id: int, pass_done: bool) -> None:
         step = self.stats["step"]
-        call_all([(f"pserver {s}", h.checkpoint, (step,)) for s, h in enumerate(self.shards)],
-                 self.timeout)
+        for s, status in enumerate(call_all([(f"pserver {s}", h.checkpoint, (step,))
+                                             for s, h in enumerate(self.shards)],
+                                            self.timeout)):
+            self._observe(s, status)
         call("master", self.master.checkpoint,
              {"step": step, "pass": pass_id, "pass_done": pass_done}, timeout_s=self.timeout)
 
@@ -390,7 +403,17 @@ def _actor(cls: type) -> type:
         def node_status(self) -> dict[str, Any]:
             import ray
 
-            return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
+            return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                    "rss_bytes": _rss_bytes()}
 
     Actor.__name__ = Actor.__qualname__ = cls.__name__
     return Actor
+
+
+def _rss_bytes() -> int:
+    """This process's resident set size, from /proc (0 where there is none)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0

@@ -90,19 +90,19 @@ class ParameterShard:
         self.checkpoint(-1)
         return self.version
 
-    def checkpoint(self, step: int) -> int:
-        """Write values, optimizer state, version and ``last_seq`` atomically; returns the
-        version saved (nothing is written without a checkpoint_dir)."""
+    def checkpoint(self, step: int) -> dict[str, Any]:
+        """Write values, optimizer state, version and ``last_seq`` atomically; returns
+        :meth:`status` (nothing is written without a checkpoint_dir)."""
         path = self._path()
         if path is None:
-            return self.version
+            return self.status()
         arrays = {f"value/{k}": v for k, v in self.values.items()}
         arrays.update({f"opt/{k}": np.asarray(v) for k, v in self.optimizer.state_dict().items()})
         meta = {"shard": self.shard, "version": self.version, "last_step": self.last_step,
                 "step": step, "last_seq": {str(k): v for k, v in self.last_seq.items()},
                 "counters": self.counters}
         save_arrays(path, arrays, meta)
-        return self.version
+        return self.status()
 
     def _restore(self, path: str) -> None:
         arrays, meta = load_arrays(path)
