@@ -181,8 +181,11 @@ class Cluster:
                 values[name] = smap.slice_table(name, parameters.parameter_set[name].value, s)
             call(f"pserver {s}", shard.init_values, ray.put(values), timeout_s=self.timeout)
             del values
-        call_all([(f"trainer {t}", h.pid, ()) for t, h in enumerate(self.trainers)],
-                 self.timeout)
+        statuses = call_all([(f"pserver {s}", h.status, ()) for s, h in enumerate(self.shards)],
+                            self.timeout)
+        call_all([(f"trainer {t}", h.start_seq,
+                   (max(st["last_seq"].get(t, 0) for st in statuses),))
+                  for t, h in enumerate(self.trainers)], self.timeout)
         return smap
 
     # ------------------------------------------------------------------ training

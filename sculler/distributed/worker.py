@@ -107,7 +107,10 @@ class TrainerWorker:
         self._evals = [create_evaluator(e) for e in cfg.evaluators]
         self._ready: list[Parameter] = []
 
-    def pid(self) -> int:
+    def start_seq(self, last_seq: int) -> int:
+        """Number the next pushes after ``last_seq`` (the highest the shards have applied
+        from this trainer id, e.g. in a run being resumed); returns the process id."""
+        self.seq = max(self.seq, int(last_seq))
         return os.getpid()
 
     # ------------------------------------------------------------------ data

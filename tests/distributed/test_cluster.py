@@ -108,7 +108,7 @@ def unharmed(ray_cluster):
     with Cluster(num_trainers=2, num_pservers=2, mode="sync", checkpoint_every=4,
                  rpc_timeout_s=120) as cluster:
         cluster.train(cost, params, _optimizer(), TRAIN, num_passes=PASSES, event_handler=rec)
-    return _test_accuracy(cost, params), rec
+    return _test_accuracy(cost, params), rec, {n: params.get(n) for n in params.names()}
 
 
 def _assert_each_batch_once(rec):
@@ -117,7 +117,7 @@ def _assert_each_batch_once(rec):
 
 
 def test_unharmed_sync_run_trains_each_batch_once(unharmed):
-    acc, rec = unharmed
+    acc, rec, _ = unharmed
     _assert_each_batch_once(rec)
     assert acc >= 0.85
     assert rec.passes[-1]["dist.lost_updates"] == 0 and rec.passes[-1]["dist.requeued"] == 0
@@ -216,3 +216,37 @@ def test_sparse_table_of_2m_rows_trainers_hold_only_touched_rows(ray_cluster):
     assert np.all(table[untouched] == 0)
     print(f"trainer RSS {[r >> 20 for r in rss]} MiB, table {table_bytes >> 20} MiB")
     assert rss and max(rss) < table_bytes / 2
+
+
+class DriverDied(Exception):
+    pass
+
+
+def test_a_run_resumes_from_checkpoint_dir_after_the_driver_dies(unharmed, tmp_path):
+    cost = _mlp()
+    params = paddle.parameters.create(cost)
+    start = {n: params.get(n) for n in params.names()}
+
+    def die():
+        raise DriverDied
+
+    first = Recorder(at=(2, 10), action=die)
+    with pytest.raises(DriverDied):
+        with Cluster(num_trainers=2, num_pservers=2, mode="sync", checkpoint_every=4,
+                     checkpoint_dir=str(tmp_path), rpc_timeout_s=120) as cluster:
+            cluster.train(cost, params, _optimizer(), TRAIN, num_passes=PASSES,
+                          event_handler=first)
+    for n, v in start.items():  # a new process: nothing in memory survives
+        params.set(n, v)
+    second = Recorder()
+    with Cluster(num_trainers=2, num_pservers=2, mode="sync", checkpoint_every=4,
+                 checkpoint_dir=str(tmp_path), rpc_timeout_s=120) as cluster:
+        cluster.train(cost, params, _optimizer(), TRAIN, num_passes=PASSES,
+                      event_handler=second)
+    assert {e.pass_id for e in second.iters} == {2, 3}
+    resumed = second.batches(2)
+    assert len(resumed) < N_BATCHES and resumed == sorted(set(resumed))
+    assert set(first.batches(2)) | set(resumed) == set(range(N_BATCHES))
+    assert second.batches(3) == list(range(N_BATCHES))
+    for n, v in unharmed[2].items():  # a consistent cut: the same result as no interruption
+        np.testing.assert_allclose(params.get(n), v, rtol=0, atol=1e-6, err_msg=n)
