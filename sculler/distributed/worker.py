@@ -142,16 +142,12 @@ class TrainerWorker:
         task_id, index = got
         data = self._batch(pass_id, task_id, index)
         args = self.feeder.convert(data)
-        net = self.network
-        for d in net.data_layers:
-            d.set_input(args[d.name])
-        rows = net.prefetch()
+        rows = self._prefetch(args)
         need = max((r.size for r in rows.values()), default=0)
         if need > self.capacity:
             self._build(max(need, 2 * self.capacity))
-            net = self.network
-            for d in net.data_layers:
-                d.set_input(args[d.name])
+            rows = self._prefetch(args)
+        net = self.network
         versions, pulled = self._pull(rows)
         args = self._remap(args, rows)
         net.zero_grad()
@@ -168,6 +164,14 @@ class TrainerWorker:
                 "cost_sum": cost, "samples": len(data), "evaluators": self._evals,
                 "pulled_bytes": pulled, "pushed_bytes": pushed, "seq": self.seq}
         return (meta, *pushes)
+
+    def _prefetch(self, args: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Global rows of each sparse table the batch touches (``Network.prefetch()`` on the
+        batch as fed, before its ids are remapped to local rows)."""
+        for d in self.network.data_layers:
+            arg = args[d.name]
+            d.output.value, d.output.ids = arg.value, arg.ids
+        return self.network.prefetch()
 
     def _pull(self, rows: dict[str, np.ndarray]) -> tuple[list[int], int]:
         """Fetch dense values and the touched rows into the local network."""

@@ -250,3 +250,18 @@ def test_a_run_resumes_from_checkpoint_dir_after_the_driver_dies(unharmed, tmp_p
     assert second.batches(3) == list(range(N_BATCHES))
     for n, v in unharmed[2].items():  # a consistent cut: the same result as no interruption
         np.testing.assert_allclose(params.get(n), v, rtol=0, atol=1e-6, err_msg=n)
+
+
+def test_docs_examples_run(ray_cluster, capsys):
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "distributed.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+    assert len(blocks) == 2
+    namespace: dict = {}
+    for block in blocks:  # one script, in order, as the docs say
+        exec(block, namespace)
+    out = capsys.readouterr().out
+    assert "pass 1: error" in out
+    assert float(re.search(r"test accuracy ([0-9.]+)", out).group(1)) > 0.8
