@@ -4,7 +4,8 @@ A call to an actor that is restarting (``ActorUnavailableError``) is sent again 
 deadline; pushes carry sequence numbers, so a resent push applies once. At the deadline the
 call raises :class:`RemoteTimeout` naming the role and method (a timed-out ``ray.get`` does not
 cancel the call; the sequence numbers make that harmless). A dead actor that Ray will not
-restart raises ``ray.exceptions.ActorDiedError`` at once, for the caller to recover from.
+restart is retried the same way and ends as :class:`RemoteTimeout` at the deadline (trainers,
+which are not restarted, are watched by the driver instead).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def call_all(calls: Sequence[tuple[str, Any, tuple]], timeout_s: float) -> list[
     Every call is submitted first, then awaited against one shared deadline.
     """
     ray = import_ray()
-    from ray.exceptions import ActorUnavailableError, GetTimeoutError
+    from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
 
     deadline = time.monotonic() + timeout_s
     refs = [method.remote(*args) for _, method, args in calls]
@@ -53,8 +54,12 @@ def call_all(calls: Sequence[tuple[str, Any, tuple]], timeout_s: float) -> list[
                 break
             except GetTimeoutError:
                 raise RemoteTimeout(role, _name(method), timeout_s) from None
-            except ActorUnavailableError:
-                time.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
+            except (ActorUnavailableError, ActorDiedError) as exc:
+                # restarting (a restartable actor may also report itself dead meanwhile);
+                # one that stays dead ends as RemoteTimeout at the deadline
+                if deadline - time.monotonic() <= 0.1:
+                    raise RemoteTimeout(role, _name(method), timeout_s) from exc
+                time.sleep(0.1)
                 ref = method.remote(*args)
     return results
 

@@ -265,3 +265,25 @@ def test_docs_examples_run(ray_cluster, capsys):
     out = capsys.readouterr().out
     assert "pass 1: error" in out
     assert float(re.search(r"test accuracy ([0-9.]+)", out).group(1)) > 0.8
+
+
+def test_a_call_past_its_deadline_or_to_a_dead_actor_raises_remote_timeout(ray_cluster):
+    import time
+
+    from sculler.distributed import RemoteTimeout
+
+    @ray_cluster.remote(num_cpus=0)
+    class Slow:
+        def wait(self, seconds):
+            time.sleep(seconds)
+            return seconds
+
+    h = Slow.remote()
+    assert call("slow", h.wait, 0, timeout_s=60) == 0
+    t0 = time.monotonic()
+    with pytest.raises(RemoteTimeout, match="slow.wait did not answer within 1.0 s"):
+        call("slow", h.wait, 30, timeout_s=1)
+    ray_cluster.kill(h)
+    with pytest.raises(RemoteTimeout):
+        call("slow", h.wait, 0, timeout_s=1)
+    assert time.monotonic() - t0 < 15  # no hang
