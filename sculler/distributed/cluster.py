@@ -42,8 +42,6 @@ from sculler.optimizer import Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 
-_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
 
 def merge_evaluator(into: Any, batch: Any) -> None:
     """Add a one-batch evaluator's counts to a pass evaluator of the same type (numbers and
@@ -56,7 +54,7 @@ def merge_evaluator(into: Any, batch: Any) -> None:
             setattr(into, key, value.copy() if isinstance(value, np.ndarray) else value)
         elif isinstance(value, bool):
             setattr(into, key, mine or value)
-        elif isinstance(value, (int, float, np.ndarray, np.number)) and value is not None:
+        elif isinstance(value, (int, float, np.ndarray, np.number)):
             setattr(into, key, mine + value)
 
 
@@ -135,8 +133,9 @@ class Cluster:
                 self._ray.kill(handle, no_restart=True)
         self.trainers, self.shards, self.master = [], [], None
 
-    def _kill(self, role: str, handle: Any, status: Callable[[], dict]) -> int:
-        info = status()
+    def _kill(self, role: str, handle: Any) -> int:
+        """SIGKILL the actor's process (``ray.kill`` when it runs on another node)."""
+        info = call(role, handle.node_status, timeout_s=self.timeout)
         if info["node"] == self._ray.get_runtime_context().get_node_id():
             os.kill(info["pid"], signal.SIGKILL)
         else:
@@ -146,15 +145,11 @@ class Cluster:
     def kill_pserver(self, i: int) -> int:
         """SIGKILL parameter server ``i``'s process (a crash drill); returns its pid. Ray
         restarts it and it reloads its last checkpoint."""
-        h = self.shards[i]
-        return self._kill("pserver", h, lambda: call(f"pserver {i}", h.node_status,
-                                                     timeout_s=self.timeout))
+        return self._kill(f"pserver {i}", self.shards[i])
 
     def kill_trainer(self, i: int) -> int:
         """SIGKILL trainer ``i``'s process; its task goes to another trainer."""
-        h = self.trainers[i]
-        return self._kill("trainer", h, lambda: call(f"trainer {i}", h.node_status,
-                                                     timeout_s=self.timeout))
+        return self._kill(f"trainer {i}", self.trainers[i])
 
     # ------------------------------------------------------------------ set-up
     def _start(self, topology: Topology, parameters: Parameters, optimizer: Optimizer,
@@ -162,17 +157,16 @@ class Cluster:
         ray = self._ray
         mc = topology.proto()
         smap = ShardMap(mc.parameters, self.num_pservers)
-        env = {"env_vars": _ONE_THREAD} if os.environ.get("SCULLER_DIST_ENV") else None
+        # actors hold no whole CPU (all roles fit on a small machine); Ray runs each with
+        # OMP_NUM_THREADS=1, so BLAS uses one thread per process
         shard_cls = ray.remote(_actor(ParameterShard))
-        self.shards = [shard_cls.options(max_restarts=-1, max_task_retries=0, num_cpus=0,
-                                         runtime_env=env).remote(
+        self.shards = [shard_cls.options(max_restarts=-1, max_task_retries=0, num_cpus=0).remote(
             s, smap, optimizer, self.max_staleness, self.checkpoint_dir)
             for s in range(self.num_pservers)]
         self.master = ray.remote(Master).options(max_restarts=-1, num_cpus=0).remote(
             self.timeout, self.checkpoint_dir)
         trainer_cls = ray.remote(_actor(TrainerWorker))
-        self.trainers = [trainer_cls.options(max_restarts=0, num_cpus=0,
-                                             runtime_env=env).remote(
+        self.trainers = [trainer_cls.options(max_restarts=0, num_cpus=0).remote(
             t, mc, topology.data_type(), feeding, reader, smap, self.shards, self.master,
             frozen, self.timeout) for t in range(self.num_trainers)]
         for s, shard in enumerate(self.shards):  # the processes start meanwhile

@@ -197,3 +197,16 @@ def test_atomic_write_leaves_the_old_file_when_the_rename_fails(tmp_path, monkey
         ckpt.write_atomic(path, b"new")
     assert open(path, "rb").read() == b"old"
     assert os.listdir(tmp_path) == ["x.bin"]  # no temp file left behind
+
+
+def test_merge_evaluator_sums_counts_of_one_batch_evaluators():
+    from sculler.core.evaluator import create_evaluator
+    from sculler.core.model_config import EvaluatorConfig
+    from sculler.distributed.cluster import merge_evaluator
+
+    cfg = EvaluatorConfig(name="err", type="classification_error", input_layers=["p", "l"])
+    pass_ev, a, b = (create_evaluator(cfg) for _ in range(3))
+    a.total, a.count, b.total, b.count = 3.0, 10, 1.0, 30
+    merge_evaluator(pass_ev, a)
+    merge_evaluator(pass_ev, b)
+    assert pass_ev.value() == 4.0 / 40 and pass_ev.name == "err"
