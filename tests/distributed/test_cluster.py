@@ -34,7 +34,7 @@ def _test_accuracy(cost, params):
 
 TRAIN = paddle.batch(paddle.dataset.digits.train(), 64)  # 23 batches, the same every pass
 N_BATCHES = 23
-PASSES = 4  # test accuracy ~0.96 with batches of 64 or 128 alike
+PASSES = 6  # converged: test accuracy ~0.975-0.983 with batches of 64 or 128 alike
 
 
 class Recorder:
@@ -166,11 +166,18 @@ def test_trainer_killed_mid_pass_its_task_goes_to_another(unharmed):
     params = paddle.parameters.create(cost)
     with Cluster(num_trainers=2, num_pservers=2, mode="sync", checkpoint_every=4,
                  rpc_timeout_s=120) as cluster:
-        rec = Recorder(at=(1, 7), action=lambda: cluster.kill_trainer(1))
+        killed_after = []
+
+        def kill():
+            cluster.kill_trainer(1)
+            killed_after.append(rec.iters[-1].step)
+
+        rec = Recorder(at=(PASSES - 1, 7), action=kill)
         cluster.train(cost, params, _optimizer(), TRAIN, num_passes=PASSES, event_handler=rec)
     _assert_each_batch_once(rec)
-    assert rec.passes[-1]["dist.live_trainers"] == 1 and rec.passes[1]["dist.requeued"] >= 1
-    assert {e.trainer_id for e in rec.iters if e.pass_id == PASSES - 1} == {0}
+    assert rec.passes[-1]["dist.live_trainers"] == 1 and rec.passes[-1]["dist.requeued"] >= 1
+    assert {e.trainer_id for e in rec.iters if e.step > killed_after[0]} == {0}
+    assert 1 in {e.trainer_id for e in rec.iters if e.step <= killed_after[0]}
     acc = _test_accuracy(cost, params)
     print(f"trainer kill: accuracy {acc:.4f} vs unharmed {unharmed[0]:.4f}")
     assert abs(acc - unharmed[0]) <= 0.02
@@ -243,11 +250,12 @@ def test_a_run_resumes_from_checkpoint_dir_after_the_driver_dies(unharmed, tmp_p
                  checkpoint_dir=str(tmp_path), rpc_timeout_s=120) as cluster:
         cluster.train(cost, params, _optimizer(), TRAIN, num_passes=PASSES,
                       event_handler=second)
-    assert {e.pass_id for e in second.iters} == {2, 3}
+    assert {e.pass_id for e in second.iters} == set(range(2, PASSES))
     resumed = second.batches(2)
     assert len(resumed) < N_BATCHES and resumed == sorted(set(resumed))
     assert set(first.batches(2)) | set(resumed) == set(range(N_BATCHES))
-    assert second.batches(3) == list(range(N_BATCHES))
+    for p in range(3, PASSES):
+        assert second.batches(p) == list(range(N_BATCHES))
     for n, v in unharmed[2].items():  # a consistent cut: the same result as no interruption
         np.testing.assert_allclose(params.get(n), v, rtol=0, atol=1e-6, err_msg=n)
 
