@@ -194,14 +194,10 @@ class Cluster:
 
         The reader must yield the same batches in the same order on every call: each
         trainer reads it itself and the master hands out batches by index."""
-        if not isinstance(parameters, Parameters):
-            raise TypeError(f"parameters must be created by paddle.parameters.create, got "
-                            f"{type(parameters).__name__}")
-        if not isinstance(update_equation, Optimizer):
-            raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
-                            f"{type(update_equation).__name__}")
-        topology = cost if isinstance(cost, Topology) else Topology(cost)
-        parameters.append_topology(topology)
+        from sculler.trainer import SGD
+
+        # the local trainer checks the arguments and builds the topology, as for local runs
+        topology = SGD(cost, parameters, update_equation).topology
         frozen = set(immutable_parameters or ())
         handler = event_handler or (lambda e: None)
         num_batches = sum(1 for _ in reader())
