@@ -33,13 +33,16 @@ from sculler.trainer import train  # noqa: E402, F401
 from sculler.v2.runtime import init  # noqa: E402, F401
 # ---- end of v2 API -------------------------------------------------------------------------
 
-# imported on first use (paddle.dataset.mnist, paddle.plot.Ploter): not needed to train
-_LAZY_SUBMODULES = ("dataset", "plot")
+# imported on first use (paddle.dataset.mnist, paddle.plot.Ploter, sculler.distributed): not
+# needed to train locally; Ray itself is imported only when a Cluster is created
+_LAZY_SUBMODULES = ("dataset", "plot", "distributed")
 
 
 def __getattr__(name: str):
-    if name in _LAZY_SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"sculler.{name}")
+    if name == "dist_train":
+        return importlib.import_module("sculler.distributed").dist_train
     raise AttributeError(f"module 'sculler' has no attribute {name!r}")
