@@ -365,7 +365,7 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
     first = int(plan.step_starts[1]) if plan.num_steps else 0
     if dweight is not None and prev.size:
         np.take(h, prev, axis=0, out=gathered)
-        with small_gemms(gathered.size * 4 * hs):
+        with small_gemms(gathered.size * hs):  # four (H, m) x (m, H) products
             np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
         dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
     if dbias is None:
