@@ -191,6 +191,15 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
         dc_prev += t2[1]
 
 
+def gate_weight_blocks(weight, count: int):
+    """``(count, H, H)`` view of an ``(H, count * H)`` weight: block ``k`` feeds gate ``k``
+    (a given ``(count, H, H)`` array is returned as is)."""
+    if weight.ndim == 3:
+        return weight
+    hs = weight.shape[0]
+    return weight.reshape(hs, count, hs).transpose(1, 0, 2)
+
+
 def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     """One GRU step for ``n`` active rows; ``gates`` becomes ``[z | r | c~]``.
 
@@ -198,27 +207,28 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
     ``h = h_prev + z (c~ - h_prev)`` (``z c~`` at the first step).
 
     Args:
-        gates: (n, 3H) input + bias ``[g_z | g_r | g_c]``.
+        gates: input + bias ``[g_z | g_r | g_c]``, gate-major (3, n, H) or (n, 3H).
         h_prev: (n, H) previous output, or None at the first step.
-        w_gate: (H, 2H) ``[U_z | U_r]``; w_cand: (H, H).
+        w_gate: (H, 2H) ``[U_z | U_r]`` (or its (2, H, H) blocks); w_cand: (H, H).
         reset_h: (n, H) receives ``r h_prev`` (kept for backward; untouched at the first step).
         h: (n, H) output.
         acts: ``(act, gate_act)``; tmp: flat scratch of at least 2nH elements.
     """
     act, gate_act = acts
     n, hs = h.shape
-    zr, cand = gates[:, :2 * hs], gates[:, 2 * hs:]
+    gates = gate_blocks(gates, 3)
+    zr, cand = gates[0:2], gates[2]
     if h_prev is not None:
-        prod_zr = tmp[:2 * n * hs].reshape(n, 2 * hs)
-        np.matmul(h_prev, w_gate, out=prod_zr)
+        prod_zr = tmp[:2 * n * hs].reshape(2, n, hs)
+        np.matmul(h_prev, gate_weight_blocks(w_gate, 2), out=prod_zr)
         zr += prod_zr
     gate_act.forward(zr)
-    z = zr[:, :hs]
+    z = zr[0]
     if h_prev is None:
         act.forward(cand)
         np.multiply(z, cand, out=h)
         return
-    np.multiply(zr[:, hs:], h_prev, out=reset_h)
+    np.multiply(zr[1], h_prev, out=reset_h)
     prod = tmp[:n * hs].reshape(n, hs)
     np.matmul(reset_h, w_cand, out=prod)
     cand += prod
@@ -231,14 +241,15 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
 def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp) -> None:
     """Backward of :func:`gru_step_forward` for one step.
 
-    ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (n, 3H) (dL/d pre-activations) and
-    adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is flat scratch of at
-    least 2nH elements.
+    ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (dL/d pre-activations, in the layout
+    of ``gates``) and adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is
+    flat scratch of at least 2nH elements.
     """
     act, gate_act = acts
     n, hs = dh.shape
-    z, r, cand = gates[:, :hs], gates[:, hs:2 * hs], gates[:, 2 * hs:]
-    dgz, dgr, dgc = dgates[:, :hs], dgates[:, hs:2 * hs], dgates[:, 2 * hs:]
+    gates, dgates = gate_blocks(gates, 3), gate_blocks(dgates, 3)
+    z, r, cand = gates[0], gates[1], gates[2]
+    dgz, dgr, dgc = dgates[0], dgates[1], dgates[2]
     t1, t2 = tmp[:n * hs].reshape(n, hs), tmp[n * hs:2 * n * hs].reshape(n, hs)
     np.multiply(dh, z, out=dgc)
     act.backward(cand, dgc, t1)
@@ -258,8 +269,10 @@ def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, 
     gate_act.backward(r, dgr, t2)
     t1 *= r
     dh_prev += t1
-    np.matmul(dgates[:, :2 * hs], w_gate.T, out=t1)
-    dh_prev += t1
+    prod = tmp[:2 * n * hs].reshape(2, n, hs)
+    np.matmul(dgates[0:2], gate_weight_blocks(w_gate, 2).transpose(0, 2, 1), out=prod)
+    dh_prev += prod[0]
+    dh_prev += prod[1]
 
 
 # ---- whole batches of sequences, time-major (see sculler.math.seq2batch.SequenceBatch) ----
@@ -288,7 +301,7 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
     flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
     starts, sizes = _steps(plan)
     hs = h.shape[1]
-    w4 = _gate_major_weight(weight, tmp)
+    w4 = _contiguous_blocks(weight, 4, tmp)
     tmp = tmp[w4.size:]
     with small_gemms(_step_gemm(sizes, weight)):
         for t, n in enumerate(sizes):
@@ -305,14 +318,6 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
                               tmp)
 
 
-def _gate_major_weight(weight, tmp):
-    """(H, 4H) ``W`` -> contiguous (4, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
-    hs = weight.shape[0]
-    w4 = tmp[:weight.size].reshape(4, hs, hs)
-    np.copyto(w4, weight.reshape(hs, 4, hs).transpose(1, 0, 2))
-    return w4
-
-
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                   tmp) -> None:
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
@@ -320,7 +325,7 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
     ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
     starts, sizes = _steps(plan)
     hs = dh.shape[1]
-    w4 = _gate_major_weight(weight, tmp)
+    w4 = _contiguous_blocks(weight, 4, tmp)
     w4_t = w4.transpose(0, 2, 1)
     tmp = tmp[w4.size:]
     dc[...] = 0.0
@@ -385,21 +390,33 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
 
 
 def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
-    """GRU over all steps: ``gates`` (rows, 3H) time-major input + bias in, activated
-    ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows of step 0
-    untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H``."""
+    """GRU over all steps: ``gates`` (3, rows, H) gate-major time-major input + bias in,
+    activated ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows
+    of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 2 H^2``."""
     starts, sizes = _steps(plan)
+    w_blocks = _contiguous_blocks(w_gate, 2, tmp)
+    tmp = tmp[w_blocks.size:]
     with small_gemms(_step_gemm(sizes, w_gate)):
         for t, n in enumerate(sizes):
             rows = slice(starts[t], starts[t + 1])
             h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
-            gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
+            gru_step_forward(gates[:, rows], h_prev, w_blocks, w_cand, reset_h[rows], h[rows],
+                             acts, tmp)
+
+
+def _contiguous_blocks(weight, count: int, tmp):
+    """(H, count H) ``W`` -> contiguous (count, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
+    blocks = tmp[:weight.size].reshape(count, weight.shape[0], -1)
+    np.copyto(blocks, gate_weight_blocks(weight, count))
+    return blocks
 
 
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
-    output and receives the recurrent terms; writes ``dgates`` (rows, 3H)."""
+    output and receives the recurrent terms; writes ``dgates`` (3, rows, H)."""
     starts, sizes = _steps(plan)
+    w_blocks = _contiguous_blocks(w_gate, 2, tmp)
+    tmp = tmp[w_blocks.size:]
     with small_gemms(_step_gemm(sizes, w_gate)):
         for t in range(len(sizes) - 1, -1, -1):
             n = sizes[t]
@@ -408,8 +425,8 @@ def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
             if t:
                 prev = slice(starts[t - 1], starts[t - 1] + n)
                 h_prev, dh_prev = h[prev], dh[prev]
-            gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
-                              acts, tmp)
+            gru_step_backward(gates[:, rows], h_prev, w_blocks, w_cand, dh[rows],
+                              dgates[:, rows], dh_prev, acts, tmp)
 
 
 def rnn_forward(plan, y, weight, act, tmp) -> None:
