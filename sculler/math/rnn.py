@@ -157,7 +157,7 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     receives this step's total. Writes ``dgates`` (dL/d pre-activations, in the layout of
     ``gates``: (4, n, H) or (n, 4H)); adds ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev``
     (n, H) unless it is None (first step). ``gates`` are the activated ``[a | i | f | o]``;
-    ``tmp`` is flat scratch of at least 2nH elements.
+    ``tmp`` is flat scratch of at least nH elements (2nH: the i and f gates in one pass).
     """
     act, gate_act, state_act = acts
     n, hs = dh.shape
@@ -181,14 +181,17 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
         dg_if[1] = 0.0
         return
     np.multiply(dc, c_prev, out=dg_if[1])
-    t2 = tmp[:2 * n * hs].reshape(2, n, hs)
-    gate_act.backward(i_f, dg_if, t2)
+    # i and f together where tmp has room for both (lstmemory), else one at a time
+    pair = tmp.size >= 2 * n * hs
+    t2 = tmp[:2 * n * hs].reshape(2, n, hs) if pair else None
+    for k in (slice(0, 2),) if pair else (0, 1):
+        gate_act.backward(i_f[k], dg_if[k], t2 if pair else t1)
     np.multiply(dc, i_f[1], out=t1)
     dc_prev += t1
     if peepholes is not None:
-        np.multiply(dg_if, peepholes[:2, None, :], out=t2)
-        dc_prev += t2[0]
-        dc_prev += t2[1]
+        for k in (0, 1):
+            np.multiply(dg_if[k], peepholes[k], out=t1)
+            dc_prev += t1
 
 
 def gate_weight_blocks(weight, count: int):
