@@ -280,13 +280,21 @@ def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, 
 
 # ---- whole batches of sequences, time-major (see sculler.math.seq2batch.SequenceBatch) ----
 
-def _steps(plan) -> tuple[list[int], list[int]]:
-    return plan.step_starts.tolist(), plan.batch_sizes.tolist()
+def _steps(plan, backward: bool = False):
+    """``(n, rows, prev)`` per step, first to last (last to first with ``backward``): ``n``
+    active sequences, ``rows`` the step's time-major slice, ``prev`` the slice of the previous
+    step's rows that continue (None at step 0)."""
+    starts, sizes = plan.step_starts.tolist(), plan.batch_sizes.tolist()
+    order = range(len(sizes) - 1, -1, -1) if backward else range(len(sizes))
+    for t in order:
+        n = sizes[t]
+        yield n, slice(starts[t], starts[t + 1]), (
+            slice(starts[t - 1], starts[t - 1] + n) if t else None)
 
 
-def _step_gemm(sizes: list[int], weight) -> int:
+def _step_gemm(plan, weight) -> int:
     """Multiply-adds of the largest per-step product ``(n, H) @ weight``."""
-    return (sizes[0] if sizes else 0) * weight.size
+    return (int(plan.batch_sizes[0]) if plan.num_steps else 0) * weight.size
 
 
 def previous_rows(plan):
@@ -302,23 +310,18 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
     """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
     activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
     flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
-    starts, sizes = _steps(plan)
     hs = h.shape[1]
     w4 = _contiguous_blocks(weight, 4, tmp)
     tmp = tmp[w4.size:]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t, n in enumerate(sizes):
-            g = gates[:, starts[t]:starts[t + 1]]
-            c_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan):
+            g = gates[:, rows]
+            if prev is not None:
                 prod = tmp[:4 * n * hs].reshape(4, n, hs)
                 np.matmul(h[prev], w4, out=prod)
                 g += prod
-                c_prev = c[prev]
-            lstm_step_forward(g, c_prev, peepholes, c[starts[t]:starts[t + 1]],
-                              state[starts[t]:starts[t + 1]], h[starts[t]:starts[t + 1]], acts,
-                              tmp)
+            lstm_step_forward(g, None if prev is None else c[prev], peepholes, c[rows],
+                              state[rows], h[rows], acts, tmp)
 
 
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
@@ -326,26 +329,20 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
     ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
-    starts, sizes = _steps(plan)
     hs = dh.shape[1]
     w4 = _contiguous_blocks(weight, 4, tmp)
     w4_t = w4.transpose(0, 2, 1)
     tmp = tmp[w4.size:]
     dc[...] = 0.0
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            c_prev = dc_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
-                c_prev, dc_prev = c[prev], dc[prev]
-            dg = dgates[:, rows]
-            lstm_step_backward(gates[:, rows], c_prev, peepholes, state[rows], dh[rows],
-                               dc[rows], dg, dc_prev, acts, tmp)
-            if t:
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan, backward=True):
+            first = prev is None
+            lstm_step_backward(gates[:, rows], None if first else c[prev], peepholes,
+                               state[rows], dh[rows], dc[rows], dgates[:, rows],
+                               None if first else dc[prev], acts, tmp)
+            if not first:
                 prod = tmp[:4 * n * hs].reshape(4, n, hs)
-                np.matmul(dg, w4_t, out=prod)
+                np.matmul(dgates[:, rows], w4_t, out=prod)
                 dh_prev = dh[prev]
                 for k in range(4):
                     dh_prev += prod[k]
@@ -396,15 +393,12 @@ def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     """GRU over all steps: ``gates`` (3, rows, H) gate-major time-major input + bias in,
     activated ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows
     of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 2 H^2``."""
-    starts, sizes = _steps(plan)
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
-    with small_gemms(_step_gemm(sizes, w_gate)):
-        for t, n in enumerate(sizes):
-            rows = slice(starts[t], starts[t + 1])
-            h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
-            gru_step_forward(gates[:, rows], h_prev, w_blocks, w_cand, reset_h[rows], h[rows],
-                             acts, tmp)
+    with small_gemms(_step_gemm(plan, w_gate)):
+        for _, rows, prev in _steps(plan):
+            gru_step_forward(gates[:, rows], None if prev is None else h[prev], w_blocks,
+                             w_cand, reset_h[rows], h[rows], acts, tmp)
 
 
 def _contiguous_blocks(weight, count: int, tmp):
@@ -417,48 +411,37 @@ def _contiguous_blocks(weight, count: int, tmp):
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; writes ``dgates`` (3, rows, H)."""
-    starts, sizes = _steps(plan)
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
-    with small_gemms(_step_gemm(sizes, w_gate)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            h_prev = dh_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
-                h_prev, dh_prev = h[prev], dh[prev]
-            gru_step_backward(gates[:, rows], h_prev, w_blocks, w_cand, dh[rows],
-                              dgates[:, rows], dh_prev, acts, tmp)
+    with small_gemms(_step_gemm(plan, w_gate)):
+        for _, rows, prev in _steps(plan, backward=True):
+            first = prev is None
+            gru_step_backward(gates[:, rows], None if first else h[prev], w_blocks, w_cand,
+                              dh[rows], dgates[:, rows], None if first else dh[prev], acts, tmp)
 
 
 def rnn_forward(plan, y, weight, act, tmp) -> None:
     """Plain RNN over all steps: ``y`` (rows, H) time-major ``x + b`` in,
     ``y_t = act(x_t + b + y_{t-1} W)`` out, in place; ``tmp`` flat scratch of
     ``batch_sizes[0] * H``."""
-    starts, sizes = _steps(plan)
     hs = y.shape[1]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t, n in enumerate(sizes):
-            rows = y[starts[t]:starts[t + 1]]
-            if t:
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan):
+            if prev is not None:
                 prod = tmp[:n * hs].reshape(n, hs)
-                np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
-                rows += prod
-            act.forward(rows)
+                np.matmul(y[prev], weight, out=prod)
+                y[rows] += prod
+            act.forward(y[rows])
 
 
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     """Backward of :func:`rnn_forward`: ``dy`` (rows, H) dL/dy in, dL/d(pre-activation) out
     (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
-    starts, sizes = _steps(plan)
     hs = y.shape[1]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
-            if t:
-                prod = tmp[:n * hs].reshape(n, hs)
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan, backward=True):
+            prod = tmp[:n * hs].reshape(n, hs)
+            act.backward(y[rows], dy[rows], prod)
+            if prev is not None:
                 np.matmul(dy[rows], weight.T, out=prod)
-                dy[starts[t - 1]:starts[t - 1] + n] += prod
+                dy[prev] += prod
