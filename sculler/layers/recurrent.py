@@ -213,7 +213,8 @@ class GatedRecurrentLayer(_SequenceRecurrent):
     Parameters (PaddlePaddle's): weight ``_name.w0`` of dims (H, 3H), a flat buffer whose first
     2H^2 values are the row-major (H, 2H) ``W_g = [U_z | U_r]`` and last H^2 the (H, H)
     ``W_c`` (not column slices of one H x 3H matrix); bias (1, 3H) ``[b_z | b_r | b_c]``.
-    Attrs: ``active_gate_type`` (default sigmoid), ``reversed``.
+    Attrs: ``active_gate_type`` (default sigmoid), ``reversed``. Without a bias (unverified in
+    PaddlePaddle, whose engine assumes one) the gates simply get no bias term.
 
     Shapes: input (T, 3H) sequence -> output (T, H) sequence with the input's positions.
     """
