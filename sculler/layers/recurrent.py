@@ -89,13 +89,6 @@ class _SequenceRecurrent(Layer):
         self.backward_activation()
         return self._to_batch("dh", self.output.grad)
 
-    def _input_grad(self, dgates) -> None:
-        """``dx += dgates`` back in packed order."""
-        in_grad = self.get_input_grad(0)
-        if in_grad is not None:
-            in_grad += np.take(dgates, self.seq_rows, axis=0,
-                               out=self.scratch("dx", dgates.shape))
-
     def _gate_major(self, x, count: int):
         """Packed (rows, count * H) gates -> gate-major time-major scratch (count, rows, H), so
         that every per-step gate block is contiguous (strided column slices make each
@@ -311,7 +304,7 @@ class RecurrentLayer(_SequenceRecurrent):
         y = self._bufs["y"][:dy.size].reshape(dy.shape)
         weight = self.weights[0]
         rnn.rnn_backward(self.plan, y, weight.w, dy, self.act, self._tmp(self.size))
-        self._input_grad(dy)
+        self._gate_input_grad(dy[None])
         if weight.w_grad is not None:
             rnn.accumulate_prev_product(y, self.prev, dy, weight.w_grad, self._prev_scratch(),
                                         self.scratch("dw", weight.w.shape))
