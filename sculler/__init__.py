@@ -3,6 +3,9 @@ v1 configs, the v2 API and eager PyLayers on one set of NumPy kernels."""
 
 __version__ = "0.1.0"
 
+# every built-in layer type registers here, before anything can look one up (the one place)
+import sculler.layers  # noqa: E402,F401,I001
+
 # --- eager mode exports (owned by sculler/eager; keep this block together) ---------------
 from sculler import autograd, nn  # noqa: E402,F401,I001
 from sculler.eager.api import *  # noqa: E402,F401,F403
@@ -33,13 +36,16 @@ from sculler.trainer import train  # noqa: E402, F401
 from sculler.v2.runtime import init  # noqa: E402, F401
 # ---- end of v2 API -------------------------------------------------------------------------
 
-# imported on first use (paddle.dataset.mnist, paddle.plot.Ploter): not needed to train
-_LAZY_SUBMODULES = ("dataset", "plot")
+# imported on first use (paddle.dataset.mnist, paddle.plot.Ploter, sculler.distributed): not
+# needed to train locally; Ray itself is imported only when a Cluster is created
+_LAZY_SUBMODULES = ("dataset", "plot", "distributed")
 
 
 def __getattr__(name: str):
-    if name in _LAZY_SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"sculler.{name}")
+    if name == "dist_train":
+        return importlib.import_module("sculler.distributed").dist_train
     raise AttributeError(f"module 'sculler' has no attribute {name!r}")

@@ -79,19 +79,22 @@ class ParameterAttribute:
 
 
 class ExtraLayerAttribute:
-    """Per-layer extras: ``drop_rate`` (dropout on the output, Paddle's non-inverted form)."""
+    """Per-layer extras: ``drop_rate`` (dropout on the output, Paddle's non-inverted form) and
+    ``error_clipping_threshold`` t (the gradient reaching the layer's output is clipped
+    elementwise to [-t, t] before the activation's backward)."""
 
     def __init__(self, error_clipping_threshold: float | None = None,
                  drop_rate: float | None = None, device: int | None = None):
-        if error_clipping_threshold is not None:
-            raise NotImplementedError(
-                "Extra(error_clipping_threshold=...) is not supported by the Sculler engine")
+        if error_clipping_threshold is not None and not error_clipping_threshold > 0:
+            raise ValueError(f"error_clipping_threshold must be > 0, got "
+                             f"{error_clipping_threshold!r}")
         if device is not None and device != -1:
             raise NotImplementedError(f"Extra(device={device!r}): per-layer device placement is "
                                       "not supported; use init(use_gpu=...)")
         self.drop_rate = 0.0 if drop_rate is None else probability(drop_rate,
                                                                   "Extra(drop_rate=...)")
-        self.error_clipping_threshold = error_clipping_threshold
+        self.error_clipping_threshold = (None if error_clipping_threshold is None else number(
+            error_clipping_threshold, "Extra(error_clipping_threshold=...)", low=0.0))
         self.device = device
 
 

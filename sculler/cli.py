@@ -160,7 +160,7 @@ def load_topology(path: str, config_args: str = "") -> Any:
 def output_layers(topology: Any, names: str | None) -> list:
     """The layers to infer/export: ``names`` (comma-separated), else each cost layer's
     first input that is not a data layer (the prediction), else the topology's outputs."""
-    from sculler.layers import get_layer_class
+    from sculler.core.layer import get_layer_class
 
     if names:
         return [topology.get_layer(n.strip()) for n in names.split(",") if n.strip()]

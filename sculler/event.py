@@ -12,7 +12,11 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 __all__ = [
+    "as_handler",
     "WithMetric",
     "BeginTraining",
     "EndTraining",
@@ -95,3 +99,25 @@ class TestResult(WithMetric):
     def __init__(self, cost: float, metrics: dict[str, float] | None = None) -> None:
         super().__init__(metrics)
         self.cost = cost
+
+
+def _ignore(event: Any) -> None:
+    return None
+
+
+def as_handler(event_handler: Any) -> Callable[[Any], None]:
+    """One callable from None, a handler, or a list/tuple of handlers (called in order)."""
+    if event_handler is None:
+        return _ignore
+    if not isinstance(event_handler, (list, tuple)):
+        return event_handler
+    handlers = list(event_handler)
+    for h in handlers:
+        if not callable(h):
+            raise TypeError(f"event_handler list items must be callable, got {h!r}")
+
+    def every(event: Any) -> None:
+        for h in handlers:
+            h(event)
+
+    return every

@@ -208,6 +208,7 @@ def rank_cost(left: LayerOutput, right: LayerOutput, label: LayerOutput, weight:
                       attrs={"coeff": float(coeff)})
 from sculler.v2.cost_layers import *  # noqa: E402,F401,F403
 from sculler.v2.dense_layers import *  # noqa: E402,F401,F403
+from sculler.v2.group_layers import *  # noqa: E402,F401,F403
 from sculler.v2.image_layers import *  # noqa: E402,F401,F403
 from sculler.v2.recurrent_layers import *  # noqa: E402,F401,F403
 from sculler.v2.sequence_layers import *  # noqa: E402,F401,F403

@@ -151,5 +151,6 @@ def vgg_16_network(input_image: LayerOutput, num_channels: int,
     return L.fc(input=tmp, size=num_classes, act=A.Softmax())
 
 
+from sculler.v2.networks_group import *  # noqa: E402,F401,F403
 from sculler.v2.networks_rnn import *  # noqa: E402,F401,F403
 from sculler.v2.networks_text import *  # noqa: E402,F401,F403

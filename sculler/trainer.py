@@ -49,38 +49,19 @@ __all__ = ["SGD", "train"]
 logger = logging.getLogger("sculler.trainer")
 
 
-def _noop(event: Any) -> None:
-    return None
 
-
-def _as_handler(event_handler: Any) -> Callable[[Any], None]:
-    """One callable from None, a handler, or a list/tuple of handlers (called in order)."""
-    if event_handler is None:
-        return _noop
-    if not isinstance(event_handler, (list, tuple)):
-        return event_handler
-    handlers = list(event_handler)
-    for h in handlers:
-        if not callable(h):
-            raise TypeError(f"event_handler list items must be callable, got {h!r}")
-
-    def every(event: Any) -> None:
-        for h in handlers:
-            h(event)
-
-    return every
 
 
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
-    optimizer ``update_equation``. Only local training is supported here."""
+    optimizer ``update_equation``. ``is_local=False`` trains on a Ray cluster
+    (:func:`sculler.distributed.train_sgd`; ``pserver_spec`` is the Ray address)."""
 
     def __init__(self, cost: Any, parameters: Parameters, update_equation: Optimizer,
                  extra_layers: Any = None, is_local: bool = True, pserver_spec: Any = None,
                  use_etcd: bool = True):
-        if not is_local or pserver_spec is not None:
-            raise NotImplementedError("trainer.SGD(is_local=False / pserver_spec=...): "
-                                      "distributed training is not supported by this trainer")
+        self.is_local = is_local and pserver_spec is None
+        self.pserver_spec = pserver_spec
         if not isinstance(parameters, Parameters):
             raise TypeError(f"parameters must be created by paddle.parameters.create, got "
                             f"{type(parameters).__name__}")
@@ -130,9 +111,14 @@ class SGD:
         (default: when stderr is a terminal). ``event_handler``: a callable or a list of
         them, called in order with every event.
         """
-        handler = _as_handler(event_handler)
+        handler = E.as_handler(event_handler)
         require_reader(reader, "train(reader=...)")
         num_passes = integer(num_passes, "train(num_passes=...)", minimum=0)
+        if not self.is_local:
+            from sculler.distributed import train_sgd
+
+            train_sgd(self, reader, num_passes, handler, feeding, immutable_parameters)
+            return
         feeder = DataFeeder(self.topology.data_type(), feeding)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())

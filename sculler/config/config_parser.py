@@ -26,6 +26,7 @@ from typing import Any
 
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
+from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
     EvaluatorConfig,
@@ -33,7 +34,6 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
-from sculler.layers import get_layer_class
 from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}

@@ -19,6 +19,7 @@ Example config::
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sculler import activation as _act
@@ -34,6 +35,7 @@ from sculler.config.config_parser import (
     Layer,
     Outputs,
     Settings,
+    _context,
     adopt,
     get_config_arg,
     is_declared,
@@ -49,6 +51,10 @@ __all__ = [
     "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
     "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
     "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer", "ModelAverage",
+    "recurrent_group", "beam_search", "memory",
+    "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer", "gru_step_layer",
+    "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit", "lstmemory_group", "gru_unit",
+    "gru_group", "simple_gru", "simple_attention", "dot_product_attention",
     "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling", "SumPooling",
     "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
     "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
@@ -70,24 +76,30 @@ def _helper(v2_function):
 
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
         out = v2_function(*args, **kwargs)
-        order, seen = [], set()
-
-        def visit(node: _v2.LayerOutput) -> None:
-            if node.name in seen or is_declared(node.name):
-                return
-            seen.add(node.name)
-            for parent in node.parents:
-                visit(parent)
-            order.append(node)
-
-        visit(out)
-        for node in order:
-            adopt(node, node.weight_attrs, node.bias_attr)
+        _adopt_new([out])
         return out
 
     helper.__name__ = v2_function.__name__
     helper.__doc__ = v2_function.__doc__
     return helper
+
+
+def _adopt_new(outs: list) -> None:
+    """Adopt ``outs`` and, parents first, every ancestor the config does not have yet."""
+    order, seen = [], set()
+
+    def visit(node: _v2.LayerOutput) -> None:
+        if node.name in seen or is_declared(node.name):
+            return
+        seen.add(node.name)
+        for parent in node.parents:
+            visit(parent)
+        order.append(node)
+
+    for out in outs:
+        visit(out)
+    for node in order:
+        adopt(node, node.weight_attrs, node.bias_attr)
 
 
 def data_layer(name: str, size: int, height: int | None = None, width: int | None = None,
@@ -111,6 +123,49 @@ crf_layer = _helper(_v2.crf)
 crf_decoding_layer = _helper(_v2.crf_decoding)
 ctc_layer = _helper(_v2.ctc)
 warp_ctc_layer = _helper(_v2.warp_ctc)
+
+
+def _group_helper(v2_function):
+    """A v1 helper for a function that runs a step function (a recurrent group): the layers
+    the step makes belong to the group's step model, not to the config, so they are taken
+    back out of the config and only the group (and its out-links) are added."""
+
+    @functools.wraps(v2_function)
+    def helper(*args: Any, **kwargs: Any) -> Any:
+        ctx = _context()
+        n_layers, n_adopted, n_inputs = len(ctx.builder._layers), len(ctx.adopted), len(
+            ctx.inputs)
+        out = v2_function(*args, **kwargs)
+        for lc in ctx.builder._layers[n_layers:]:
+            ctx.layers.pop(lc.name, None)
+            ctx.builder._weight_attrs.pop(lc.name, None)
+            ctx.builder._bias_attrs.pop(lc.name, None)
+        del ctx.builder._layers[n_layers:]
+        del ctx.adopted[n_adopted:]
+        del ctx.inputs[n_inputs:]
+        _adopt_new(out if isinstance(out, list) else [out])
+        return out
+
+    return helper
+
+
+recurrent_group = _group_helper(_v2.recurrent_group)
+beam_search = _group_helper(_v2.beam_search)
+memory = _v2.memory
+StaticInput = _v2.StaticInput
+SubsequenceInput = _v2.SubsequenceInput
+GeneratedInput = _v2.GeneratedInput
+get_output_layer = _helper(_v2.get_output)
+gru_step_layer = _helper(_v2.gru_step)
+gru_step_naive_layer = _v2.gru_step_naive
+lstm_step_layer = _helper(_v2.lstm_step)
+lstmemory_unit = _networks.lstmemory_unit
+gru_unit = _networks.gru_unit
+simple_attention = _networks.simple_attention
+dot_product_attention = _networks.dot_product_attention
+lstmemory_group = _group_helper(_networks.lstmemory_group)
+gru_group = _group_helper(_networks.gru_group)
+simple_gru = _group_helper(_networks.simple_gru)
 
 
 # sequence layers (sculler/v2/sequence_layers.py)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
     EvaluatorConfig,
@@ -18,7 +19,6 @@ from sculler.core.model_config import (
     ModelConfig,
     ParameterConfig,
 )
-from sculler.layers import get_layer_class
 
 ParamAttrs = Mapping[str, Any]
 
@@ -165,6 +165,7 @@ class ModelBuilder:
             out.append(make_parameter(name, cls.bias_dims(lc, inputs), attrs))
         else:
             lc.bias_parameter_name = None
+        out.extend(cls.extra_parameters(lc, inputs))
         return out
 
 

@@ -15,6 +15,8 @@ skips zeroing only the buffers all of whose writers opted in; the rest are zeroe
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import math
 import zlib
 from typing import Any, ClassVar
@@ -32,8 +34,11 @@ PASS_TRAIN = "train"
 PASS_TEST = "test"
 PASS_GC = "gc"  # gradient check: training semantics with a fixed dropout mask
 
-# type name -> class, filled by @register_layer; looked up through sculler.layers
+# type name -> class, filled by @register_layer in the families that ``sculler.layers`` imports
+# (sculler/__init__.py imports that package first); core never imports the families
 _REGISTRY: dict[str, type[Layer]] = {}
+# types whose class lives above the engine (a front end): imported by name on first lookup
+_DEFERRED = {"py_layer": "sculler.eager.layer_bridge"}
 
 
 def register_layer(*type_names: str):
@@ -46,6 +51,26 @@ def register_layer(*type_names: str):
         return cls
 
     return deco
+
+
+def get_layer_class(type_name: str) -> type[Layer]:
+    """The class registered as ``type_name``; an unknown name lists the close matches."""
+    cls = _REGISTRY.get(type_name)
+    if cls is None and type_name in _DEFERRED:
+        importlib.import_module(_DEFERRED[type_name])
+        cls = _REGISTRY.get(type_name)
+    if cls is None:
+        close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
+        raise ValueError(
+            f"unknown layer type {type_name!r}; close matches: {close or 'none'}. "
+            "Register your own with @register_layer(name)."
+        )
+    return cls
+
+
+def layer_types() -> list[str]:
+    """Every registered layer type name, sorted."""
+    return sorted(_REGISTRY)
 
 
 def _reserve(buf, n: int, dtype):
@@ -108,6 +133,12 @@ class Layer:
         return {}
 
     @classmethod
+    def extra_parameters(cls, config: LayerConfig, inputs: list[LayerConfig]) -> list:
+        """ParameterConfigs the layer uses besides its weights and bias (a recurrent group's
+        step parameters); the builder adds them to the model."""
+        return []
+
+    @classmethod
     def check_config(cls, config: LayerConfig, inputs: list[LayerConfig]) -> None:
         n = len(inputs)
         if n < cls.min_inputs or (cls.max_inputs is not None and n > cls.max_inputs):
@@ -133,6 +164,8 @@ class Layer:
         self.pass_type = PASS_TEST
         self.dtype = backend.get_default_dtype()
         self._bufs: dict[str, Any] = {}
+        # attr.Extra(error_clipping_threshold=t): dL/dy clipped to [-t, t] before backward
+        self.error_clipping_threshold = float(config.attrs.get("error_clipping_threshold") or 0)
         self._views: dict[str, Any] = {}  # the last view handed out per scratch key
         # first-write state, managed by the Network: whether reserve_output may leave the
         # output gradient uncleared, and whether it still is (nobody has written it)
@@ -282,7 +315,17 @@ class Layer:
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
+    def clip_error(self) -> None:
+        """Clip the output gradient elementwise to [-t, t] when the layer has an
+        ``error_clipping_threshold`` t > 0 (PaddlePaddle clips before the activation's
+        backward); every ``backward_activation`` starts with it."""
+        t = self.error_clipping_threshold
+        if t > 0 and self.output.grad is not None:
+            backend.get_array_module(self.output.grad).clip(
+                self.output.grad, -t, t, out=self.output.grad)
+
     def backward_activation(self) -> None:
+        self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
             grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)

@@ -15,10 +15,9 @@ from sculler import backend
 from sculler.core.argument import Argument
 from sculler.core.builder import topological_order
 from sculler.core.evaluator import create_evaluator
-from sculler.core.layer import PASS_TEST, Layer
+from sculler.core.layer import PASS_TEST, Layer, get_layer_class
 from sculler.core.model_config import ModelConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback
-from sculler.layers import get_layer_class
 
 
 class Network:

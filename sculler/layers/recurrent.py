@@ -89,12 +89,25 @@ class _SequenceRecurrent(Layer):
         self.backward_activation()
         return self._to_batch("dh", self.output.grad)
 
-    def _input_grad(self, dgates) -> None:
-        """``dx += dgates`` back in packed order."""
+    def _gate_major(self, x, count: int):
+        """Packed (rows, count * H) gates -> gate-major time-major scratch (count, rows, H), so
+        that every per-step gate block is contiguous (strided column slices make each
+        elementwise op several times slower)."""
+        rows, hs = x.shape[0], self.size
+        gates = self.scratch("gates", (count, rows, hs))
+        order = (self.plan.batch_rows[None, :] * count + np.arange(count)[:, None]).reshape(-1)
+        np.take(x.reshape(-1, hs), order, axis=0, out=gates.reshape(-1, hs))
+        return gates
+
+    def _gate_input_grad(self, dgates) -> None:
+        """``dx += dgates`` from gate-major time-major (count, rows, H) back to packed rows."""
         in_grad = self.get_input_grad(0)
-        if in_grad is not None:
-            in_grad += np.take(dgates, self.seq_rows, axis=0,
-                               out=self.scratch("dx", dgates.shape))
+        if in_grad is None:
+            return
+        count, rows, hs = dgates.shape
+        order = (np.arange(count)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)
+        in_grad += np.take(dgates.reshape(-1, hs), order, axis=0,
+                           out=self.scratch("dx", (count * rows, hs))).reshape(rows, -1)
 
     def _tmp(self, width: int, extra: int = 0):
         """Flat step scratch: ``width`` values per row of the largest step, plus ``extra``."""
@@ -151,9 +164,7 @@ class LstmLayer(_SequenceRecurrent):
         hs = self.size
         x, plan = self._plan(4 * hs)
         rows = x.shape[0]
-        # gate-major time-major gates (4, rows, H): every per-step gate block is contiguous
-        gates = self.scratch("gates", (4, rows, hs))
-        np.take(x.reshape(-1, hs), self._gate_rows(rows), axis=0, out=gates.reshape(-1, hs))
+        gates = self._gate_major(x, 4)
         peepholes = None
         if self.bias is not None:
             gates += self.bias.w[:4 * hs].reshape(4, 1, hs)
@@ -162,10 +173,6 @@ class LstmLayer(_SequenceRecurrent):
         rnn.lstm_forward(plan, gates, self.weights[0].w, peepholes, c, state, h, self.acts,
                          self._tmp(4 * hs, 4 * hs * hs))
         self._emit(h)
-
-    def _gate_rows(self, rows: int):
-        """Rows of ``x.reshape(rows * 4, H)`` for the gate-major time-major order."""
-        return (self.plan.batch_rows[None, :] * 4 + np.arange(4)[:, None]).reshape(-1)
 
     def backward(self, callback=None) -> None:
         hs = self.size
@@ -178,11 +185,7 @@ class LstmLayer(_SequenceRecurrent):
         rnn.lstm_backward(self.plan, gates, self.weights[0].w, peepholes, c, state, dh,
                           self.scratch("dc", (rows, hs)), dgates, self.acts,
                           self._tmp(4 * hs, 4 * hs * hs))
-        in_grad = self.get_input_grad(0)
-        if in_grad is not None:  # back to packed rows of [a | i | f | o]
-            packed_rows = (np.arange(4)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)
-            in_grad += np.take(dgates.reshape(-1, hs), packed_rows, axis=0,
-                               out=self.scratch("dx", (4 * rows, hs))).reshape(rows, 4 * hs)
+        self._gate_input_grad(dgates)
         weight = self.weights[0]
         dbias = None if self.bias is None else self.bias.w_grad
         rnn.lstm_param_grads(self.plan, dgates, h, c, self.prev, weight.w_grad, dbias,
@@ -203,7 +206,8 @@ class GatedRecurrentLayer(_SequenceRecurrent):
     Parameters (PaddlePaddle's): weight ``_name.w0`` of dims (H, 3H), a flat buffer whose first
     2H^2 values are the row-major (H, 2H) ``W_g = [U_z | U_r]`` and last H^2 the (H, H)
     ``W_c`` (not column slices of one H x 3H matrix); bias (1, 3H) ``[b_z | b_r | b_c]``.
-    Attrs: ``active_gate_type`` (default sigmoid), ``reversed``.
+    Attrs: ``active_gate_type`` (default sigmoid), ``reversed``. Without a bias (unverified in
+    PaddlePaddle, whose engine assumes one) the gates simply get no bias term.
 
     Shapes: input (T, 3H) sequence -> output (T, H) sequence with the input's positions.
     """
@@ -225,6 +229,11 @@ class GatedRecurrentLayer(_SequenceRecurrent):
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
+        self._bind_views()
+
+    def _bind_views(self) -> None:
+        """The (H, 2H) and (H, H) views of the flat weight and its gradient, taken from the
+        parameter's current arrays (a trainer's ParameterSet.pack moves them)."""
         hs, param = self.size, self.weights[0].parameter
         split = 2 * hs * hs
         flat = param.value.reshape(-1)
@@ -240,37 +249,39 @@ class GatedRecurrentLayer(_SequenceRecurrent):
         hs = self.size
         x, plan = self._plan(3 * hs)
         rows = x.shape[0]
-        gates = self._to_batch("gates", x)
+        self._bind_views()
+        gates = self._gate_major(x, 3)
         if self.bias is not None:
-            gates += self.bias.w.reshape(-1)
+            gates += self.bias.w.reshape(3, 1, hs)
         h, reset_h = self.scratch("h", (rows, hs)), self.scratch("reset_h", (rows, hs))
         rnn.gru_forward(plan, gates, self.w_gate, self.w_cand, reset_h, h, self.acts,
-                        self._tmp(2 * hs))
+                        self._tmp(2 * hs, 2 * hs * hs))
         self._emit(h)
 
     def backward(self, callback=None) -> None:
         hs = self.size
         dh = self._output_grad()
         rows = dh.shape[0]
-        gates, h, reset_h = (self._bufs[k][:rows * w].reshape(rows, w) for k, w in
-                             (("gates", 3 * hs), ("h", hs), ("reset_h", hs)))
-        dgates = self.scratch("dgates", (rows, 3 * hs))
+        gates = self._bufs["gates"][:3 * rows * hs].reshape(3, rows, hs)
+        h, reset_h = (self._bufs[k][:rows * hs].reshape(rows, hs) for k in ("h", "reset_h"))
+        dgates = self.scratch("dgates", (3, rows, hs))
         rnn.gru_backward(self.plan, gates, h, self.w_gate, self.w_cand, dh, dgates, self.acts,
-                         self._tmp(2 * hs))
-        self._input_grad(dgates)
+                         self._tmp(2 * hs, 2 * hs * hs))
+        self._gate_input_grad(dgates)
         if self.dw_gate is not None and self.prev.size:
             first = rows - self.prev.size
             gathered = self._prev_scratch()
-            rnn.accumulate_prev_product(h, self.prev, dgates[:, :2 * hs], self.dw_gate, gathered,
-                                        self.scratch("dwg", self.dw_gate.shape))
-            dw_cand = self.scratch("dwc", self.dw_cand.shape)
-            with small_gemms(self.prev.size * hs * hs):
-                np.matmul(reset_h[first:].T, dgates[first:, 2 * hs:], out=dw_cand)
-            self.dw_cand += dw_cand
+            np.take(h, self.prev, axis=0, out=gathered)
+            dw = self.scratch("dw", (3, hs, hs))
+            with small_gemms(gathered.size * hs):
+                np.matmul(gathered.T, dgates[:2, first:], out=dw[:2])
+                np.matmul(reset_h[first:].T, dgates[2, first:], out=dw[2])
+            self.dw_gate.reshape(hs, 2, hs)[...] += dw[:2].transpose(1, 0, 2)
+            self.dw_cand += dw[2]
         if self.dw_gate is not None:
             self.weights[0].parameter.inc_update(callback)
         if self.bias is not None and self.bias.w_grad is not None:
-            self.bias.w_grad.reshape(-1)[...] += dgates.sum(axis=0)
+            self.bias.w_grad.reshape(-1)[...] += dgates.sum(axis=1).reshape(-1)
             self.bias.parameter.inc_update(callback)
 
 
@@ -299,7 +310,7 @@ class RecurrentLayer(_SequenceRecurrent):
         y = self._bufs["y"][:dy.size].reshape(dy.shape)
         weight = self.weights[0]
         rnn.rnn_backward(self.plan, y, weight.w, dy, self.act, self._tmp(self.size))
-        self._input_grad(dy)
+        self._gate_input_grad(dy[None])
         if weight.w_grad is not None:
             rnn.accumulate_prev_product(y, self.prev, dy, weight.w_grad, self._prev_scratch(),
                                         self.scratch("dw", weight.w.shape))

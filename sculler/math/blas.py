@@ -47,7 +47,7 @@ def _controllers() -> list:
     return _blas_controllers
 
 
-SMALL_GEMM = 1 << 23  # multiply-adds below which one BLAS thread is used (small_gemms)
+SMALL_GEMM = 1 << 26  # multiply-adds below which one BLAS thread is used (small_gemms)
 
 
 @contextlib.contextmanager

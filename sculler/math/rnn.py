@@ -157,7 +157,7 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
     receives this step's total. Writes ``dgates`` (dL/d pre-activations, in the layout of
     ``gates``: (4, n, H) or (n, 4H)); adds ``dc f + dg_i p_i + dg_f p_f`` into ``dc_prev``
     (n, H) unless it is None (first step). ``gates`` are the activated ``[a | i | f | o]``;
-    ``tmp`` is flat scratch of at least 2nH elements.
+    ``tmp`` is flat scratch of at least nH elements (2nH: the i and f gates in one pass).
     """
     act, gate_act, state_act = acts
     n, hs = dh.shape
@@ -181,14 +181,26 @@ def lstm_step_backward(gates, c_prev, peepholes, state, dh, dc, dgates, dc_prev,
         dg_if[1] = 0.0
         return
     np.multiply(dc, c_prev, out=dg_if[1])
-    t2 = tmp[:2 * n * hs].reshape(2, n, hs)
-    gate_act.backward(i_f, dg_if, t2)
+    # i and f together where tmp has room for both (lstmemory), else one at a time
+    pair = tmp.size >= 2 * n * hs
+    t2 = tmp[:2 * n * hs].reshape(2, n, hs) if pair else None
+    for k in (slice(0, 2),) if pair else (0, 1):
+        gate_act.backward(i_f[k], dg_if[k], t2 if pair else t1)
     np.multiply(dc, i_f[1], out=t1)
     dc_prev += t1
     if peepholes is not None:
-        np.multiply(dg_if, peepholes[:2, None, :], out=t2)
-        dc_prev += t2[0]
-        dc_prev += t2[1]
+        for k in (0, 1):
+            np.multiply(dg_if[k], peepholes[k], out=t1)
+            dc_prev += t1
+
+
+def gate_weight_blocks(weight, count: int):
+    """``(count, H, H)`` view of an ``(H, count * H)`` weight: block ``k`` feeds gate ``k``
+    (a given ``(count, H, H)`` array is returned as is)."""
+    if weight.ndim == 3:
+        return weight
+    hs = weight.shape[0]
+    return weight.reshape(hs, count, hs).transpose(1, 0, 2)
 
 
 def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
@@ -198,27 +210,28 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
     ``h = h_prev + z (c~ - h_prev)`` (``z c~`` at the first step).
 
     Args:
-        gates: (n, 3H) input + bias ``[g_z | g_r | g_c]``.
+        gates: input + bias ``[g_z | g_r | g_c]``, gate-major (3, n, H) or (n, 3H).
         h_prev: (n, H) previous output, or None at the first step.
-        w_gate: (H, 2H) ``[U_z | U_r]``; w_cand: (H, H).
+        w_gate: (H, 2H) ``[U_z | U_r]`` (or its (2, H, H) blocks); w_cand: (H, H).
         reset_h: (n, H) receives ``r h_prev`` (kept for backward; untouched at the first step).
         h: (n, H) output.
         acts: ``(act, gate_act)``; tmp: flat scratch of at least 2nH elements.
     """
     act, gate_act = acts
     n, hs = h.shape
-    zr, cand = gates[:, :2 * hs], gates[:, 2 * hs:]
+    gates = gate_blocks(gates, 3)
+    zr, cand = gates[0:2], gates[2]
     if h_prev is not None:
-        prod_zr = tmp[:2 * n * hs].reshape(n, 2 * hs)
-        np.matmul(h_prev, w_gate, out=prod_zr)
+        prod_zr = tmp[:2 * n * hs].reshape(2, n, hs)
+        np.matmul(h_prev, gate_weight_blocks(w_gate, 2), out=prod_zr)
         zr += prod_zr
     gate_act.forward(zr)
-    z = zr[:, :hs]
+    z = zr[0]
     if h_prev is None:
         act.forward(cand)
         np.multiply(z, cand, out=h)
         return
-    np.multiply(zr[:, hs:], h_prev, out=reset_h)
+    np.multiply(zr[1], h_prev, out=reset_h)
     prod = tmp[:n * hs].reshape(n, hs)
     np.matmul(reset_h, w_cand, out=prod)
     cand += prod
@@ -231,14 +244,15 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
 def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp) -> None:
     """Backward of :func:`gru_step_forward` for one step.
 
-    ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (n, 3H) (dL/d pre-activations) and
-    adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is flat scratch of at
-    least 2nH elements.
+    ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (dL/d pre-activations, in the layout
+    of ``gates``) and adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is
+    flat scratch of at least 2nH elements.
     """
     act, gate_act = acts
     n, hs = dh.shape
-    z, r, cand = gates[:, :hs], gates[:, hs:2 * hs], gates[:, 2 * hs:]
-    dgz, dgr, dgc = dgates[:, :hs], dgates[:, hs:2 * hs], dgates[:, 2 * hs:]
+    gates, dgates = gate_blocks(gates, 3), gate_blocks(dgates, 3)
+    z, r, cand = gates[0], gates[1], gates[2]
+    dgz, dgr, dgc = dgates[0], dgates[1], dgates[2]
     t1, t2 = tmp[:n * hs].reshape(n, hs), tmp[n * hs:2 * n * hs].reshape(n, hs)
     np.multiply(dh, z, out=dgc)
     act.backward(cand, dgc, t1)
@@ -258,19 +272,29 @@ def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, 
     gate_act.backward(r, dgr, t2)
     t1 *= r
     dh_prev += t1
-    np.matmul(dgates[:, :2 * hs], w_gate.T, out=t1)
-    dh_prev += t1
+    prod = tmp[:2 * n * hs].reshape(2, n, hs)
+    np.matmul(dgates[0:2], gate_weight_blocks(w_gate, 2).transpose(0, 2, 1), out=prod)
+    dh_prev += prod[0]
+    dh_prev += prod[1]
 
 
 # ---- whole batches of sequences, time-major (see sculler.math.seq2batch.SequenceBatch) ----
 
-def _steps(plan) -> tuple[list[int], list[int]]:
-    return plan.step_starts.tolist(), plan.batch_sizes.tolist()
+def _steps(plan, backward: bool = False):
+    """``(n, rows, prev)`` per step, first to last (last to first with ``backward``): ``n``
+    active sequences, ``rows`` the step's time-major slice, ``prev`` the slice of the previous
+    step's rows that continue (None at step 0)."""
+    starts, sizes = plan.step_starts.tolist(), plan.batch_sizes.tolist()
+    order = range(len(sizes) - 1, -1, -1) if backward else range(len(sizes))
+    for t in order:
+        n = sizes[t]
+        yield n, slice(starts[t], starts[t + 1]), (
+            slice(starts[t - 1], starts[t - 1] + n) if t else None)
 
 
-def _step_gemm(sizes: list[int], weight) -> int:
+def _step_gemm(plan, weight) -> int:
     """Multiply-adds of the largest per-step product ``(n, H) @ weight``."""
-    return (sizes[0] if sizes else 0) * weight.size
+    return (int(plan.batch_sizes[0]) if plan.num_steps else 0) * weight.size
 
 
 def previous_rows(plan):
@@ -286,31 +310,18 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
     """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
     activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
     flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
-    starts, sizes = _steps(plan)
     hs = h.shape[1]
-    w4 = _gate_major_weight(weight, tmp)
+    w4 = _contiguous_blocks(weight, 4, tmp)
     tmp = tmp[w4.size:]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t, n in enumerate(sizes):
-            g = gates[:, starts[t]:starts[t + 1]]
-            c_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan):
+            g = gates[:, rows]
+            if prev is not None:
                 prod = tmp[:4 * n * hs].reshape(4, n, hs)
                 np.matmul(h[prev], w4, out=prod)
                 g += prod
-                c_prev = c[prev]
-            lstm_step_forward(g, c_prev, peepholes, c[starts[t]:starts[t + 1]],
-                              state[starts[t]:starts[t + 1]], h[starts[t]:starts[t + 1]], acts,
-                              tmp)
-
-
-def _gate_major_weight(weight, tmp):
-    """(H, 4H) ``W`` -> contiguous (4, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
-    hs = weight.shape[0]
-    w4 = tmp[:weight.size].reshape(4, hs, hs)
-    np.copyto(w4, weight.reshape(hs, 4, hs).transpose(1, 0, 2))
-    return w4
+            lstm_step_forward(g, None if prev is None else c[prev], peepholes, c[rows],
+                              state[rows], h[rows], acts, tmp)
 
 
 def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
@@ -318,26 +329,20 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
     ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
-    starts, sizes = _steps(plan)
     hs = dh.shape[1]
-    w4 = _gate_major_weight(weight, tmp)
+    w4 = _contiguous_blocks(weight, 4, tmp)
     w4_t = w4.transpose(0, 2, 1)
     tmp = tmp[w4.size:]
     dc[...] = 0.0
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            c_prev = dc_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
-                c_prev, dc_prev = c[prev], dc[prev]
-            dg = dgates[:, rows]
-            lstm_step_backward(gates[:, rows], c_prev, peepholes, state[rows], dh[rows],
-                               dc[rows], dg, dc_prev, acts, tmp)
-            if t:
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan, backward=True):
+            first = prev is None
+            lstm_step_backward(gates[:, rows], None if first else c[prev], peepholes,
+                               state[rows], dh[rows], dc[rows], dgates[:, rows],
+                               None if first else dc[prev], acts, tmp)
+            if not first:
                 prod = tmp[:4 * n * hs].reshape(4, n, hs)
-                np.matmul(dg, w4_t, out=prod)
+                np.matmul(dgates[:, rows], w4_t, out=prod)
                 dh_prev = dh[prev]
                 for k in range(4):
                     dh_prev += prod[k]
@@ -365,7 +370,7 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
     first = int(plan.step_starts[1]) if plan.num_steps else 0
     if dweight is not None and prev.size:
         np.take(h, prev, axis=0, out=gathered)
-        with small_gemms(gathered.size * 4 * hs):
+        with small_gemms(gathered.size * hs):  # four (H, m) x (m, H) products
             np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
         dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
     if dbias is None:
@@ -385,60 +390,58 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
 
 
 def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
-    """GRU over all steps: ``gates`` (rows, 3H) time-major input + bias in, activated
-    ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows of step 0
-    untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H``."""
-    starts, sizes = _steps(plan)
-    with small_gemms(_step_gemm(sizes, w_gate)):
-        for t, n in enumerate(sizes):
-            rows = slice(starts[t], starts[t + 1])
-            h_prev = h[starts[t - 1]:starts[t - 1] + n] if t else None
-            gru_step_forward(gates[rows], h_prev, w_gate, w_cand, reset_h[rows], h[rows], acts, tmp)
+    """GRU over all steps: ``gates`` (3, rows, H) gate-major time-major input + bias in,
+    activated ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows
+    of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 2 H^2``."""
+    w_blocks = _contiguous_blocks(w_gate, 2, tmp)
+    tmp = tmp[w_blocks.size:]
+    with small_gemms(_step_gemm(plan, w_gate)):
+        for _, rows, prev in _steps(plan):
+            gru_step_forward(gates[:, rows], None if prev is None else h[prev], w_blocks,
+                             w_cand, reset_h[rows], h[rows], acts, tmp)
+
+
+def _contiguous_blocks(weight, count: int, tmp):
+    """(H, count H) ``W`` -> contiguous (count, H, H) blocks ``W[:, kH:(k+1)H]`` in ``tmp``."""
+    blocks = tmp[:weight.size].reshape(count, weight.shape[0], -1)
+    np.copyto(blocks, gate_weight_blocks(weight, count))
+    return blocks
 
 
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
-    output and receives the recurrent terms; writes ``dgates`` (rows, 3H)."""
-    starts, sizes = _steps(plan)
-    with small_gemms(_step_gemm(sizes, w_gate)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            h_prev = dh_prev = None
-            if t:
-                prev = slice(starts[t - 1], starts[t - 1] + n)
-                h_prev, dh_prev = h[prev], dh[prev]
-            gru_step_backward(gates[rows], h_prev, w_gate, w_cand, dh[rows], dgates[rows], dh_prev,
-                              acts, tmp)
+    output and receives the recurrent terms; writes ``dgates`` (3, rows, H)."""
+    w_blocks = _contiguous_blocks(w_gate, 2, tmp)
+    tmp = tmp[w_blocks.size:]
+    with small_gemms(_step_gemm(plan, w_gate)):
+        for _, rows, prev in _steps(plan, backward=True):
+            first = prev is None
+            gru_step_backward(gates[:, rows], None if first else h[prev], w_blocks, w_cand,
+                              dh[rows], dgates[:, rows], None if first else dh[prev], acts, tmp)
 
 
 def rnn_forward(plan, y, weight, act, tmp) -> None:
     """Plain RNN over all steps: ``y`` (rows, H) time-major ``x + b`` in,
     ``y_t = act(x_t + b + y_{t-1} W)`` out, in place; ``tmp`` flat scratch of
     ``batch_sizes[0] * H``."""
-    starts, sizes = _steps(plan)
     hs = y.shape[1]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t, n in enumerate(sizes):
-            rows = y[starts[t]:starts[t + 1]]
-            if t:
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan):
+            if prev is not None:
                 prod = tmp[:n * hs].reshape(n, hs)
-                np.matmul(y[starts[t - 1]:starts[t - 1] + n], weight, out=prod)
-                rows += prod
-            act.forward(rows)
+                np.matmul(y[prev], weight, out=prod)
+                y[rows] += prod
+            act.forward(y[rows])
 
 
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     """Backward of :func:`rnn_forward`: ``dy`` (rows, H) dL/dy in, dL/d(pre-activation) out
     (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
-    starts, sizes = _steps(plan)
     hs = y.shape[1]
-    with small_gemms(_step_gemm(sizes, weight)):
-        for t in range(len(sizes) - 1, -1, -1):
-            n = sizes[t]
-            rows = slice(starts[t], starts[t + 1])
-            act.backward(y[rows], dy[rows], tmp[:n * hs].reshape(n, hs))
-            if t:
-                prod = tmp[:n * hs].reshape(n, hs)
+    with small_gemms(_step_gemm(plan, weight)):
+        for n, rows, prev in _steps(plan, backward=True):
+            prod = tmp[:n * hs].reshape(n, hs)
+            act.backward(y[rows], dy[rows], prod)
+            if prev is not None:
                 np.matmul(dy[rows], weight.T, out=prod)
-                dy[starts[t - 1]:starts[t - 1] + n] += prod
+                dy[prev] += prod

@@ -15,10 +15,11 @@ from sculler.testing.grad_check import (
     TestConfig,
     check_layer_grad,
 )
+from sculler.testing.network_check import check_network_grad, random_argument
 
 __all__ = [
     "INPUT_DATA", "INPUT_DATA_TARGET", "INPUT_HASSUB_SEQUENCE_DATA", "INPUT_LABEL",
     "INPUT_SEQUENCE_DATA", "INPUT_SEQUENCE_LABEL", "INPUT_SPARSE_FLOAT_VALUE_DATA",
     "INPUT_SPARSE_NON_VALUE_DATA", "GradCheckReport", "GradientCheckError", "InputDef",
-    "TestConfig", "check_layer_grad",
+    "TestConfig", "check_layer_grad", "check_network_grad", "random_argument",
 ]

@@ -8,21 +8,36 @@ The layer families (``sculler/layer.py`` and ``sculler/v2/*_layers.py``) import 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
 from sculler import activation as A
 from sculler.attr import ExtraLayerAttribute, ParameterAttribute
+from sculler.core.layer import get_layer_class
 from sculler.core.model_config import EvaluatorConfig, InputConfig, LayerConfig
 from sculler.data_type import InputType
-from sculler.layers import get_layer_class
 from sculler.validate import integer
 
-__all__ = ["LayerOutput", "make_layer", "reset_names", "auto_name", "as_inputs", "no_support"]
+__all__ = ["LayerOutput", "make_layer", "reset_names", "auto_name", "as_inputs", "no_support",
+           "record_layers"]
 
 _counters: dict[str, int] = {}
 _creation = itertools.count()
+# recurrent_group records the layers its step function creates (innermost group last)
+_recorders: list[list] = []
+
+
+@contextlib.contextmanager
+def record_layers():
+    """Collect every LayerOutput created inside the ``with`` block (a recurrent group's step)."""
+    created: list = []
+    _recorders.append(created)
+    try:
+        yield created
+    finally:
+        _recorders.pop()
 
 
 def reset_names() -> None:
@@ -53,6 +68,8 @@ class LayerOutput:
         self.initializers = initializers or {}
         self.evaluators: list[EvaluatorConfig] = []
         self.order = next(_creation)
+        if _recorders:
+            _recorders[-1].append(self)
 
     @property
     def name(self) -> str:
@@ -149,6 +166,9 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
         if not isinstance(layer_attr, ExtraLayerAttribute):
             raise TypeError(f"layer {name!r}: layer_attr must be attr.Extra, got {layer_attr!r}")
         drop_rate = layer_attr.drop_rate
+        if layer_attr.error_clipping_threshold:
+            attrs = {**(attrs or {}),
+                     "error_clipping_threshold": layer_attr.error_clipping_threshold}
     in_attrs = list(input_attrs or [{}] * len(inputs))
     size = 0 if size is None else integer(size, f"layer {name!r} ({layer_type}): size", minimum=0)
     config = LayerConfig(

@@ -6,11 +6,10 @@ import pytest
 
 from sculler.core.argument import Argument
 from sculler.core.builder import ModelBuilder
-from sculler.core.layer import Layer
+from sculler.core.layer import Layer, get_layer_class
 from sculler.core.model_config import InputConfig, LayerConfig
 from sculler.core.network import Network
 from sculler.core.parameter import ParameterSet
-from sculler.layers import get_layer_class
 
 
 def model(shared: bool):

@@ -5,10 +5,10 @@ import pytest
 
 from sculler.core.argument import Argument
 from sculler.core.builder import ModelBuilder
+from sculler.core.layer import get_layer_class
 from sculler.core.model_config import InputConfig, LayerConfig, ModelConfig
 from sculler.core.network import Network
 from sculler.core.parameter import ParameterSet
-from sculler.layers import get_layer_class
 from sculler.math.sparse import CsrMatrix
 
 

@@ -145,28 +145,31 @@ def rnn_reference(x, lengths, w, b, reverse):
 
 
 def random_case(rng, gates, hs=5, num_seqs=7):
+    """Random lengths 1..8 (and one empty sequence, which takes part in no step)."""
     lengths = rng.randint(1, 9, size=num_seqs)
+    lengths[3] = 0
     x = rng.uniform(-1, 1, size=(int(lengths.sum()), gates * hs))
     return lengths, x
 
 
+# (layer type, gates, weight shape, bias size, per-step reference); lstmemory's bias holds
+# nonzero peepholes
+REFERENCES = [
+    ("lstmemory", 4, (5, 20), 35, lstm_reference),
+    ("gated_recurrent", 3, (75,), 15, gru_reference),
+    ("recurrent", 1, (5, 5), 5, rnn_reference),
+]
+
+
 @pytest.mark.parametrize("reverse", [False, True])
-def test_lstm_peepholes_match_numpy_reference(reverse):
+@pytest.mark.parametrize("layer_type,gates,weight_shape,bias_size,reference", REFERENCES)
+def test_matches_numpy_reference(layer_type, gates, weight_shape, bias_size, reference,
+                                 reverse):
     rng = np.random.RandomState(4)
-    lengths, x = random_case(rng, 4)
-    w, b = rng.normal(0, 0.5, size=(5, 20)), rng.normal(0, 0.5, size=35)
-    got = run_layer("lstmemory", {"active_type": "tanh", "reversed": reverse}, x, lengths, w, b)
-    np.testing.assert_allclose(got, lstm_reference(x, lengths, w, b, reverse), atol=1e-12)
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-def test_gru_matches_numpy_reference(reverse):
-    rng = np.random.RandomState(5)
-    lengths, x = random_case(rng, 3)
-    w, b = rng.normal(0, 0.5, size=75), rng.normal(0, 0.5, size=15)
-    got = run_layer("gated_recurrent", {"active_type": "tanh", "reversed": reverse}, x, lengths,
-                    w, b)
-    np.testing.assert_allclose(got, gru_reference(x, lengths, w, b, reverse), atol=1e-12)
+    lengths, x = random_case(rng, gates)
+    w, b = rng.normal(0, 0.5, size=weight_shape), rng.normal(0, 0.5, size=bias_size)
+    got = run_layer(layer_type, {"active_type": "tanh", "reversed": reverse}, x, lengths, w, b)
+    np.testing.assert_allclose(got, reference(x, lengths, w, b, reverse), atol=1e-12)
 
 
 def test_gru_weight_is_not_column_slices():
@@ -178,15 +181,6 @@ def test_gru_weight_is_not_column_slices():
     as_columns = w.reshape(5, 15)
     wrong = np.concatenate([as_columns[:, :10].reshape(-1), as_columns[:, 10:].reshape(-1)])
     assert np.abs(got - gru_reference(x, lengths, wrong, b, False)).max() > 1e-3
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-def test_recurrent_matches_numpy_reference(reverse):
-    rng = np.random.RandomState(7)
-    lengths, x = random_case(rng, 1)
-    w, b = rng.normal(0, 0.5, size=(5, 5)), rng.normal(0, 0.5, size=5)
-    got = run_layer("recurrent", {"active_type": "tanh", "reversed": reverse}, x, lengths, w, b)
-    np.testing.assert_allclose(got, rnn_reference(x, lengths, w, b, reverse), atol=1e-12)
 
 
 def test_length_one_lstm_is_gate_product():

@@ -92,8 +92,8 @@ def test_unsupported_arguments_raise():
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
     with pytest.raises(NotImplementedError, match="cos_vm"):
         paddle.layer.cos_sim(a=x, b=x, size=3)
-    with pytest.raises(NotImplementedError, match="error_clipping"):
-        paddle.attr.Extra(error_clipping_threshold=1.0)
+    with pytest.raises(ValueError, match="error_clipping"):
+        paddle.attr.Extra(error_clipping_threshold=-1.0)
     with pytest.raises(NotImplementedError, match="param_attr"):
         paddle.layer.concat(input=[x, x], param_attr=paddle.attr.Param(name="p"))
     with pytest.raises(TypeError, match="activation instance"):

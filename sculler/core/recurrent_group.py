@@ -1,0 +1,168 @@
+"""Machinery of the recurrent group (PaddlePaddle's RecurrentGradientMachine).
+
+A recurrent group runs a step sub-network once per time step. The step is an ordinary
+:class:`ModelConfig` whose inputs are *agents* (layers of type ``agent`` whose output the group
+sets before each step): in-links (row t of each sequence, or its t-th sub-sequence), static
+inputs (the same value every step) and memories (a step layer's output at step t-1).
+
+- :class:`GroupPlan` is the time-major layout of one batch: samples sorted longest first (via
+  :class:`~sculler.math.seq2batch.SequenceBatch`), so the samples active at step t are the first
+  ``batch_sizes[t]`` of those active at t-1, and a memory at t is a prefix of a step output at
+  t-1 (a view, no copy).
+- :class:`StepNetwork` is the compiled step: one is built per step index ("frame") and kept
+  across batches, so each frame's activations stay in its own layers' buffers for backward.
+- :func:`shared_parameters` gives the frames :class:`SharedParameter` handles on the outer
+  parameters (same value and gradient arrays): gradients of all steps add up in place, while
+  the group reports each parameter's ``inc_update`` once, after the last step's backward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.argument import Argument
+from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import ParameterConfig
+from sculler.core.network import Network
+from sculler.core.parameter import Parameter, ParameterSet
+from sculler.math.seq2batch import SequenceBatch
+
+AGENT = "agent"
+
+
+@register_layer(AGENT)
+class AgentLayer(Layer):
+    """A step input whose output (value or ids, gradient buffer) the recurrent group sets
+    before each step; attrs ``role`` ("in_link", "static", "memory")."""
+
+    min_inputs = max_inputs = 0
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+
+
+class GroupPlan:
+    """Time-major layout of a batch for the group, from the in-link that sets it.
+
+    For a plain sequence in-link the unit of a step is one row; for a nested one it is one
+    sub-sequence. ``frames`` lists per step ``(active samples, first row, end row, inner
+    seq_starts or None)`` of the time-major row order ``rows`` (``rows[i]`` = packed row of
+    time-major row i); ``units[i]`` = packed unit (row or sub-sequence) of time-major unit i.
+    """
+
+    def __init__(self, arg: Argument, reverse: bool, what: str):
+        if arg.seq_starts is None:
+            raise ValueError(f"{what} must be a sequence or a nested sequence, got "
+                             f"{arg.describe()}")
+        seq = np.asarray(arg.seq_starts, dtype=np.int64)
+        self.nested = arg.sub_seq_starts is not None
+        if self.nested:
+            sub = np.asarray(arg.sub_seq_starts, dtype=np.int64)
+            if np.any(np.diff(sub) <= 0):
+                raise ValueError(f"{what}: a nested in-link with a zero-length sub-sequence "
+                                 "is not supported")
+            self.unit_seq_starts = np.searchsorted(sub, seq)
+        else:
+            self.unit_seq_starts = seq
+        self.batch = SequenceBatch(self.unit_seq_starts, reverse)
+        self.units = self.batch.batch_rows
+        steps = [int(s) for s in self.batch.step_starts]
+        sizes = [int(n) for n in self.batch.batch_sizes]
+        if self.nested:
+            lens = sub[self.units + 1] - sub[self.units]
+            offs = np.zeros(lens.size + 1, dtype=np.int64)
+            np.cumsum(lens, out=offs[1:])
+            self.rows = np.repeat(sub[self.units] - offs[:-1], lens) + np.arange(offs[-1])
+            self.frames = [
+                (sizes[t], int(offs[steps[t]]), int(offs[steps[t + 1]]),
+                 offs[steps[t]: steps[t + 1] + 1] - offs[steps[t]]) for t in range(len(sizes))
+            ]
+        else:
+            self.rows = self.units
+            self.frames = [(sizes[t], steps[t], steps[t + 1], None) for t in range(len(sizes))]
+        self.order = self.batch.order
+        self.lengths = self.batch.lengths
+        self.num_samples = int(self.lengths.size)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.frames)
+
+
+def writable_grad(layer: Layer):
+    """``layer``'s output gradient, ready for ``+=`` from outside the frame: a buffer that
+    the first-write protocol left uncleared (nobody has written it yet) is zeroed first."""
+    if layer.grad_unwritten:
+        layer.output.grad[...] = 0
+        layer.grad_unwritten = False
+    return layer.output.grad
+
+
+def sequence_rows(seq_starts, samples) -> tuple[np.ndarray, np.ndarray]:
+    """(packed rows of the sequences ``samples``, in that order; their new seq_starts)."""
+    seq = np.asarray(seq_starts, dtype=np.int64)
+    lens = np.diff(seq)[samples]
+    starts = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=starts[1:])
+    return np.repeat(seq[samples] - starts[:-1], lens) + np.arange(starts[-1]), starts
+
+
+class StepNetwork(Network):
+    """The compiled step sub-network of one frame: agents count as inputs that need
+    gradients (like data layers of a gradient check)."""
+
+    def _mark_need_gradient(self, data_gradients: bool) -> None:
+        for layer in self.order:
+            if layer.type_name == AGENT:
+                layer.need_gradient = True
+            else:
+                trainable = any(p.grad is not None for p in layer.parameters)
+                layer.need_gradient = trainable or any(i.need_gradient for i in layer.inputs)
+
+    def run_forward(self, pass_type: str) -> None:
+        for step in self._forward_steps:
+            step(pass_type)
+
+    def run_backward(self) -> None:
+        """Backward through the frame (as ``Network.backward``: a gradient nobody wrote under
+        the first-write protocol is zero)."""
+        for layer, step in zip(self._backward_layers, self._backward_steps):
+            if layer.grad_unwritten:
+                layer.output.grad[...] = 0
+                layer.grad_unwritten = False
+            step(None)
+
+
+class SharedParameter(Parameter):
+    """The frames' handle on an outer parameter: value and gradient are always the outer
+    parameter's current arrays (also after ``ParameterSet.pack`` moves them, which re-binds
+    the frames' weights too: they register with the outer parameter), while the update count
+    and the first-write flag are the frames' own, so the steps' ``inc_update`` calls do not
+    count as the outer users'."""
+
+    def __init__(self, outer: Parameter):  # noqa: D107 - no Parameter.__init__: no arrays
+        self.outer = outer
+        self.config, self.name = outer.config, outer.name
+        self.touched_rows: list = []
+        self.users = 0
+        self._pending = 0
+        self.grad_unwritten = False  # the outer network clears the shared gradient
+        self._views = outer._views
+
+    value = property(lambda self: self.outer.value)
+    grad = property(lambda self: self.outer.grad)
+    packed = property(lambda self: self.outer.packed)
+
+
+def shared_parameters(outer: ParameterSet, configs: list[ParameterConfig], owner: str,
+                      dtype=None) -> tuple[ParameterSet, list[Parameter]]:
+    """(a set of proxies for the step frames, the outer parameters) of ``configs``, created
+    in ``outer`` when new."""
+    inner = ParameterSet()
+    params = []
+    for pc in configs:
+        p = outer.create(pc, owner=owner, dtype=dtype)
+        params.append(p)
+        inner._params[pc.name] = SharedParameter(p)
+        inner._owners[pc.name] = owner
+    return inner, params

@@ -1,0 +1,416 @@
+"""The ``recurrent_layer_group`` layer: a step sub-network run once per time step.
+
+Inputs are the outer layers the group reads (in-link sources, static inputs, boot layers), in
+the order the attrs refer to them. attrs:
+
+- ``step_model``: the step's ModelConfig (as a dict); its layers include the agents;
+- ``in_links``: ``[{"input": i, "agent": name}]`` sequences (one row per step) or nested
+  sequences (one sub-sequence per step); all must have the same top-level lengths;
+- ``statics``: ``[{"input": i, "agent": name}]`` the same per-sample row (or sequence) every
+  step;
+- ``memories``: ``[{"agent", "link", "size", "boot": input index | None, "boot_bias": parameter
+  name | None, "boot_bias_act", "boot_const_id": int | None}]``: the agent holds layer
+  ``link``'s output of the previous step; at step 0 the boot layer's row, ``act(boot_bias)``,
+  the constant id, or zeros; a boot layer that is a sequence makes a sequence-valued memory
+  (each step sees the sample's whole sequence of the previous step);
+- ``out_links``: ``[{"layer": inner name, "name": outer name}]``: each step's output of
+  ``layer`` assembled into a sequence aligned with the in-link (a nested sequence when each
+  step's output is a sequence), exposed as ``extra_outputs[name]`` (read with ``get_output``);
+  the group's own output is the first;
+- ``reverse``: run each sequence from its last step; ``target_inlink``: index of the in-link
+  whose layout the out-links take (default: the first in-link that is a sequence; an in-link
+  that is not a sequence acts as a static input).
+
+Step t runs one frame (a :class:`~sculler.core.recurrent_group.StepNetwork` kept across
+batches) over the samples still active at t, sorted longest first; backward runs the frames
+in reverse, carrying the memories' gradients into the previous frame, and sums every
+parameter's gradient over the steps before its one ``inc_update``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sculler.core.activation import get_activation
+from sculler.core.argument import Argument
+from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import ModelConfig, ParameterConfig
+from sculler.core.parameter import Weight
+from sculler.core.recurrent_group import (
+    GroupPlan,
+    StepNetwork,
+    sequence_rows,
+    shared_parameters,
+    writable_grad,
+)
+from sculler.math.blas import col_sum
+
+
+def _step_model(config) -> ModelConfig:
+    return ModelConfig.from_dict(config.attrs["step_model"])
+
+
+@register_layer("recurrent_layer_group")
+class RecurrentGroupLayer(Layer):
+    """A recurrent group (see the module doc)."""
+
+    min_inputs = 1
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        outs = config.attrs.get("out_links") or []
+        if not outs:
+            raise ValueError(f"recurrent group {config.name!r} has no out-link")
+        model = _step_model(config)
+        return model.layer(outs[0]["layer"]).size
+
+    @classmethod
+    def extra_parameters(cls, config, inputs) -> list[ParameterConfig]:
+        return _step_model(config).parameters
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        a = self.config.attrs
+        self.model = _step_model(self.config)
+        self.inner_params, self.outer_params = shared_parameters(
+            parameter_map, self.model.parameters, owner=self.name, dtype=self.dtype)
+        self.in_links = a.get("in_links", [])
+        self.statics = a.get("statics", [])
+        self.memories = a.get("memories", [])
+        self.out_links = a["out_links"]
+        self.reverse = bool(a.get("reverse", False))
+        target = a.get("target_inlink")
+        self.target = None if target is None else int(target)
+        if not self.in_links and not a.get("generator"):
+            raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
+                             "sequence or a nested sequence")
+        self.boot_bias = {m["agent"]: Weight(parameter_map[m["boot_bias"]])
+                          for m in self.memories if m.get("boot_bias")}
+        remote = [pc.name for pc in self.model.parameters if pc.sparse_remote_update]
+        if remote:
+            raise NotImplementedError(f"recurrent group {self.name!r}: sparse remote update of "
+                                      f"parameters {remote} inside a group is not supported")
+        self.frames: list[StepNetwork] = []
+        self.extra_outputs = {o["name"]: Argument() for o in self.out_links}
+        self.output = self.extra_outputs[self.out_links[0]["name"]]
+
+    @property
+    def parameters(self):
+        return [p for p in self.outer_params]
+
+    def frame(self, t: int) -> StepNetwork:
+        """The step network of step ``t`` (built once, kept across batches)."""
+        while len(self.frames) <= t:
+            self.frames.append(StepNetwork(self.model, self.inner_params))
+        return self.frames[t]
+
+    # ---- forward ----
+    def _plan(self) -> GroupPlan:
+        """The layout of this batch; an in-link that is not a sequence acts as a static input
+        (each step gets the sample's row), as in PaddlePaddle."""
+        self.links = [link for link in self.in_links
+                      if self.get_input(link["input"]).seq_starts is not None]
+        self.batch_statics = self.statics + [link for link in self.in_links
+                                             if link not in self.links]
+        if not self.links:
+            raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
+                             "sequence or a nested sequence")
+        target_link = self.links[0] if self.target is None else self.in_links[self.target]
+        if target_link not in self.links:
+            raise ValueError(f"recurrent group {self.name!r}: the target in-link "
+                             f"{target_link['agent']!r} is not a sequence")
+        plans = []
+        for link in self.links:
+            arg = self.get_input(link["input"])
+            plans.append(GroupPlan(arg, self.reverse,
+                                   f"recurrent group {self.name!r} in-link {link['agent']!r}"))
+        target = plans[self.links.index(target_link)]
+        for link, plan in zip(self.links, plans):
+            if not np.array_equal(plan.lengths, target.lengths):
+                raise ValueError(
+                    f"recurrent group {self.name!r}: in-link {link['agent']!r} has sequence "
+                    f"lengths {plan.lengths.tolist()[:8]}, the target in-link has "
+                    f"{target.lengths.tolist()[:8]} (mismatched sequence length)")
+        self.plans = plans
+        return target
+
+    def _sorted_static(self, k: int, arg: Argument, plan: GroupPlan):
+        """(sorted rows of a static input, sorted seq_starts or None)."""
+        key = f"static{k}"
+        if arg.seq_starts is None:
+            if arg.batch_size != plan.num_samples:
+                raise ValueError(
+                    f"recurrent group {self.name!r}: static input "
+                    f"{self.batch_statics[k]['agent']!r} "
+                    f"has {arg.batch_size} rows, expected one per sample ({plan.num_samples})")
+            rows = plan.order
+            starts = None
+        else:
+            if arg.sub_seq_starts is not None:
+                raise NotImplementedError(f"recurrent group {self.name!r}: a nested static "
+                                          "input is not supported")
+            seq = np.asarray(arg.seq_starts)
+            if seq.size - 1 != plan.num_samples:
+                raise ValueError(
+                    f"recurrent group {self.name!r}: static input "
+                    f"{self.batch_statics[k]['agent']!r} "
+                    f"has {seq.size - 1} sequences, expected {plan.num_samples}")
+            rows, starts = sequence_rows(seq, plan.order)
+        self._bufs[key + "_rows"] = rows
+        if arg.value is None:
+            return arg.ids[rows], starts
+        out = self.scratch(key, (rows.size, arg.value.shape[1]))
+        np.take(arg.value, rows, axis=0, out=out)
+        return out, starts
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        plan = self._plan()
+        self.plan = plan
+        links = []
+        for k, link in enumerate(self.links):
+            arg, p = self.get_input(link["input"]), self.plans[k]
+            if arg.value is not None:
+                buf = self.scratch(f"in{k}", (p.rows.size, arg.value.shape[1]))
+                np.take(arg.value, p.rows, axis=0, out=buf)
+                links.append((buf, None))
+            else:
+                links.append((None, arg.ids[p.rows]))
+        statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
+                   for k, s in enumerate(self.batch_statics)]
+        n0 = plan.frames[0][0] if plan.num_steps else 0
+        boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
+        for t in range(plan.num_steps):
+            net = self.frame(t)
+            n = plan.frames[t][0]
+            for k, link in enumerate(self.links):
+                _, lo, hi, inner = self.plans[k].frames[t]
+                value, ids = links[k]
+                _set(net.layers[link["agent"]].output,
+                     value[lo:hi] if value is not None else None,
+                     ids[lo:hi] if ids is not None else None, inner)
+            for k, s in enumerate(self.batch_statics):
+                value, starts = statics[k]
+                rows = n if starts is None else int(starts[n])
+                arg = net.layers[s["agent"]].output
+                if value.dtype.kind in "iu":
+                    _set(arg, None, value[:rows], None if starts is None else starts[: n + 1])
+                else:
+                    _set(arg, value[:rows], None, None if starts is None else starts[: n + 1])
+            for k, m in enumerate(self.memories):
+                arg = net.layers[m["agent"]].output
+                if t == 0:
+                    _set(arg, *boots[k])
+                    continue
+                src = self.frames[t - 1].layers[m["link"]].output
+                rows, starts = n, None
+                if src.seq_starts is not None:  # a sequence-valued memory: the first n
+                    starts = src.seq_starts[: n + 1]
+                    rows = int(starts[-1])
+                _set(arg, None if src.value is None else src.value[:rows],
+                     None if src.ids is None else src.ids[:rows], starts)
+            net.run_forward(pass_type)
+        self._gather_out_links(plan)
+
+    def _boot(self, m: dict, samples, num_samples: int):
+        """(value, ids, seq_starts) of memory ``m`` at step 0 for the samples ``samples`` (of
+        ``num_samples``), in that order; a boot layer that is a sequence makes the memory a
+        sequence (each sample's whole boot sequence)."""
+        n0 = len(samples)
+        size = int(m["size"])
+        if m.get("boot") is not None:
+            arg = self.get_input(m["boot"])
+            count = arg.batch_size if arg.seq_starts is None else arg.num_sequences
+            if arg.sub_seq_starts is not None:
+                raise ValueError(f"recurrent group {self.name!r}: memory {m['agent']!r} cannot "
+                                 "boot from a nested sequence")
+            if count != num_samples:
+                raise ValueError(
+                    f"recurrent group {self.name!r}: boot layer of memory {m['agent']!r} has "
+                    f"{count} rows or sequences, expected one per sample ({num_samples})")
+            rows, starts = (samples, None) if arg.seq_starts is None else sequence_rows(
+                arg.seq_starts, samples)
+            self._bufs["bootrows_" + m["agent"]] = rows
+            if arg.value is None:
+                return None, arg.ids[rows], starts
+            buf = self.scratch("boot_" + m["agent"], (rows.size, size))
+            np.take(arg.value, rows, axis=0, out=buf)
+            return buf, None, starts
+        if m.get("boot_const_id") is not None:
+            return None, np.full(n0, int(m["boot_const_id"]), dtype=np.int64), None
+        buf = self.scratch("boot_" + m["agent"], (n0, size))
+        if m.get("boot_bias"):
+            buf[...] = self.boot_bias[m["agent"]].w.reshape(1, -1)
+            get_activation(m.get("boot_bias_act")).forward(buf)
+        else:
+            buf[...] = 0
+        return buf, None, None
+
+    def _out_layout(self, o: dict, plan: GroupPlan):
+        """(time-major row -> packed row, per-step (first, end) time-major rows, seq_starts,
+        sub_seq_starts) of out-link ``o``: a sequence over the steps when each step gives one
+        row per sample, else a nested sequence with one sub-sequence per step."""
+        outs = [self.frames[t].layers[o["layer"]].output for t in range(plan.num_steps)]
+        steps = plan.batch.step_starts
+        if not outs or outs[0].seq_starts is None:
+            bounds = [(int(steps[t]), int(steps[t + 1])) for t in range(plan.num_steps)]
+            return plan.units, bounds, plan.unit_seq_starts, None
+        lens, bounds, off = [], [], 0
+        for t, src in enumerate(outs):
+            ss = np.asarray(src.seq_starts, dtype=np.int64)
+            if ss.size - 1 != plan.frames[t][0]:
+                raise ValueError(f"recurrent group {self.name!r}: out-link {o['layer']!r} has "
+                                 f"{ss.size - 1} sequences at step {t}, expected one per active "
+                                 f"sample ({plan.frames[t][0]})")
+            lens.append(np.diff(ss))
+            bounds.append((off, off + int(ss[-1])))
+            off += int(ss[-1])
+        lens_tm = np.concatenate(lens)
+        packed_lens = np.empty_like(lens_tm)
+        packed_lens[plan.units] = lens_tm
+        sub = np.zeros(lens_tm.size + 1, dtype=np.int64)
+        np.cumsum(packed_lens, out=sub[1:])
+        tm = np.zeros(lens_tm.size + 1, dtype=np.int64)
+        np.cumsum(lens_tm, out=tm[1:])
+        rows = np.repeat(sub[plan.units] - tm[:-1], lens_tm) + np.arange(off)
+        return rows, bounds, sub[plan.unit_seq_starts], sub
+
+    def _gather_out_links(self, plan: GroupPlan) -> None:
+        self.layouts = []
+        for o in self.out_links:
+            arg = self.extra_outputs[o["name"]]
+            rows, bounds, seq_starts, sub_seq_starts = self._out_layout(o, plan)
+            self.layouts.append((rows, bounds))
+            width = self.model.layer(o["layer"]).size
+            value = self.scratch("out_" + o["name"], (rows.size, width))
+            ids = None
+            for t, (a, b) in enumerate(bounds):
+                src = self.frames[t].layers[o["layer"]].output
+                if src.value is not None:
+                    _check_rows(self.name, o["layer"], src.value.shape[0], b - a, t)
+                    value[a:b] = src.value
+                if src.ids is not None:
+                    if ids is None:
+                        ids = np.empty(rows.size, dtype=np.int64)
+                    ids[a:b] = src.ids
+            packed = self.scratch("packed_" + o["name"], (rows.size, width))
+            packed[rows] = value
+            arg.value = packed
+            arg.ids = None
+            if ids is not None:
+                arg.ids = np.empty_like(ids)
+                arg.ids[rows] = ids
+            arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_seq_starts
+            arg.grad = None
+            if self.need_gradient:
+                grad = self.scratch("grad_" + o["name"], (rows.size, width))
+                grad[...] = 0
+                arg.grad = grad
+
+    # ---- backward ----
+    def backward(self, callback=None) -> None:
+        plan = self.plan
+        out_grads = []
+        for o, (rows, bounds) in zip(self.out_links, self.layouts):
+            arg = self.extra_outputs[o["name"]]
+            g = self.scratch("outgrad_" + o["name"], arg.grad.shape)
+            np.take(arg.grad, rows, axis=0, out=g)
+            out_grads.append((g, bounds))
+        link_grads = []
+        for k, link in enumerate(self.links):
+            arg = self.get_input(link["input"])
+            if arg.value is None:
+                link_grads.append(None)
+                continue
+            g = self.scratch(f"ingrad{k}", (self.plans[k].rows.size, arg.value.shape[1]))
+            g[...] = 0
+            link_grads.append(g)
+        static_acc = []
+        for k, s in enumerate(self.batch_statics):
+            arg = self.get_input(s["input"])
+            if arg.value is None:
+                static_acc.append(None)
+                continue
+            acc = self.scratch(f"staticgrad{k}", (self._bufs[f"static{k}_rows"].size,
+                                                   arg.value.shape[1]))
+            acc[...] = 0
+            static_acc.append(acc)
+        for t in reversed(range(plan.num_steps)):
+            net = self.frames[t]
+            n, lo, hi, _ = plan.frames[t]
+            for o, (g, bounds) in zip(self.out_links, out_grads):
+                dst = writable_grad(net.layers[o["layer"]])
+                if dst is not None:
+                    a, b = bounds[t]
+                    dst += g[a:b]
+            for k, link in enumerate(self.links):
+                if link_grads[k] is not None:
+                    _, a, b, _ = self.plans[k].frames[t]
+                    net.layers[link["agent"]].output.grad = link_grads[k][a:b]
+            statics = []
+            for k, s in enumerate(self.batch_statics):
+                arg = net.layers[s["agent"]].output
+                if static_acc[k] is None:
+                    continue
+                g = self.scratch(f"staticstep{k}", arg.value.shape)
+                g[...] = 0
+                arg.grad = g
+                statics.append((k, g))
+            memories = []
+            for m in self.memories:
+                arg = net.layers[m["agent"]].output
+                if arg.value is None:
+                    arg.grad = None
+                    continue
+                g = self.scratch("memgrad_" + m["agent"], arg.value.shape)
+                g[...] = 0
+                arg.grad = g
+                memories.append((m, g))
+            net.run_backward()
+            for k, g in statics:
+                static_acc[k][: g.shape[0]] += g
+            for m, g in memories:
+                if t > 0:
+                    dst = writable_grad(self.frames[t - 1].layers[m["link"]])
+                    if dst is not None:
+                        dst[: g.shape[0]] += g
+                else:
+                    self._boot_backward(m, g, plan, callback)
+        for k, link in enumerate(self.links):
+            dst = self.get_input_grad(link["input"])
+            if dst is not None and link_grads[k] is not None:
+                dst[self.plans[k].rows] += link_grads[k]
+        for k, s in enumerate(self.batch_statics):
+            dst = self.get_input_grad(s["input"])
+            if dst is not None and static_acc[k] is not None:
+                dst[self._bufs[f"static{k}_rows"]] += static_acc[k]
+        for p in self.outer_params:
+            q = self.inner_params[p.name]
+            if q.touched_rows:
+                p.touched_rows.extend(q.touched_rows)
+                q.touched_rows = []
+            if p.grad is not None:
+                p.inc_update(callback)
+
+    def _boot_backward(self, m: dict, g, plan: GroupPlan, callback) -> None:
+        if m.get("boot") is not None:
+            dst = self.get_input_grad(m["boot"])
+            if dst is not None:
+                dst[self._bufs["bootrows_" + m["agent"]]] += g
+        elif m.get("boot_bias"):
+            w = self.boot_bias[m["agent"]]
+            if w.w_grad is not None:
+                value = self._bufs["boot_" + m["agent"]][: g.size].reshape(g.shape)
+                get_activation(m.get("boot_bias_act")).backward(None, value, g)
+                col_sum(g, w.w_grad)
+
+
+def _set(arg: Argument, value, ids, seq_starts) -> None:
+    arg.value, arg.ids, arg.seq_starts, arg.sub_seq_starts = value, ids, seq_starts, None
+    arg.grad = None
+
+
+def _check_rows(group: str, layer: str, got: int, want: int, t: int) -> None:
+    if got != want:
+        raise ValueError(f"recurrent group {group!r}: out-link {layer!r} has {got} rows at step "
+                         f"{t}, expected {want} (one per active sample or in-link row)")
