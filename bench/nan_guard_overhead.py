@@ -45,4 +45,5 @@ def main(batch: int = 128, repeats: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    for size in (128, 512):
+        main(batch=size)

@@ -1,7 +1,8 @@
 """Find where NaN/Inf entered a network, only once something is already non-finite.
 
-The trainer checks the batch cost (free: it is summed anyway) and one float64 sum per
-parameter gradient after backward (O(parameters), no allocation); only when either is
+The trainer checks the batch cost (free: it is summed anyway) and one BLAS dot per parameter
+gradient after backward (O(parameters), no allocation: a memory-bound read of every gradient,
+a few percent of a small batch); only when either is
 non-finite does it call :func:`locate_forward` / :func:`locate_backward`, which walk the
 layers in topological order (backward: in the order backward runs, re-running it one layer
 at a time) and name the first layer whose output (forward) or input/parameter gradient
@@ -64,16 +65,32 @@ def locate_forward(network: Any, pass_id: int, batch_id: int) -> str:
     return f"the cost is non-finite in {_where(pass_id, batch_id)} but no layer output is"
 
 
+_ONES: dict[tuple, Any] = {}
+
+
+def _ones(xp: Any, dtype: Any, n: int) -> Any:
+    """A cached ones vector of at least ``n`` elements (grown, never shrunk)."""
+    key = (xp.__name__, str(dtype))
+    ones = _ONES.get(key)
+    if ones is None or ones.size < n:
+        ones = _ONES[key] = xp.ones(max(n, 1024), dtype=dtype)
+    return ones[:n]
+
+
 def gradients_finite(network: Any) -> bool:
-    """Whether every parameter gradient of the last backward is finite (one float64 sum per
-    gradient; touched rows only for sparse-update parameters)."""
+    """Whether every parameter gradient of the last backward sums to a finite number: one
+    BLAS dot with a cached ones vector per gradient (touched rows only for sparse-update
+    parameters). A finite-valued gradient whose sum overflows reads as non-finite; the
+    caller's localisation then finds nothing and training goes on."""
     for p in network.used_parameters:
         g = p.grad
         if g is None:
             continue
         if p.config.sparse_update:
             g = g[p.touched_rows_array()]
-        if not math.isfinite(float(g.sum(dtype=np.float64))):
+        flat = g.reshape(-1)
+        xp = backend.get_array_module(flat)
+        if not math.isfinite(float(flat @ _ones(xp, flat.dtype, flat.size))):
             return False
     return True
 
