@@ -26,7 +26,7 @@ from sculler import event as E
 from sculler.backend import to_numpy
 from sculler.core.evaluator import create_evaluator, metrics_of
 from sculler.core.layer import PASS_TEST, PASS_TRAIN
-from sculler.core.nan_guard import NonFiniteError, gradients_finite, locate_backward, locate_forward
+from sculler.core.nan_guard import NonFiniteError, locate_forward
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
 from sculler.data_feeder import DataFeeder
@@ -95,6 +95,7 @@ class SGD:
         self._next_pass = 0
         self._next_batch = 0
         self._resume = False
+        self._last_backward: tuple[int, int] | None = None  # (pass, batch), for the NaN guard
         self._batches_per_pass: int | None = None
 
     # ------------------------------------------------------------------ training
@@ -135,6 +136,7 @@ class SGD:
         if not self._resume:
             self._next_pass = self._next_batch = 0
         self._resume = False
+        self._last_backward = None
         average = self.optimizer.model_average
         if average is not None:
             average.restore()  # train on the raw values
@@ -198,17 +200,14 @@ class SGD:
 
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
-        net.zero_grad()
         net.forward(args, PASS_TRAIN)
         cost_sum = net.total_cost()
-        if not math.isfinite(cost_sum):
-            raise NonFiniteError(locate_forward(net, pass_id, batch_id))
+        if not math.isfinite(cost_sum):  # the previous backward's gradients are still there
+            raise NonFiniteError(locate_forward(net, pass_id, batch_id, self._last_backward))
+        net.zero_grad()
         self._ready.clear()
         net.backward(self._ready.append)
-        if not gradients_finite(net):
-            message = locate_backward(net, pass_id, batch_id)
-            if message is not None:
-                raise NonFiniteError(message)
+        self._last_backward = (pass_id, batch_id)
         return cost_sum
 
     def _update(self, frozen: set[str]) -> None:

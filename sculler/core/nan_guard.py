@@ -1,24 +1,23 @@
 """Find where NaN/Inf entered a network, only once something is already non-finite.
 
-The trainer checks the batch cost (free: it is summed anyway) and one BLAS dot per parameter
-gradient after backward (O(parameters), no allocation: a memory-bound read of every gradient,
-a few percent of a small batch); only when either is
-non-finite does it call :func:`locate_forward` / :func:`locate_backward`, which walk the
-layers in topological order (backward: in the order backward runs, re-running it one layer
-at a time) and name the first layer whose output (forward) or input/parameter gradient
-(backward) is non-finite, and whether the input data itself already was.
+The trainer checks one number per batch, the cost (free: it is summed anyway). A non-finite
+gradient makes the parameters it updates non-finite, so it shows in the next batch's cost.
+Only then does :func:`locate_forward` walk the layers in topological order and name the
+first whose output is non-finite: a data layer (the data itself), a layer whose parameters
+hold NaN/Inf, or one that overflowed on finite inputs. For diverged parameters it reads the
+gradients the previous backward left (the trainer clears them only after the cost check) and
+names the first layer, in the order backward ran, whose parameter gradients were non-finite.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from sculler import backend
 
-__all__ = ["NonFiniteError", "gradients_finite", "locate_backward", "locate_forward"]
+__all__ = ["NonFiniteError", "locate_forward"]
 
 
 class NonFiniteError(FloatingPointError):
@@ -29,99 +28,55 @@ def _finite(array: Any) -> bool:
     return array is None or bool(np.isfinite(backend.to_numpy(array)).all())
 
 
-def _bad_data(network: Any) -> list[str]:
-    return [d.name for d in network.data_layers if not _finite(d.output.value)]
-
-
-def _where(pass_id: int, batch_id: int) -> str:
-    return f"pass {pass_id}, batch {batch_id}"
-
-
 def _data_note(network: Any) -> str:
-    bad = _bad_data(network)
+    bad = [d.name for d in network.data_layers if not _finite(d.output.value)]
     if bad:
         return (f"the input data itself is non-finite in data layer(s) {bad}: check the "
                 "reader")
     return "the input data is finite"
 
 
-def locate_forward(network: Any, pass_id: int, batch_id: int) -> str:
+def _first_bad_backward(network: Any) -> tuple[Any, list[str]] | None:
+    """The first layer, in the order backward runs, with a non-finite parameter gradient."""
+    for layer in reversed(network.order):
+        bad = [p.name for p in layer.parameters if p.grad is not None and not _finite(p.grad)]
+        if bad:
+            return layer, bad
+    return None
+
+
+def _divergence(network: Any, previous: tuple[int, int] | None) -> str:
+    if previous is None:
+        return ("they held NaN/Inf before this training run started (set by hand or by an "
+                "earlier run)")
+    where = f"pass {previous[0]}, batch {previous[1]}"
+    found = _first_bad_backward(network)
+    if found is None:
+        return (f"the gradients of {where} were finite, so the update itself overflowed: "
+                "lower the learning rate or clip gradients")
+    layer, params = found
+    return (f"the backward of {where} made them so: the first layer, in backward order, whose "
+            f"gradient is NaN/Inf is {layer.name!r} ({layer.type_name}), for {params}")
+
+
+def locate_forward(network: Any, pass_id: int, batch_id: int,
+                   previous: tuple[int, int] | None = None) -> str:
     """Message naming the first layer (topological order) whose forward output is
-    non-finite, its inputs and parameters that are, and whether the data already was."""
+    non-finite, why (data, diverged parameters and the backward that diverged them, or the
+    layer's own overflow), and whether the data already was. ``previous``: the pass and
+    batch of the last backward of this run (None before the first)."""
+    where = f"pass {pass_id}, batch {batch_id}"
     for layer in network.order:
         if _finite(layer.output.value):
             continue
         if layer.type_name == "data":
-            return (f"non-finite values in {_where(pass_id, batch_id)}, forward: data layer "
-                    f"{layer.name!r} received NaN/Inf; {_data_note(network)}")
+            return (f"non-finite values in {where}, forward: data layer {layer.name!r} "
+                    f"received NaN/Inf; {_data_note(network)}")
         bad_params = [p.name for p in layer.parameters if not _finite(p.value)]
-        cause = (f"its parameter(s) {bad_params} hold NaN/Inf (an earlier update diverged: "
-                 "lower the learning rate or clip gradients)" if bad_params else
+        cause = (f"its parameter(s) {bad_params} hold NaN/Inf; {_divergence(network, previous)}"
+                 if bad_params else
                  f"its inputs {[i.name for i in layer.inputs]} and parameters are finite, so "
                  "the layer's own computation overflowed or divided by zero")
-        return (f"non-finite values in {_where(pass_id, batch_id)}, forward: the first layer "
-                f"with a NaN/Inf output is {layer.name!r} ({layer.type_name}); {cause}; "
-                f"{_data_note(network)}")
-    return f"the cost is non-finite in {_where(pass_id, batch_id)} but no layer output is"
-
-
-_ONES: dict[tuple, Any] = {}
-
-
-def _ones(xp: Any, dtype: Any, n: int) -> Any:
-    """A cached ones vector of at least ``n`` elements (grown, never shrunk)."""
-    key = (xp.__name__, str(dtype))
-    ones = _ONES.get(key)
-    if ones is None or ones.size < n:
-        ones = _ONES[key] = xp.ones(max(n, 1024), dtype=dtype)
-    return ones[:n]
-
-
-def gradients_finite(network: Any) -> bool:
-    """Whether every parameter gradient of the last backward sums to a finite number: one
-    BLAS dot with a cached ones vector per gradient (touched rows only for sparse-update
-    parameters). A finite-valued gradient whose sum overflows reads as non-finite; the
-    caller's localisation then finds nothing and training goes on."""
-    for p in network.used_parameters:
-        g = p.grad
-        if g is None:
-            continue
-        if p.config.sparse_update:
-            g = g[p.touched_rows_array()]
-        flat = g.reshape(-1)
-        xp = backend.get_array_module(flat)
-        if not math.isfinite(float(flat @ _ones(xp, flat.dtype, flat.size))):
-            return False
-    return True
-
-
-def _gradients_of(layer: Any) -> list[tuple[str, Any]]:
-    out = [(f"input {i.name!r}", i.output.grad) for i in layer.inputs]
-    out += [(f"parameter {p.name!r}", p.grad) for p in layer.parameters]
-    return out
-
-
-def locate_backward(network: Any, pass_id: int, batch_id: int) -> str | None:
-    """Re-run backward one layer at a time (gradients zeroed first, no parameter callbacks)
-    and name the first layer after whose backward a gradient it writes (an input's or a
-    parameter's) is non-finite. None when no gradient is (a float64 sum overflowed)."""
-    for layer in network.order:
-        if layer.output.grad is not None:
-            layer.output.grad[...] = 0
-    for p, users in network._used.values():
-        p.grad[...] = 0
-        p.expect_users(users)
-    for layer in network.cost_layers():
-        if layer.output.grad is not None:
-            layer.output.grad[...] = 1.0
-    for layer in reversed(network.order):
-        if not layer.need_gradient:
-            continue
-        layer.backward(None)
-        bad = [name for name, g in _gradients_of(layer) if not _finite(g)]
-        if bad:
-            return (f"non-finite values in {_where(pass_id, batch_id)}, backward: the first "
-                    f"layer whose backward gives NaN/Inf is {layer.name!r} "
-                    f"({layer.type_name}), in the gradient of {bad}, while the gradient "
-                    f"reaching it is finite; {_data_note(network)}")
-    return None
+        return (f"non-finite values in {where}, forward: the first layer with a NaN/Inf "
+                f"output is {layer.name!r} ({layer.type_name}); {cause}; {_data_note(network)}")
+    return f"the cost is non-finite in {where} but no layer output is"

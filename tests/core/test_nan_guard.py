@@ -1,5 +1,6 @@
 """The trainer's NaN/Inf guard names the first layer (topological order) where a non-finite
-value appears, forward or backward, with the pass and batch and whether the data was."""
+value appears (its output forward, its gradient in the backward before), with the pass and
+batch and whether the data was; the trainer checks nothing but the cost while all is finite."""
 
 import numpy as np
 import pytest
@@ -47,8 +48,8 @@ def test_non_finite_data_is_reported_at_the_data_layer():
 def test_diverged_parameter_is_named_at_its_layer():
     cost = _regression(hidden_act=paddle.activation.Linear())
     with pytest.raises(FloatingPointError, match="first layer with a NaN/Inf output is "
-                       "'hidden' \\(fc\\).*parameter\\(s\\) \\['_hidden.w0'\\].*input data is "
-                       "finite"):
+                       "'hidden' \\(fc\\).*parameter\\(s\\) \\['_hidden.w0'\\].*before this "
+                       "training run.*input data is finite"):
         _train(cost, [_batch()], **{"_hidden.w0": np.full((3, 2), np.inf, np.float32)})
 
 
@@ -61,13 +62,28 @@ def test_layer_that_overflows_on_finite_inputs():
 
 
 def test_non_finite_gradient_names_the_backward_layer():
-    # sqrt(0) = 0 is finite forward; its derivative 1 / (2 sqrt(0)) is not.
+    # sqrt(0) = 0 is finite forward; its derivative 1 / (2 sqrt(0)) is not: batch 0's backward
+    # gives 'hidden' an infinite gradient, the update makes its weights NaN, batch 1 shows it
     cost = _regression(hidden_act=paddle.activation.Sqrt())
     zeros = {"_hidden.w0": np.zeros((3, 2), np.float32),
              "_hidden.wbias": np.zeros((1, 2), np.float32)}
-    with pytest.raises(NonFiniteError, match="pass 0, batch 0, backward: the first layer whose "
-                       "backward gives NaN/Inf is 'hidden' \\(fc\\).*parameter '_hidden.w0'"):
-        _train(cost, [_batch()], **zeros)
+    with pytest.raises(NonFiniteError, match="pass 0, batch 1, forward: the first layer with a "
+                       "NaN/Inf output is 'hidden'.*the backward of pass 0, batch 0 made them so: "
+                       "the first layer, in backward order, whose gradient is NaN/Inf is "
+                       "'hidden' \\(fc\\), for \\['_hidden.w0'"):
+        _train(cost, [_batch(), _batch()], **zeros)
+
+
+def test_diverging_update_with_finite_gradients():
+    cost = _regression(hidden_act=paddle.activation.Linear())
+    params = paddle.parameters.create(cost)
+    for name in params.names():
+        params.set(name, np.ones(params.get_shape(name), np.float32))
+    # finite gradients times a rate beyond float32's range: the update overflows
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=1e39))
+    with pytest.raises(NonFiniteError, match="gradients of pass 0, batch 0 were finite, so the "
+                       "update itself overflowed"):
+        trainer.train(lambda: iter([_batch(), _batch()]), show_progress=False)
 
 
 def test_guard_lets_finite_training_through_and_keeps_gradients():
