@@ -3,6 +3,9 @@ v1 configs, the v2 API and eager PyLayers on one set of NumPy kernels."""
 
 __version__ = "0.1.0"
 
+# every built-in layer type registers here, before anything can look one up (the one place)
+import sculler.layers  # noqa: E402,F401,I001
+
 # --- eager mode exports (owned by sculler/eager; keep this block together) ---------------
 from sculler import autograd, nn  # noqa: E402,F401,I001
 from sculler.eager.api import *  # noqa: E402,F401,F403

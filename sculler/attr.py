@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sculler.validate import boolean, number, probability
+
 __all__ = ["Param", "ParamAttr", "ParameterAttribute", "Extra", "ExtraAttr",
            "ExtraLayerAttribute", "Hook", "HookAttr"]
 
@@ -29,8 +31,8 @@ class ParameterAttribute:
                  learning_rate: float | None = None, momentum: float | None = None,
                  gradient_clipping_threshold: float | None = None, sparse_update: bool = False,
                  update_hooks: Any = None, initializer: Callable[[str], Any] | None = None):
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"Param name must be a str, got {name!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"Param name must be a non-empty str, got {name!r}")
         if update_hooks is not None:
             raise NotImplementedError("Param(update_hooks=...) (pruning hooks) is not supported")
         if initializer is not None and not callable(initializer):
@@ -41,24 +43,28 @@ class ParameterAttribute:
         self.name = name
         self.initializer = initializer
         a: dict[str, Any] = {}
-        if is_static:
+        if boolean(is_static, "Param(is_static=...)"):
             a["is_static"] = True
-        if sparse_update:
+        if boolean(sparse_update, "Param(sparse_update=...)"):
             a["sparse_update"] = True
         if initial_min is not None:
-            if initial_min > initial_max:
+            low = number(initial_min, "Param(initial_min=...)")
+            high = number(initial_max, "Param(initial_max=...)")
+            if low > high:
                 raise ValueError(f"initial_min {initial_min} > initial_max {initial_max}")
-            a.update(initial_strategy="uniform", initial_min=float(initial_min),
-                     initial_max=float(initial_max))
+            a.update(initial_strategy="uniform", initial_min=low, initial_max=high)
         if initial_std is not None:
-            a["initial_std"] = float(initial_std)
+            a["initial_std"] = number(initial_std, "Param(initial_std=...)", low=0.0)
         if initial_mean is not None:
-            a["initial_mean"] = float(initial_mean)
-        for key, val in (("decay_rate_l1", l1_rate), ("decay_rate", l2_rate),
-                         ("learning_rate", learning_rate), ("momentum", momentum),
-                         ("gradient_clipping_threshold", gradient_clipping_threshold)):
+            a["initial_mean"] = number(initial_mean, "Param(initial_mean=...)")
+        for key, val, arg in (("decay_rate_l1", l1_rate, "l1_rate"),
+                              ("decay_rate", l2_rate, "l2_rate"),
+                              ("learning_rate", learning_rate, "learning_rate"),
+                              ("momentum", momentum, "momentum"),
+                              ("gradient_clipping_threshold", gradient_clipping_threshold,
+                               "gradient_clipping_threshold")):
             if val is not None:
-                a[key] = float(val)
+                a[key] = number(val, f"Param({arg}=...)", low=0.0)
         self.attrs = a
 
     def to_weight_attrs(self) -> dict[str, Any]:
@@ -85,11 +91,10 @@ class ExtraLayerAttribute:
         if device is not None and device != -1:
             raise NotImplementedError(f"Extra(device={device!r}): per-layer device placement is "
                                       "not supported; use init(use_gpu=...)")
-        if drop_rate is not None and not 0.0 <= drop_rate < 1.0:
-            raise ValueError(f"drop_rate must be in [0, 1), got {drop_rate!r}")
-        self.drop_rate = float(drop_rate or 0.0)
-        self.error_clipping_threshold = (None if error_clipping_threshold is None
-                                         else float(error_clipping_threshold))
+        self.drop_rate = 0.0 if drop_rate is None else probability(drop_rate,
+                                                                  "Extra(drop_rate=...)")
+        self.error_clipping_threshold = (None if error_clipping_threshold is None else number(
+            error_clipping_threshold, "Extra(error_clipping_threshold=...)", low=0.0))
         self.device = device
 
 

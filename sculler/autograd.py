@@ -56,7 +56,9 @@ class PyLayerContext:
         self._non_diff = tensors
 
     def mark_not_inplace(self, *tensors: Tensor) -> None:
-        """Inputs returned as outputs are wrapped in new tensors; recorded for Paddle parity."""
+        """Inputs that forward may return unchanged: each comes back as a new tensor over the
+        same values, linked to the input by this op (otherwise returning an input leaf that
+        needs a gradient is an error)."""
         self._not_inplace = tensors
 
     def set_materialize_grads(self, value: bool) -> None:
@@ -142,13 +144,15 @@ class PyLayer:
             return out
         mapping = {}
         in_ids = {id(x) for x in ins}
+        marked = {id(x) for x in ctx._not_inplace}
         for i, o in enumerate(outs):
             if id(o) in in_ids or o._node is not None or not o.stop_gradient:
-                if o._node is None and not o.stop_gradient and id(o) in in_ids:
+                if (o._node is None and not o.stop_gradient and id(o) in in_ids
+                        and id(o) not in marked):
                     raise ValueError(
                         f"{cls.__name__}.forward returned its input leaf tensor {o.name} "
-                        "(stop_gradient=False) unchanged; return a new tensor, e.g. "
-                        "x.clone() or x * 1")
+                        "(stop_gradient=False) unchanged; call ctx.mark_not_inplace(x) in "
+                        "forward to return it as a new tensor, or return x.clone()")
                 new = _wrap(o._array)
                 mapping[id(o)] = new
                 outs[i] = new
@@ -202,10 +206,13 @@ def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
                 f"{cls.__name__}.backward returned a {type(res).__name__}; it must return a "
                 f"Tensor, or a tuple/list of {n_args} gradients (one per input tensor, a list "
                 "for a list of tensors, None for no gradient)")
+        if isinstance(res, list) and n_args == 1 and groups[0] is not None:
+            res = (res,)  # as Paddle: a list is one value, here the one list argument's
         if len(res) != n_args:
             raise ValueError(
                 f"{cls.__name__}.backward returned {len(res)} gradients but forward received "
-                f"{n_args} tensor inputs; return exactly one gradient (or None) per input")
+                f"{n_args} tensor inputs; return exactly one gradient (or None) per input (a "
+                "list for a list of tensors)")
         flat = []
         for i, (r, k) in enumerate(zip(res, groups)):
             if k is None:

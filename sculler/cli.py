@@ -334,7 +334,7 @@ def infer_command(args: argparse.Namespace) -> int:
 
 def write_array(path: str, data: np.ndarray) -> None:
     """Save ``data`` as .npy or .csv (by the extension), atomically."""
-    from sculler.parameters import atomic_write
+    from sculler.fileio import atomic_write
 
     if path.endswith(".npy"):
         atomic_write(path, lambda f: np.save(f, data, allow_pickle=False))

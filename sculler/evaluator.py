@@ -12,21 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from sculler.core.model_config import EvaluatorConfig
+from sculler.v2 import evaluators as _more
+from sculler.v2.evaluators import *  # noqa: F401,F403
+from sculler.v2.evaluators import attach as _attach
 from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["classification_error", "sum", "auc"]
-
-
-def _attach(type_name: str, fn: str, layers: list[Any], name: str | None,
-            attrs: dict[str, Any]) -> EvaluatorConfig:
-    for i, layer in enumerate(layers):
-        if not isinstance(layer, LayerOutput):
-            raise TypeError(f"{fn}: input {i} must be a layer (LayerOutput), got "
-                            f"{type(layer).__name__}")
-    config = EvaluatorConfig(name or f"{fn}_evaluator", type_name,
-                             [layer.name for layer in layers], attrs)
-    layers[0].evaluators.append(config)
-    return config
 
 
 def classification_error(input: LayerOutput, label: LayerOutput,  # noqa: A002
@@ -59,8 +50,5 @@ def auc(input: LayerOutput, label: LayerOutput, name: str | None = None,  # noqa
         raise NotImplementedError("auc(weight=...) is not supported")
     return _attach("auc", "auc", [input, label], name, {})
 
-
-from sculler.v2 import evaluators as _more  # noqa: E402
-from sculler.v2.evaluators import *  # noqa: E402,F401,F403
 
 __all__ += _more.__all__

@@ -13,8 +13,10 @@ from sculler.backend import to_numpy
 from sculler.core.layer import PASS_TEST
 from sculler.core.network import Network
 from sculler.data_feeder import DataFeeder
+from sculler.fileio import FileFormatError, describe
 from sculler.parameters import Parameters
 from sculler.topology import Topology
+from sculler.validate import positive_int
 
 __all__ = ["Inference", "infer"]
 
@@ -34,7 +36,11 @@ class Inference:
             if parameters is None:
                 if ptar is None:
                     raise ValueError("the inference file holds no parameters; pass parameters=")
-                parameters = Parameters.from_tar(io.BytesIO(ptar))
+                try:
+                    parameters = Parameters.from_tar(io.BytesIO(ptar))
+                except FileFormatError as e:
+                    raise FileFormatError(f"Inference: the parameters.tar entry of "
+                                          f"{describe(fileobj)} is damaged: {e}") from e
         elif output_layer is None:
             raise ValueError("Inference needs output_layer (with parameters) or fileobj")
         else:
@@ -53,7 +59,7 @@ class Inference:
                                  f"needs {pc.dims}")
         self.topology = topo
         self.network = Network(mc, parameters.parameter_set)
-        self.batch_size = int(batch_size)
+        self.batch_size = positive_int(batch_size, "Inference(batch_size=...)")
 
     def iter_infer(self, input: Sequence[Any], feeding: Any = None,  # noqa: A002
                    field: str | list[str] = "value") -> Iterator[list[np.ndarray]]:

@@ -43,6 +43,8 @@ def data(name: str, type: InputType, height: int | None = None,  # noqa: A002
          width: int | None = None, depth: int | None = None, layer_attr: Any = None,
          **kw: Any) -> LayerOutput:
     """A data layer: where field ``name`` of each sample enters (width ``type.dim``)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"data layer: name must be a non-empty str, got {name!r}")
     if not isinstance(type, InputType):
         raise TypeError(f"data layer {name!r}: type must be a paddle.data_type input type such "
                         f"as dense_vector(784), got {type!r}")

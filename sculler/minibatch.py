@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from sculler.validate import boolean, iterate_reader, require_reader
+
 __all__ = ["batch"]
 
 
@@ -25,10 +27,12 @@ def batch(
     batch_size = int(batch_size)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be a positive int, got {batch_size}")
+    require_reader(reader, "paddle.batch(reader)")
+    drop_last = boolean(drop_last, "paddle.batch(drop_last=...)")
 
     def batch_reader() -> Iterator[list]:
         b: list = []
-        for sample in reader():
+        for sample in iterate_reader(reader, "paddle.batch(reader)"):
             b.append(sample)
             if len(b) == batch_size:
                 yield b

@@ -9,10 +9,8 @@ float32, and ``<name>.protobuf`` holding its ParameterConfig (name, size, dims).
 from __future__ import annotations
 
 import io
-import os
 import struct
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -20,9 +18,11 @@ import numpy as np
 from sculler import backend
 from sculler.core.model_config import ParameterConfig
 from sculler.core.parameter import ParameterSet
-from sculler.topology import Topology, binary
+from sculler.fileio import FileFormatError, atomic_write, binary, read_tar
+from sculler.topology import Topology
 from sculler.v2 import runtime
 from sculler.v2.protobuf import decode_parameter_config, encode_parameter_config
+from sculler.validate import as_array, exact_shape
 
 if TYPE_CHECKING:
     import tarfile
@@ -30,23 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Parameters", "create"]
 
 _HEADER = struct.Struct("IIQ")
-
-
-def atomic_write(f: Any, write: Callable[[BinaryIO], None]) -> None:
-    """Call ``write(stream)`` on ``f``; for a path, into a temp file renamed over it."""
-    if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
-        path = os.fspath(f)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)) or ".",
-                                   prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                write(fh)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    else:
-        write(binary(f))
 
 
 def _topologies(layers: Any) -> list[Topology]:
@@ -102,31 +85,33 @@ class Parameters:
         return len(self.parameter_set)
 
     def get_shape(self, key: str) -> tuple[int, ...]:
-        return self.parameter_set[key].shape
+        return self._parameter(key).shape
 
     def get(self, key: str) -> np.ndarray:
         """A host copy of the parameter's value."""
-        return backend.to_numpy(self.parameter_set[key].value).copy()
+        return backend.to_numpy(self._parameter(key).value).copy()
 
     __getitem__ = get
 
     def get_grad(self, key: str) -> np.ndarray:
         """A host copy of the last batch's gradient (zeros for a static parameter)."""
-        p = self.parameter_set[key]
+        p = self._parameter(key)
         return np.zeros(p.shape, np.float32) if p.grad is None else backend.to_numpy(
             p.grad).copy()
 
     def set(self, key: str, value: Any) -> None:
-        """Overwrite the value in place (layers keep their views); shapes must match, or a
-        flat array of the same size."""
-        p = self.parameter_set[key]
-        arr = np.asarray(value)
-        if arr.shape != p.shape:
-            if arr.size != p.value.size:
-                raise ValueError(f"parameter {key!r} has shape {p.shape}, got an array of "
-                                 f"shape {arr.shape}")
-            arr = arr.reshape(p.shape)
+        """Overwrite the value in place (layers keep their views). The array must have the
+        parameter's shape exactly, or be flat (1-D) with its size (Paddle's
+        ``parameters.set`` takes both); a transposed array is an error, not reshaped."""
+        p = self._parameter(key)
+        arr = exact_shape(as_array(value, f"value for parameter {key!r}"), p.shape,
+                          f"parameter {key!r}", allow_flat=True)
         p.value[...] = backend.xp().asarray(arr, dtype=p.value.dtype)
+
+    def _parameter(self, key: str) -> Any:
+        if key not in self.parameter_set:
+            raise KeyError(f"no parameter {key!r}; parameters are {self.names()}")
+        return self.parameter_set[key]
 
     __setitem__ = set
 
@@ -140,7 +125,8 @@ class Parameters:
 
     def deserialize(self, name: str, f: BinaryIO) -> None:
         """Read one parameter written by :meth:`serialize` (or by PaddlePaddle)."""
-        self.set(name, _read_values(binary(f).read(), name, self.get_shape(name)))
+        self.set(name, _read_values(binary(f).read(), f"parameter {name!r}",
+                                    self.get_shape(name)))
 
     def to_tar(self, f: BinaryIO | str) -> None:
         """Write every parameter in PaddlePaddle v2's tar format (atomic for a path)."""
@@ -158,49 +144,87 @@ class Parameters:
                         name, pc.size, pc.dims, {"learning_rate": pc.learning_rate,
                                                  "is_static": pc.is_static}))
 
-        atomic_write(f, write)
+        atomic_write(f, write, "Parameters.to_tar")
 
     @staticmethod
     def from_tar(f: BinaryIO | str) -> Parameters:
-        """Parameters read from a v2 tar (Sculler's or PaddlePaddle's)."""
+        """Parameters read from a v2 tar (Sculler's or PaddlePaddle's); the whole file is
+        checked first (see :func:`read_parameter_tar`)."""
         params = Parameters()
-        with _open_tar(f) as tar:
-            members = {m.name: m for m in tar.getmembers()}
-            for mname, m in members.items():
-                if not mname.endswith(".protobuf"):
-                    continue
-                conf = decode_parameter_config(tar.extractfile(m).read())
-                dims = [int(d) for d in conf["dims"]] or [int(conf.get("size", 0))]
-                pc = ParameterConfig(name=conf["name"], dims=dims, initial_std=0.0,
-                                     is_static=bool(conf.get("is_static", False)))
-                params.parameter_set.create(pc, owner=f"tar entry {mname}")
-            for name in params.names():
-                if name not in members:
-                    raise ValueError(f"tar has {name}.protobuf but no {name!r} value entry")
-                params.deserialize(name, tar.extractfile(members[name]))
+        for pc, values in read_parameter_tar(f, "Parameters.from_tar").values():
+            params.parameter_set.create(pc, owner="tar")
+            params.set(pc.name, values)
         return params
 
     def init_from_tar(self, f: BinaryIO | str, exclude_params: list[str] | None = None) -> None:
-        """Overwrite parameters present both here and in the tar (except ``exclude_params``)."""
+        """Overwrite parameters present both here and in the tar (except ``exclude_params``);
+        the whole file is checked before anything is overwritten, and a parameter stored
+        with another shape is an error."""
         exclude = set(exclude_params or [])
-        with _open_tar(f) as tar:
-            for m in tar.getmembers():
-                if m.name.endswith(".protobuf") or m.name in exclude or m.name not in self:
-                    continue
-                self.deserialize(m.name, tar.extractfile(m))
+        stored = read_parameter_tar(f, "Parameters.init_from_tar")
+        for name, (pc, _) in stored.items():
+            if name in self and name not in exclude and tuple(pc.dims) != self.get_shape(name):
+                raise ValueError(f"init_from_tar: parameter {name!r} has shape "
+                                 f"{self.get_shape(name)} here and {tuple(pc.dims)} in the tar")
+        for name, (_, values) in stored.items():
+            if name in self and name not in exclude:
+                self.set(name, values)
 
 
-def _read_values(raw: bytes, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def read_parameter_tar(f: Any, what: str) -> dict[str, tuple[ParameterConfig, np.ndarray]]:
+    """``name -> (config, values)`` of a v2 parameter tar, every entry checked: the tar's
+    structure (:func:`sculler.fileio.read_tar`), a ``<name>.protobuf`` config for every value
+    entry and the reverse, the config's size equal to the product of its dims, and each value
+    entry's 16-byte header and length equal to that size.
+
+    Raises:
+        FileFormatError: naming the file and the entry at fault.
+    """
+    entries, fname = read_tar(f, what)
+    configs = [n[:-len(".protobuf")] for n in entries if n.endswith(".protobuf")]
+    for n in entries:
+        if not n.endswith(".protobuf") and n + ".protobuf" not in entries:
+            raise FileFormatError(f"{what}: {fname} entry {n!r} has no {n + '.protobuf'!r} "
+                                  "config entry; not a PaddlePaddle v2 parameter tar")
+    if not configs:
+        raise FileFormatError(f"{what}: {fname} holds no parameters (entries {list(entries)}); "
+                              "not a PaddlePaddle v2 parameter tar")
+    out = {}
+    for name in configs:
+        where = f"{what}: {fname} entry {name + '.protobuf'!r}"
+        try:
+            conf = decode_parameter_config(entries[name + ".protobuf"])
+        except (ValueError, IndexError, UnicodeDecodeError, struct.error) as e:
+            raise FileFormatError(f"{where} is not a ParameterConfig ({e})") from e
+        dims = [int(d) for d in conf["dims"]] or [int(conf.get("size", 0))]
+        size = int(conf.get("size", int(np.prod(dims))))
+        if conf.get("name") != name or size != int(np.prod(dims)) or size <= 0:
+            raise FileFormatError(f"{where} describes {conf.get('name')!r} of size {size}, dims "
+                                  f"{dims}; expected the config of {name!r} with size = "
+                                  "product of dims > 0")
+        if name not in entries:
+            raise FileFormatError(f"{what}: {fname} has {name + '.protobuf'!r} but no {name!r} "
+                                  "value entry")
+        values = _read_values(entries[name], f"{what}: {fname} entry {name!r}", tuple(dims))
+        pc = ParameterConfig(name=name, dims=dims, initial_std=0.0,
+                             is_static=bool(conf.get("is_static", False)))
+        out[name] = (pc, values)
+    return out
+
+
+def _read_values(raw: bytes, where: str, shape: tuple[int, ...]) -> np.ndarray:
     if len(raw) < _HEADER.size:
-        raise ValueError(f"parameter {name!r}: entry of {len(raw)} bytes has no 16-byte header")
+        raise FileFormatError(f"{where}: {len(raw)} bytes, too short for the 16-byte header")
     version, width, count = _HEADER.unpack_from(raw)
     if version != 0 or width != 4:
-        raise ValueError(f"parameter {name!r}: unsupported header (version {version}, value "
-                         f"size {width}); expected version 0 with float32 values")
+        raise FileFormatError(f"{where}: unsupported header (version {version}, value size "
+                              f"{width}); expected version 0 with float32 values")
     n = int(np.prod(shape))
-    if count != n or len(raw) - _HEADER.size != 4 * n:
-        raise ValueError(f"parameter {name!r} has shape {shape} ({n} values), the entry holds "
-                         f"{count} (header) / {(len(raw) - _HEADER.size) // 4} (data)")
+    data = len(raw) - _HEADER.size
+    if count != n or data != 4 * n:
+        raise FileFormatError(f"{where}: shape {shape} needs {n} values "
+                              f"(float32, {4 * n} bytes); the header says {count}, {data} bytes "
+                              "follow it")
     return np.frombuffer(raw, dtype=np.float32, offset=_HEADER.size).reshape(shape)
 
 
@@ -210,11 +234,3 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
-
-
-def _open_tar(f: Any) -> tarfile.TarFile:
-    import tarfile
-
-    if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
-        return tarfile.open(f, mode="r")
-    return tarfile.open(fileobj=binary(f), mode="r")

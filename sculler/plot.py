@@ -25,6 +25,8 @@ import sys
 import warnings
 from typing import Any
 
+from sculler.fileio import atomic_write
+
 __all__ = ["PlotData", "Ploter", "TensorBoard"]
 
 
@@ -109,7 +111,7 @@ class Ploter:
             return
         fig = self.figure()
         if path is not None:
-            fig.savefig(os.fspath(path), format="png")
+            atomic_write(path, lambda stream: fig.savefig(stream, format="png"), "Ploter.plot")
             return
         from IPython import display
 

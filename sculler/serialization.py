@@ -3,8 +3,8 @@
 The file is a safetensors file: every array is one entry ("t0", "t1", ...), and the
 structure (dicts, lists, tuples, scalars, strings, which leaves were Tensors and their
 names) is a JSON document stored in the safetensors metadata under ``"sculler"``. Writes
-go to a temporary file in the target directory, then ``os.replace`` — a crash never leaves
-a half-written file under ``path``.
+go through :func:`sculler.fileio.atomic_write` — a crash never leaves a half-written file
+under ``path``.
 
 ``load`` returns plain Tensors (not Parameters; name and stop_gradient kept) where Tensors
 were saved (Paddle 2.x's ``paddle.load`` default),
@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.eager.tensor import Tensor
+from sculler.fileio import (
+    CHECKPOINT_FORMAT,
+    SAVE_FORMAT,
+    FileFormatError,
+    atomic_write,
+    check_input_path,
+    open_safetensors,
+)
 
 __all__ = ["save", "load"]
 
-_FORMAT = "sculler.save/1"
 
 
 def _encode(obj: Any, arrays: dict, where: str) -> Any:
@@ -59,29 +65,13 @@ def _encode(obj: Any, arrays: dict, where: str) -> Any:
 
 def save(obj: Any, path: str | os.PathLike, protocol: int = 4, **configs: Any) -> None:
     """Write ``obj`` (e.g. ``layer.state_dict()``) to ``path`` atomically."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise ValueError(f"save: {path!r} is a directory; pass a file path such as "
-                         "'model.pdparams'")
     arrays: dict = {}
     structure = _encode(obj, arrays, "obj")
-    meta = {"sculler": json.dumps({"format": _FORMAT, "structure": structure})}
+    meta = {"sculler": json.dumps({"format": SAVE_FORMAT, "structure": structure})}
     from safetensors.numpy import save as _st_save
 
     blob = _st_save(arrays, metadata=meta)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda stream: stream.write(blob), "save", make_dirs=True)
 
 
 def _decode(node: dict, f: Any, return_numpy: bool) -> Any:
@@ -104,23 +94,15 @@ def _decode(node: dict, f: Any, return_numpy: bool) -> Any:
 
 def load(path: str | os.PathLike, return_numpy: bool = False, **configs: Any) -> Any:
     """Read what :func:`save` wrote; Tensors come back as Tensors unless ``return_numpy``."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"load: no file at {path!r}")
-    try:
-        from safetensors import safe_open
-
-        with safe_open(path, framework="numpy") as f:
-            meta = f.metadata() or {}
-            if "sculler" not in meta:
-                raise ValueError(f"load: {path!r} is a safetensors file without sculler's "
-                                 "structure record; it was not written by sculler.save")
-            doc = json.loads(meta["sculler"])
+    path = check_input_path(path, "load")
+    doc, f = open_safetensors(path, "load")
+    with f:
+        if doc.get("format") != SAVE_FORMAT:
+            kind = ("a Sculler trainer checkpoint (read it with SGD.load_checkpoint)"
+                    if doc.get("format") == CHECKPOINT_FORMAT else "not written by sculler.save")
+            raise FileFormatError(f"load: {path!r} is {kind}")
+        try:
             return _decode(doc["structure"], f, return_numpy)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"load: {path!r} is not a file written by sculler.save ({e})") from e
-    except Exception as e:  # safetensors raises its own error type on a bad header
-        if type(e).__name__ == "SafetensorError":
-            raise ValueError(f"load: {path!r} is not a safetensors file written by "
-                             f"sculler.save ({e})") from e
-        raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise FileFormatError(f"load: {path!r} has a damaged structure record "
+                                  f"({type(e).__name__}: {e})") from e

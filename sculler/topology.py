@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 from sculler.core.builder import ModelBuilder
 from sculler.core.model_config import LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
+from sculler.fileio import FileFormatError, atomic_write, read_tar
 from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["Topology"]
@@ -48,11 +49,6 @@ def _collect(outputs: list[LayerOutput]) -> list[LayerOutput]:
             else:
                 order.append(node)
     return order
-
-
-def binary(f: Any) -> Any:
-    """The binary stream behind ``f`` (a text-mode file's ``.buffer``)."""
-    return f.buffer if isinstance(f, io.TextIOBase) and hasattr(f, "buffer") else f
 
 
 class Topology:
@@ -159,8 +155,6 @@ class Topology:
         """Write the model for :class:`sculler.inference.Inference`: a tar holding
         ``model.json`` (ModelConfig + data types) and, when ``parameters`` is given, their
         Paddle-format tar as ``parameters.tar``. No pickle; writes to a path are atomic."""
-        from sculler.parameters import atomic_write
-
         meta = {"model_config": self.proto().to_dict(),
                 "data_type": [[n, t.dim, t.seq_type, t.type] for n, t in self.data_type()]}
         blobs = {"model.json": json.dumps(meta).encode()}
@@ -178,26 +172,28 @@ class Topology:
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
 
-        atomic_write(f, write)
+        atomic_write(f, write, "serialize_for_inference")
 
     @staticmethod
     def load_for_inference(f: BinaryIO | str) -> tuple[Topology, bytes | None]:
         """Read what :meth:`serialize_for_inference` wrote: the topology and the parameters
         tar bytes (None when none were stored)."""
-        if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
-            with open(f, "rb") as fh:
-                return Topology.load_for_inference(fh)
-        import tarfile
-
-        with tarfile.open(fileobj=binary(f), mode="r") as tar:
-            names = tar.getnames()
-            if "model.json" not in names:
-                raise ValueError(f"not an inference model file: entries {names}, expected "
-                                 "model.json")
-            meta = json.loads(tar.extractfile("model.json").read())
-            params = tar.extractfile("parameters.tar").read() if (
-                "parameters.tar" in names) else None
-        topo = Topology.from_model_config(ModelConfig.from_dict(meta["model_config"]))
-        for name, dim, seq, tp in meta["data_type"]:
-            topo._by_name[name].data_type = InputType(dim, seq, tp)
+        entries, fname = read_tar(f, "load_for_inference")
+        if "model.json" not in entries or set(entries) - {"model.json", "parameters.tar"}:
+            raise FileFormatError(f"load_for_inference: {fname} is not an inference model "
+                                  f"file: entries {list(entries)}, expected model.json and "
+                                  "optionally parameters.tar (write it with "
+                                  "Topology.serialize_for_inference)")
+        try:
+            meta = json.loads(entries["model.json"])
+            model_config = ModelConfig.from_dict(meta["model_config"])
+            data_types = [(n, InputType(int(d), int(s), int(t)))
+                          for n, d, s, t in meta["data_type"]]
+        except (ValueError, KeyError, TypeError) as e:
+            raise FileFormatError(f"load_for_inference: {fname} entry 'model.json' is "
+                                  f"damaged ({type(e).__name__}: {e})") from e
+        params = entries.get("parameters.tar")
+        topo = Topology.from_model_config(model_config)
+        for name, data_type in data_types:
+            topo._by_name[name].data_type = data_type
         return topo, params

@@ -17,7 +17,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,13 +26,23 @@ from sculler import event as E
 from sculler.backend import to_numpy
 from sculler.core.evaluator import create_evaluator, metrics_of
 from sculler.core.layer import PASS_TEST, PASS_TRAIN
+from sculler.core.nan_guard import NonFiniteError, locate_forward
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter
 from sculler.data_feeder import DataFeeder
+from sculler.fileio import (
+    CHECKPOINT_FORMAT,
+    SAVE_FORMAT,
+    FileFormatError,
+    atomic_write,
+    check_input_path,
+    open_safetensors,
+)
 from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 from sculler.v2.layer_base import LayerOutput
+from sculler.validate import integer, iterate_reader, require_reader
 
 __all__ = ["SGD", "train"]
 
@@ -86,6 +95,7 @@ class SGD:
         self._next_pass = 0
         self._next_batch = 0
         self._resume = False
+        self._last_backward: tuple[int, int] | None = None  # (pass, batch), for the NaN guard
         self._batches_per_pass: int | None = None
 
     # ------------------------------------------------------------------ training
@@ -103,6 +113,8 @@ class SGD:
         them, called in order with every event.
         """
         handler = E.as_handler(event_handler)
+        require_reader(reader, "train(reader=...)")
+        num_passes = integer(num_passes, "train(num_passes=...)", minimum=0)
         if not self.is_local:
             from sculler.distributed import train_sgd
 
@@ -114,6 +126,9 @@ class SGD:
         if unknown:
             raise ValueError(f"immutable_parameters {sorted(unknown)} are not parameters of "
                              f"this model; parameters are {self.parameters.names()}")
+        if checkpoint is not None and os.path.isdir(checkpoint):
+            raise IsADirectoryError(f"train: checkpoint {checkpoint!r} is a directory; pass "
+                                    "a file path such as 'model.ckpt'")
         if checkpoint is not None and os.path.exists(checkpoint):
             self.load_checkpoint(checkpoint)
         if show_progress is None:
@@ -121,6 +136,7 @@ class SGD:
         if not self._resume:
             self._next_pass = self._next_batch = 0
         self._resume = False
+        self._last_backward = None
         average = self.optimizer.model_average
         if average is not None:
             average.restore()  # train on the raw values
@@ -139,7 +155,7 @@ class SGD:
         self.optimizer.start_pass(pass_id)
         for ev in self._pass_evals:
             ev.start()
-        batches = reader()
+        batches = iterate_reader(reader, "train(reader=...)")
         skip = self._next_batch
         bar = None
         if show_progress:
@@ -184,17 +200,14 @@ class SGD:
 
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
-        net.zero_grad()
         net.forward(args, PASS_TRAIN)
         cost_sum = net.total_cost()
-        if not math.isfinite(cost_sum):
-            bad = [layer.name for layer in net.cost_layers()
-                   if not np.isfinite(to_numpy(layer.output.value)).all()]
-            raise FloatingPointError(f"cost layer(s) {bad} produced NaN/Inf in pass {pass_id}, "
-                                     f"batch {batch_id}; lower the learning rate or check the "
-                                     "data")
+        if not math.isfinite(cost_sum):  # the previous backward's gradients are still there
+            raise NonFiniteError(locate_forward(net, pass_id, batch_id, self._last_backward))
+        net.zero_grad()
         self._ready.clear()
         net.backward(self._ready.append)
+        self._last_backward = (pass_id, batch_id)
         return cost_sum
 
     def _update(self, frozen: set[str]) -> None:
@@ -238,7 +251,8 @@ class SGD:
         feeder = DataFeeder(self.topology.data_type(), feeding)
         evals = [create_evaluator(e) for e in self.topology.proto().evaluators]
         total, samples = 0.0, 0
-        for data_batch in reader():
+        for data_batch in iterate_reader(require_reader(reader, "test(reader=...)"),
+                                         "test(reader=...)"):
             self.network.forward(feeder.convert(data_batch), PASS_TEST)
             total += self.network.total_cost()
             samples += len(data_batch)
@@ -260,8 +274,8 @@ class SGD:
 
     def save_checkpoint(self, path: str) -> None:
         """Parameters, optimizer state, pass/batch counters and RNG states in one safetensors
-        file (JSON metadata), written to a temp file and renamed (atomic)."""
-        from safetensors.numpy import save_file
+        file (JSON metadata), written atomically (:func:`sculler.fileio.atomic_write`)."""
+        from safetensors.numpy import save as safetensors_bytes
 
         average = self.optimizer.model_average
         applied = average is not None and average.applied
@@ -276,45 +290,55 @@ class SGD:
         rng = {"global": np.random.get_state()}
         rng.update({f"layer/{name}": layer._rng.get_state()
                     for name, layer in self.network.layers.items()})
-        meta: dict[str, Any] = {"next_pass": self._next_pass, "next_batch": self._next_batch,
-                                "rng": {}}
+        meta: dict[str, Any] = {"format": CHECKPOINT_FORMAT, "next_pass": self._next_pass,
+                                "next_batch": self._next_batch, "rng": {}}
         for key, (kind, keys, pos, has_gauss, gauss) in rng.items():
             tensors[f"rng/{key}"] = keys
             meta["rng"][key] = [kind, pos, has_gauss, gauss]
         version, internal, gauss_next = random.getstate()
         tensors["rng/python"] = np.asarray(internal, dtype=np.uint64)
         meta["python_rng"] = [version, gauss_next]
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".ckpt-")
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata={"sculler": json.dumps(meta)})
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        blob = safetensors_bytes(tensors, metadata={"sculler": json.dumps(meta)})
+        atomic_write(path, lambda stream: stream.write(blob), "save_checkpoint")
 
     def load_checkpoint(self, path: str) -> None:
         """Restore what :meth:`save_checkpoint` wrote; training then continues where it
-        stopped (bit-identical at pass boundaries)."""
-        from safetensors import safe_open
-
+        stopped (bit-identical at pass boundaries). A file of ``sculler.save``, a foreign or
+        damaged file, or a checkpoint of another model is an error naming the file."""
+        path = check_input_path(path, "load_checkpoint")
+        meta, f = open_safetensors(path, "load_checkpoint")
+        with f:
+            fmt = meta.get("format", CHECKPOINT_FORMAT if "next_pass" in meta else None)
+            if fmt != CHECKPOINT_FORMAT:
+                kind = ("a file written by sculler.save (load it with sculler.load)"
+                        if fmt == SAVE_FORMAT else "a safetensors file not written by Sculler")
+                raise FileFormatError(f"load_checkpoint: {path!r} is {kind}, not a trainer "
+                                      "checkpoint (SGD.save_checkpoint)")
+            try:
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+            except Exception as e:  # SafetensorError: data cut short
+                raise FileFormatError(f"load_checkpoint: {path!r} is damaged "
+                                      f"({type(e).__name__}: {e})") from e
+        params = {k[6:]: v for k, v in tensors.items() if k.startswith("param/")}
+        foreign = sorted(set(params) - set(self.parameters.names()))
+        missing = sorted(set(self.parameters.names()) - set(params))
+        if foreign or missing:
+            raise ValueError(f"load_checkpoint: {path!r} is a checkpoint of another model: "
+                             f"parameters {foreign} are not in this model, {missing} are not "
+                             "in the checkpoint")
         if self.optimizer.model_average is not None:
             self.optimizer.model_average.restore()
-        with safe_open(path, framework="numpy") as f:
-            raw = (f.metadata() or {}).get("sculler")
-            if raw is None:
-                raise ValueError(f"{path!r} is not a Sculler trainer checkpoint")
-            meta = json.loads(raw)
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-        opt = {}
-        for k, v in tensors.items():
-            group, _, name = k.partition("/")
-            if group == "param":
-                if name not in self.parameters:
-                    raise ValueError(f"checkpoint parameter {name!r} is not in this model")
+        try:
+            for name, v in params.items():
                 self.parameters.set(name, v)
-            elif group == "opt":
-                opt[name] = v
+            self._restore_state(meta, tensors)
+        except (KeyError, TypeError, ValueError) as e:
+            raise FileFormatError(f"load_checkpoint: {path!r} is damaged or of another "
+                                  f"model ({type(e).__name__}: {e})") from e
+        self._resume = True
+
+    def _restore_state(self, meta: dict, tensors: dict) -> None:
+        opt = {k[4:]: v for k, v in tensors.items() if k.startswith("opt/")}
         self.optimizer.load_state_dict(opt)
         for key, (kind, pos, has_gauss, gauss) in meta["rng"].items():
             state = (kind, tensors[f"rng/{key}"], pos, has_gauss, gauss)
@@ -325,7 +349,6 @@ class SGD:
         version, gauss_next = meta["python_rng"]
         random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
         self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
-        self._resume = True
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],

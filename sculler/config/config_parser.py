@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
@@ -33,6 +34,7 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
+from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}
 
@@ -135,12 +137,22 @@ class Bias:
             self.attrs["name"] = parameter_name
 
 
-def _as_inputs(inputs: Any) -> list[Input]:
+def _as_inputs(inputs: Any, layer: str) -> list[Input]:
     if inputs is None:
         return []
-    if isinstance(inputs, (str, Input)):
+    if isinstance(inputs, (str, Input, LayerConfig)):
         inputs = [inputs]
-    return [i if isinstance(i, Input) else Input(i) for i in inputs]
+    out = []
+    for i, item in enumerate(inputs):
+        if isinstance(item, LayerConfig):
+            raise TypeError(f"layer {layer!r}: input {i} is the LayerConfig that Layer() "
+                            f"returned for {item.name!r}; v1 configs name their inputs: "
+                            f"inputs=[{item.name!r}] or inputs=[Input({item.name!r})]")
+        if not isinstance(item, (str, Input)):
+            raise TypeError(f"layer {layer!r}: input {i} must be a layer name (str) or an "
+                            f"Input(...), got {type(item).__name__} {item!r}")
+        out.append(item if isinstance(item, Input) else Input(item))
+    return out
 
 
 class LayerBase:
@@ -164,7 +176,11 @@ class LayerBase:
         ctx = _context()
         if name in ctx.layers:
             raise ValueError(f"layer {name!r} is defined twice")
-        self.inputs = _as_inputs(inputs)
+        try:
+            get_activation(active_type or "linear")
+        except ValueError as e:
+            raise ValueError(f"layer {name!r}: {e}") from None
+        self.inputs = _as_inputs(inputs, name)
         for i, inp in enumerate(self.inputs):
             if inp.input_layer_name not in ctx.layers:
                 raise ValueError(
@@ -174,13 +190,13 @@ class LayerBase:
         self.config = LayerConfig(
             name=name,
             type=type,
-            size=int(size or 0),
+            size=0 if size is None else integer(size, f"layer {name!r}: size", minimum=0),
             active_type=active_type or "linear",
             inputs=[
                 InputConfig(inp.input_layer_name, inp.parameter_name, dict(inp.attrs))
                 for inp in self.inputs
             ],
-            drop_rate=float(drop_rate),
+            drop_rate=probability(drop_rate, f"layer {name!r}: drop_rate"),
             attrs=dict(xargs),
         )
         self.weight_attrs: list[dict | None] = [
@@ -216,7 +232,7 @@ class LayerBase:
         inputs = [ctx.layers[n] for n in self.config.input_layer_names]
         cls = get_layer_class(self.config.type)
         cls.check_config(self.config, inputs)
-        self.config.size = int(cls.infer_size(self.config, inputs))
+        self.config.size = cls.resolve_size(self.config, inputs)
         computed = dict(cls.weight_dims(self.config, inputs))
         if self.bias_attr is not False and "bias" in self._declared_dims:
             computed["bias"] = cls.bias_dims(self.config, inputs)
@@ -264,8 +280,19 @@ def get_config_arg(name: str, arg_type: type, default: Any = None) -> Any:
     if raw is None:
         return default
     if arg_type is bool:
+        if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ValueError(f"config arg {name}={raw!r} is not a bool; use true/false or 1/0")
         return raw.lower() in ("1", "true", "yes", "on")
-    return arg_type(raw)
+    try:
+        if arg_type is int:
+            try:
+                return int(raw)
+            except ValueError:
+                return integer(float(raw), f"config arg {name}")
+        return arg_type(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config arg {name}={raw!r} cannot be read as "
+                         f"{getattr(arg_type, '__name__', arg_type)}: {e}") from e
 
 
 def _parse_args(config_args: str | dict | None) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Evaluators: metrics accumulated over the batches of a pass (``classification_error``, ...).
 
 An evaluator reads layer outputs after ``Network.forward``; ``start()`` resets it,
-``eval_batch(layers)`` adds one batch, ``value()`` returns the metric so far.
+``eval_batch(layers)`` adds one batch, ``value()`` returns the metric so far. The base class
+and the registry live in :mod:`sculler.core.evaluator_base`; this module imports every
+evaluator family (:mod:`sculler.core.metrics`), so ``create_evaluator`` knows all types.
 """
 
 from __future__ import annotations
@@ -11,26 +13,14 @@ import difflib
 import numpy as np
 
 from sculler.backend import to_numpy
+from sculler.core import metrics  # noqa: F401 - registers the other evaluator types
+from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
 
-_EVALUATORS: dict[str, type[Evaluator]] = {}
-
-
-def register_evaluator(type_name: str):
-    def deco(cls: type[Evaluator]) -> type[Evaluator]:
-        _EVALUATORS[type_name] = cls
-        cls.type_name = type_name
-        return cls
-
-    return deco
-
+__all__ = ["Evaluator", "create_evaluator", "metrics_of", "register_evaluator"]
 
 def create_evaluator(config: EvaluatorConfig) -> Evaluator:
     cls = _EVALUATORS.get(config.type)
-    if cls is None:
-        import sculler.core.metrics  # noqa: F401 - registers the other evaluator types
-
-        cls = _EVALUATORS.get(config.type)
     if cls is None:
         close = difflib.get_close_matches(config.type, list(_EVALUATORS), n=3)
         raise ValueError(f"unknown evaluator type {config.type!r}; close matches: {close}")
@@ -48,30 +38,6 @@ def metrics_of(evaluators: list[Evaluator]) -> dict[str, float]:
         out[ev.name] = ev.value()
         out.update({f"{ev.name}.{k}": v for k, v in ev.values().items()})
     return out
-
-
-class Evaluator:
-    type_name = ""
-    reports_value = True
-
-    def __init__(self, config: EvaluatorConfig):
-        self.config = config
-        self.name = config.name
-        self.start()
-
-    def start(self) -> None:
-        self.total = 0.0
-        self.count = 0
-
-    def eval_batch(self, layers: dict) -> None:
-        raise NotImplementedError
-
-    def value(self) -> float:
-        return self.total / self.count if self.count else 0.0
-
-    def values(self) -> dict[str, float]:
-        """Further statistics (e.g. precision, recall); none by default."""
-        return {}
 
 
 @register_evaluator("classification_error")

@@ -16,6 +16,7 @@ skips zeroing only the buffers all of whose writers opted in; the rest are zeroe
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 import zlib
 from typing import Any, ClassVar
@@ -33,8 +34,10 @@ PASS_TRAIN = "train"
 PASS_TEST = "test"
 PASS_GC = "gc"  # gradient check: training semantics with a fixed dropout mask
 
+# type name -> class, filled by @register_layer in the families that ``sculler.layers`` imports
+# (sculler/__init__.py imports that package first); core never imports the families
 _REGISTRY: dict[str, type[Layer]] = {}
-# types whose class lives above the engine (front ends); imported on first use
+# types whose class lives above the engine (a front end): imported by name on first lookup
 _DEFERRED = {"py_layer": "sculler.eager.layer_bridge"}
 
 
@@ -53,13 +56,8 @@ def register_layer(*type_names: str):
 def get_layer_class(type_name: str) -> type[Layer]:
     """The class registered as ``type_name``; an unknown name lists the close matches."""
     cls = _REGISTRY.get(type_name)
-    if cls is None:
-        import importlib
-
-        import sculler.layers  # noqa: F401 - registers the built-in layers
-
-        if type_name in _DEFERRED:
-            importlib.import_module(_DEFERRED[type_name])
+    if cls is None and type_name in _DEFERRED:
+        importlib.import_module(_DEFERRED[type_name])
         cls = _REGISTRY.get(type_name)
     if cls is None:
         close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
@@ -71,8 +69,7 @@ def get_layer_class(type_name: str) -> type[Layer]:
 
 
 def layer_types() -> list[str]:
-    import sculler.layers  # noqa: F401
-
+    """Every registered layer type name, sorted."""
     return sorted(_REGISTRY)
 
 
@@ -106,6 +103,19 @@ class Layer:
                 f"got {config.size}"
             )
         return config.size
+
+    @classmethod
+    def resolve_size(cls, config: LayerConfig, inputs: list[LayerConfig]) -> int:
+        """:meth:`infer_size`, checked against the size the user declared (if any): a layer
+        whose inputs give another width is an error, as in PaddlePaddle, never overridden."""
+        size = int(cls.infer_size(config, inputs))
+        if config.size and size != config.size:
+            raise ValueError(
+                f"layer {config.name!r} ({config.type}) declares size {config.size}, but its "
+                f"inputs {[i.name for i in inputs]} of widths {[i.size for i in inputs]} give "
+                f"{size}; drop size or fix it"
+            )
+        return size
 
     @classmethod
     def weight_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, tuple]:

@@ -13,7 +13,7 @@ import logging
 import numpy as np
 
 from sculler.backend import to_numpy
-from sculler.core.evaluator import Evaluator, register_evaluator
+from sculler.core.evaluator_base import Evaluator, register_evaluator
 from sculler.math.sparse import CsrMatrix
 
 logger = logging.getLogger("sculler.evaluator")

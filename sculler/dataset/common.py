@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
+
+from sculler.fileio import atomic_write
 
 __all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
 
@@ -45,15 +46,20 @@ def md5file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _fetch(url: str, dirname: str) -> str:
-    """Download ``url`` into a new temporary file in ``dirname`` (fsynced) and return its
-    path. A tqdm bar (bytes, total from Content-Length) shows on a terminal, or always when
-    ``SHOW_PROGRESS`` is True."""
+class _Md5Mismatch(Exception):
+    def __init__(self, got: str):
+        self.got = got
+
+
+def _fetch(url: str, filename: str, md5sum: str) -> None:
+    """Download ``url`` into ``filename`` atomically (:func:`sculler.fileio.atomic_write`),
+    only when its md5 is ``md5sum``. A tqdm bar (bytes, total from Content-Length) shows on
+    a terminal, or always when ``SHOW_PROGRESS`` is True."""
     from tqdm import tqdm
 
-    fd, tmp = tempfile.mkstemp(dir=dirname, prefix=".download-")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+    def write(out) -> None:
+        h = hashlib.md5()
+        with urllib.request.urlopen(url, timeout=60) as resp:
             length = resp.headers.get("Content-Length")
             show = SHOW_PROGRESS if SHOW_PROGRESS is not None else sys.stderr.isatty()
             with tqdm(total=int(length) if length else None, unit="B", unit_scale=True,
@@ -61,13 +67,12 @@ def _fetch(url: str, dirname: str) -> str:
                       disable=not show) as bar:
                 for chunk in iter(lambda: resp.read(1 << 20), b""):
                     out.write(chunk)
+                    h.update(chunk)
                     bar.update(len(chunk))
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+        if h.hexdigest() != md5sum:
+            raise _Md5Mismatch(h.hexdigest())
+
+    atomic_write(filename, write, f"download {url}")
 
 
 def download(url: str, module_name: str, md5sum: str, save_name: str | None = None) -> str:
@@ -91,15 +96,12 @@ def download(url: str, module_name: str, md5sum: str, save_name: str | None = No
     got, last_error = None, None
     for _ in range(RETRY_LIMIT):
         try:
-            tmp = _fetch(url, dirname)
+            _fetch(url, filename, md5sum)
+            return filename
         except OSError as exc:
             last_error = exc
-            continue
-        got = md5file(tmp)
-        if got == md5sum:
-            os.replace(tmp, filename)
-            return filename
-        os.unlink(tmp)
+        except _Md5Mismatch as exc:
+            got = exc.got
     detail = f"last error: {last_error}" if got is None else f"got md5 {got}"
     raise DownloadError(
         f"could not download {url} with md5 {md5sum} after {RETRY_LIMIT} tries ({detail}); "

@@ -194,10 +194,16 @@ class Cluster:
 
         The reader must yield the same batches in the same order on every call: each
         trainer reads it itself and the master hands out batches by index."""
-        from sculler.trainer import SGD
-
-        # the local trainer checks the arguments and builds the topology, as for local runs
-        topology = SGD(cost, parameters, update_equation).topology
+        # checked as the local trainer checks them (without importing sculler.trainer, which
+        # imports this package for is_local=False: imports run one way)
+        if not isinstance(parameters, Parameters):
+            raise TypeError(f"parameters must be created by paddle.parameters.create, got "
+                            f"{type(parameters).__name__}")
+        if not isinstance(update_equation, Optimizer):
+            raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
+                            f"{type(update_equation).__name__}")
+        topology = cost if isinstance(cost, Topology) else Topology(cost)
+        parameters.append_topology(topology)
         frozen = set(immutable_parameters or ())
         handler = E.as_handler(event_handler)
         num_batches = sum(1 for _ in reader())

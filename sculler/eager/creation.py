@@ -70,10 +70,10 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
             arr = np.array(data)
         except ValueError:
             arr = np.empty(0, dtype=object)
-        if arr.dtype == object:
+        if arr.dtype == object or arr.dtype.kind in "USV":
             raise TypeError(f"to_tensor cannot convert {type(data).__name__} with ragged or "
-                            "non-numeric content; pass a number, a nested list of equal "
-                            "lengths or an ndarray")
+                            f"non-numeric content (dtype {arr.dtype}); pass a number, a nested "
+                            "list of equal lengths or an ndarray")
         if not isinstance(data, np.ndarray | np.generic) and arr.dtype.kind == "f":
             arr = arr.astype(get_default_dtype())
         if xp() is not np:

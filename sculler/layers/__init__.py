@@ -1,4 +1,8 @@
-"""Built-in layers, one family per module; importing this package registers them all."""
+"""Built-in layers, one family per module; importing this package registers them all.
+
+``sculler/__init__.py`` imports it first, so every built-in type is registered before any
+lookup (``sculler.core.layer.get_layer_class``). Imports run one way: this package ->
+families -> core; core never imports it."""
 
 from sculler.layers import (  # noqa: F401
     beam_search,

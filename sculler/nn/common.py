@@ -9,6 +9,7 @@ from sculler.eager.tensor import Tensor
 from sculler.nn import functional as F
 from sculler.nn.initializer import XavierUniform
 from sculler.nn.layer import Layer
+from sculler.validate import integer, number, positive_int
 
 
 class Linear(Layer):
@@ -20,9 +21,8 @@ class Linear(Layer):
     def __init__(self, in_features: int, out_features: int, weight_attr: Any = None,
                  bias_attr: Any = None, name: str | None = None) -> None:
         super().__init__()
-        for what, v in (("in_features", in_features), ("out_features", out_features)):
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"Linear {what} must be a positive int, got {v!r}")
+        in_features = positive_int(in_features, "Linear(in_features=...)")
+        out_features = positive_int(out_features, "Linear(out_features=...)")
         self.in_features, self.out_features = in_features, out_features
         self.weight = self.create_parameter([in_features, out_features], attr=weight_attr)
         self.bias = None if bias_attr is False else self.create_parameter(
@@ -44,6 +44,13 @@ class Embedding(Layer):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  sparse: bool = False, weight_attr: Any = None, name: str | None = None) -> None:
         super().__init__()
+        num_embeddings = positive_int(num_embeddings, "Embedding(num_embeddings=...)")
+        embedding_dim = positive_int(embedding_dim, "Embedding(embedding_dim=...)")
+        if padding_idx is not None:
+            padding_idx = integer(padding_idx, "Embedding(padding_idx=...)")
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding(padding_idx={padding_idx}) is outside "
+                                 f"[-{num_embeddings}, {num_embeddings})")
         self.padding_idx = padding_idx
         self.weight = self.create_parameter([num_embeddings, embedding_dim], attr=weight_attr,
                                             default_initializer=XavierUniform())
@@ -60,7 +67,11 @@ class Dropout(Layer):
     def __init__(self, p: float = 0.5, axis: Any = None, mode: str = "upscale_in_train",
                  name: str | None = None) -> None:
         super().__init__()
-        self.p, self.mode = p, mode
+        if mode not in ("upscale_in_train", "downscale_in_infer"):
+            raise ValueError(f"Dropout(mode={mode!r}): expected 'upscale_in_train' or "
+                             "'downscale_in_infer'")
+        self.p = number(p, "Dropout(p=...)", 0.0, 1.0)
+        self.mode = mode
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.p, training=self.training, mode=self.mode)

@@ -15,6 +15,7 @@ from sculler.math import conv as K
 from sculler.math import pool as P
 from sculler.nn.initializer import Normal
 from sculler.nn.layer import Layer
+from sculler.validate import integer, positive_int
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -71,8 +72,22 @@ def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
         g, xa.shape, kernel_size, stride, padding, exclusive),))
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else tuple(v)
+def _pair(v: Any, what: str = "kernel_size") -> tuple[int, int]:
+    """``v`` or ``(v0, v1)`` as two positive ints."""
+    items = [v, v] if not isinstance(v, (list, tuple)) else list(v)
+    if len(items) != 2:
+        raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
+    return tuple(positive_int(i, what) for i in items)
+
+
+def _check_window(module: str, kernel_size: Any, stride: Any, padding: Any) -> None:
+    """Pooling windows: kernel and stride positive ints (or pairs), padding ints >= 0."""
+    _pair(kernel_size, f"{module}(kernel_size=...)")
+    if stride is not None:
+        _pair(stride, f"{module}(stride=...)")
+    pads = list(padding) if isinstance(padding, (list, tuple)) else [padding]
+    for p in pads:
+        integer(p, f"{module}(padding=...)", minimum=0)
 
 
 class Conv2D(Layer):
@@ -86,10 +101,13 @@ class Conv2D(Layer):
         super().__init__()
         if padding_mode != "zeros" or data_format != "NCHW":
             raise NotImplementedError("Conv2D: only padding_mode='zeros' and NCHW")
+        in_channels = positive_int(in_channels, "Conv2D(in_channels=...)")
+        out_channels = positive_int(out_channels, "Conv2D(out_channels=...)")
+        groups = positive_int(groups, "Conv2D(groups=...)")
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2D: channels {in_channels}->{out_channels} are not divisible "
                              f"by groups={groups}")
-        kh, kw = _pair(kernel_size)
+        kh, kw = _pair(kernel_size, "Conv2D(kernel_size=...)")
         self._options = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
         fan_in = in_channels // groups * kh * kw  # Paddle's default: N(0, sqrt(2 / fan_in))
         self.weight = self.create_parameter([out_channels, in_channels // groups, kh, kw],
@@ -106,6 +124,7 @@ class MaxPool2D(Layer):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False) -> None:
         super().__init__()
+        _check_window("MaxPool2D", kernel_size, stride, padding)
         self._options = dict(kernel_size=kernel_size, stride=stride, padding=padding,
                              ceil_mode=ceil_mode)
 
@@ -117,6 +136,7 @@ class AvgPool2D(Layer):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, exclusive: bool = True) -> None:
         super().__init__()
+        _check_window("AvgPool2D", kernel_size, stride, padding)
         self._options = dict(kernel_size=kernel_size, stride=stride, padding=padding,
                              ceil_mode=ceil_mode, exclusive=exclusive)
 

@@ -21,6 +21,7 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     tanh,
 )
 from sculler.eager.tensor import Tensor
+from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -67,8 +68,7 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
 def dropout(x: Tensor, p: float = 0.5, axis: Any = None, training: bool = True,
             mode: str = "upscale_in_train", name: str | None = None) -> Tensor:
     """Zero each element with probability ``p``; survivors scale by 1/(1-p) in training."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
+    p = number(p, "dropout probability p", 0.0, 1.0)
     if mode not in ("upscale_in_train", "downscale_in_infer"):
         raise ValueError(f"dropout mode must be 'upscale_in_train' or "
                          f"'downscale_in_infer', got {mode!r}")

@@ -43,7 +43,7 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
         UnsupportedLayerError: naming each layer (and data layer) that cannot be exported.
         ValueError: ``opset`` below 13.
     """
-    from sculler.parameters import atomic_write
+    from sculler.fileio import atomic_write
     from sculler.topology import Topology
 
     opset = DEFAULT_OPSET if opset is None else int(opset)

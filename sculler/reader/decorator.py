@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from sculler.validate import iterate_reader, require_reader
+
 __all__ = [
     "map_readers",
     "buffered",
@@ -53,8 +55,12 @@ def map_readers(func: Callable[..., Any], *readers: Reader) -> Reader:
         [11, 22]
     """
 
+    for i, r in enumerate(readers):
+        require_reader(r, f"map_readers: reader {i}")
+
     def reader() -> Iterator[Any]:
-        yield from map(func, *[r() for r in readers])
+        yield from map(func, *[iterate_reader(r, f"map_readers: reader {i}")
+                               for i, r in enumerate(readers)])
 
     return reader
 
@@ -65,11 +71,12 @@ def shuffle(reader: Reader, buf_size: int) -> Reader:
     Memory is bounded by ``buf_size``; a window as large as the data set gives a full
     shuffle. Uses the global :mod:`random` state (seed it for repeatable order).
     """
+    require_reader(reader, "shuffle(reader)")
     _check_positive("buf_size", buf_size)
 
     def data_reader() -> Iterator[Any]:
         buf: list[Any] = []
-        for sample in reader():
+        for sample in iterate_reader(reader, "shuffle(reader)"):
             buf.append(sample)
             if len(buf) >= buf_size:
                 random.shuffle(buf)
@@ -85,9 +92,12 @@ def shuffle(reader: Reader, buf_size: int) -> Reader:
 def chain(*readers: Reader) -> Reader:
     """Reader of all samples of ``readers[0]``, then ``readers[1]``, and so on."""
 
+    for i, r in enumerate(readers):
+        require_reader(r, f"chain: reader {i}")
+
     def reader() -> Iterator[Any]:
-        for r in readers:
-            yield from r()
+        for i, r in enumerate(readers):
+            yield from iterate_reader(r, f"chain: reader {i}")
 
     return reader
 
@@ -109,8 +119,11 @@ def compose(*readers: Reader, check_alignment: bool = True) -> Reader:
             another; when False the extra trailing samples are silently dropped.
     """
 
+    for i, r in enumerate(readers):
+        require_reader(r, f"compose: reader {i}")
+
     def reader() -> Iterator[tuple]:
-        its = [r() for r in readers]
+        its = [iterate_reader(r, f"compose: reader {i}") for i, r in enumerate(readers)]
         if not check_alignment:
             for outputs in zip(*its):
                 yield sum(map(_as_tuple, outputs), ())
@@ -155,11 +168,12 @@ def buffered(reader: Reader, size: int) -> Reader:
     Overlaps slow reading (disk, decoding) with consumption; exceptions raised by
     ``reader`` are re-raised in the consumer.
     """
+    require_reader(reader, "buffered(reader)")
     _check_positive("size", size)
 
     def worker(q: queue.Queue, stop: threading.Event) -> None:
         try:
-            for sample in reader():
+            for sample in iterate_reader(reader, "buffered(reader)"):
                 if not _put(q, sample, stop):
                     return
             _put(q, _End(), stop)
@@ -189,9 +203,10 @@ def firstn(reader: Reader, n: int) -> Reader:
     """Reader of at most the first ``n`` samples of ``reader``."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
+    require_reader(reader, "firstn(reader)")
 
     def firstn_reader() -> Iterator[Any]:
-        yield from itertools.islice(reader(), n)
+        yield from itertools.islice(iterate_reader(reader, "firstn(reader)"), n)
 
     return firstn_reader
 
@@ -219,6 +234,7 @@ def xmap_readers(
 
     An exception raised by ``reader`` or ``mapper`` is re-raised in the consumer.
     """
+    require_reader(reader, "xmap_readers(reader)")
     _check_positive("process_num", process_num)
     _check_positive("buffer_size", buffer_size)
     if use_process:

@@ -23,11 +23,17 @@ from sculler.v2.layer_base import LayerOutput
 __all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error"]
 
 
-def _attach(type_name: str, fn: str, layers: list[Any], name: str | None,
-            attrs: dict[str, Any]) -> EvaluatorConfig:
-    from sculler.evaluator import _attach as attach
-
-    return attach(type_name, fn, layers, name, attrs)
+def attach(type_name: str, fn: str, layers: list[Any], name: str | None,
+           attrs: dict[str, Any]) -> EvaluatorConfig:
+    """Attach an evaluator config of ``type_name`` to ``layers[0]`` (checked: layers)."""
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, LayerOutput):
+            raise TypeError(f"{fn}: input {i} must be a layer (LayerOutput), got "
+                            f"{type(layer).__name__}")
+    config = EvaluatorConfig(name or f"{fn}_evaluator", type_name,
+                             [layer.name for layer in layers], attrs)
+    layers[0].evaluators.append(config)
+    return config
 
 
 def _with_weight(layers: list[Any], weight: Any) -> list[Any]:
@@ -45,7 +51,7 @@ def precision_recall(input: LayerOutput, label: LayerOutput,  # noqa: A002
                                        or positive_label < 0):
         raise ValueError(f"precision_recall: positive_label must be a class id >= 0, got "
                          f"{positive_label!r}")
-    return _attach("precision_recall", "precision_recall", _with_weight([input, label], weight),
+    return attach("precision_recall", "precision_recall", _with_weight([input, label], weight),
                    name, {"positive_label": -1 if positive_label is None else positive_label})
 
 
@@ -53,7 +59,7 @@ def pnpair(input: LayerOutput, label: LayerOutput, info: LayerOutput,  # noqa: A
            weight: LayerOutput | None = None, name: str | None = None) -> EvaluatorConfig:
     """Ratio of correctly to wrongly ordered pairs within each query (``info`` holds query
     ids), scoring by the last column of ``input``: ``pos / neg``."""
-    return _attach("pnpair", "pnpair", _with_weight([input, label, info], weight), name, {})
+    return attach("pnpair", "pnpair", _with_weight([input, label, info], weight), name, {})
 
 
 def chunk(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A002
@@ -69,7 +75,7 @@ def chunk(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A0
             num_chunk_types < 1):
         raise ValueError(f"chunk: num_chunk_types must be a positive int, got "
                          f"{num_chunk_types!r}")
-    return _attach("chunk", "chunk", [input, label], name,
+    return attach("chunk", "chunk", [input, label], name,
                    {"chunk_scheme": chunk_scheme, "num_chunk_types": num_chunk_types,
                     "excluded_chunk_types": [int(t) for t in excluded_chunk_types or []]})
 
@@ -80,14 +86,14 @@ def ctc_error(input: LayerOutput, label: LayerOutput,  # noqa: A002
     merged, blank = the last class dropped) and average
     ``levenshtein(label, decoded) / max(|label|, |decoded|)`` over sequences; also reports
     ``.deletion_error``, ``.insertion_error``, ``.substitution_error``, ``.sequence_error``."""
-    return _attach("ctc_edit_distance", "ctc_error", [input, label], name, {})
+    return attach("ctc_edit_distance", "ctc_error", [input, label], name, {})
 
 
 def column_sum(input: LayerOutput, name: str | None = None,  # noqa: A002
                weight: LayerOutput | None = None) -> EvaluatorConfig:
     """Weighted mean over samples of the last column of ``input``:
     ``sum_i w_i x_i[-1] / sum_i w_i``."""
-    return _attach("last-column-sum", "column_sum", _with_weight([input], weight), name,
+    return attach("last-column-sum", "column_sum", _with_weight([input], weight), name,
                    {"column": -1})
 
 
@@ -95,4 +101,4 @@ def value_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # no
     """Log the values of one layer or a list of layers every batch (logger
     ``sculler.evaluator``, level INFO); reports no number of its own."""
     layers = list(input) if isinstance(input, (list, tuple)) else [input]
-    return _attach("value_printer", "value_printer", layers, name, {})
+    return attach("value_printer", "value_printer", layers, name, {})

@@ -18,6 +18,7 @@ from sculler.attr import ExtraLayerAttribute, ParameterAttribute
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import EvaluatorConfig, InputConfig, LayerConfig
 from sculler.data_type import InputType
+from sculler.validate import integer
 
 __all__ = ["LayerOutput", "make_layer", "reset_names", "auto_name", "as_inputs", "no_support",
            "record_layers"]
@@ -169,12 +170,13 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
             attrs = {**(attrs or {}),
                      "error_clipping_threshold": layer_attr.error_clipping_threshold}
     in_attrs = list(input_attrs or [{}] * len(inputs))
+    size = 0 if size is None else integer(size, f"layer {name!r} ({layer_type}): size", minimum=0)
     config = LayerConfig(
-        name=name, type=layer_type, size=int(size or 0), active_type=act.name,
+        name=name, type=layer_type, size=size, active_type=act.name,
         inputs=[InputConfig(p.name, None, dict(a)) for p, a in zip(inputs, in_attrs)],
         drop_rate=drop_rate, attrs=dict(attrs or {}),
     )
-    config.size = int(cls.infer_size(config, [p.config for p in inputs]))
+    config.size = cls.resolve_size(config, [p.config for p in inputs])
     return LayerOutput(config, list(inputs), weight_attrs, bias, initializers=inits)
 
 

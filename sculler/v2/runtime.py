@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler.validate import integer
+
 SETTINGS: dict[str, Any] = {"use_gpu": False, "trainer_count": 1, "seed": None}
 
 
@@ -28,6 +30,8 @@ def init(use_gpu: bool = False, trainer_count: int = 1, seed: int | None = None,
     from sculler import backend
 
     backend.use_gpu(bool(use_gpu))
+    if seed is not None:
+        seed = integer(seed, "init(seed=...)", minimum=0)
     SETTINGS.update(use_gpu=bool(use_gpu), trainer_count=trainer_count, seed=seed, **kwargs)
     if seed is not None:
         np.random.seed(seed)

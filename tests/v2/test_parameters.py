@@ -34,7 +34,7 @@ def test_tar_round_trip_exact(tmp_path):
         raw = tar.extractfile("___fc_layer_0__.w0").read()
     assert "___fc_layer_0__.w0.protobuf" in names
     assert struct.unpack("IIQ", raw[:16]) == (0, 4, 15)
-    assert not list(tmp_path.glob(".tmp-*"))
+    assert [p.name for p in tmp_path.iterdir()] == ["p.tar"]  # no temporary file left
 
 
 def test_text_mode_file_objects(tmp_path):

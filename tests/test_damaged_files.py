@@ -1,0 +1,193 @@
+"""Every reader checks its file: a truncated, padded, foreign or random file is an error that
+names the file (and the entry); every writer round-trips through its reader."""
+
+import io
+import os
+import struct
+import tarfile
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+import sculler as paddle
+from sculler.fileio import FileFormatError
+from sculler.parameters import Parameters
+from sculler.topology import Topology
+
+
+@pytest.fixture
+def model():
+    return _classifier("out")
+
+
+def _classifier(name):
+    """A softmax layer ``name`` over 4 inputs, its parameters and a trainer."""
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
+    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), name=name)
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(
+        learning_rate=0.1, momentum=0.9))
+    return out, params, trainer
+
+
+def _tar(path, entries):
+    with tarfile.open(path, "w") as tar:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _param_tar_bytes(params):
+    buf = io.BytesIO()
+    params.to_tar(buf)
+    return buf.getvalue()
+
+
+def test_every_writer_round_trips(model, tmp_path):
+    out, params, trainer = model
+    params.to_tar(tmp_path / "p.tar")
+    back = Parameters.from_tar(tmp_path / "p.tar")
+    for n in params.names():
+        np.testing.assert_array_equal(back.get(n), params.get(n))
+    Topology(out).serialize_for_inference(tmp_path / "m.tar", params)
+    inf = paddle.inference.Inference(fileobj=str(tmp_path / "m.tar"))
+    x = np.arange(4, dtype=np.float32)
+    direct = paddle.infer(output_layer=out, parameters=params, input=[(x,)])
+    np.testing.assert_allclose(inf.infer(input=[(x,)]), direct, rtol=1e-6)
+    trainer.save_checkpoint(str(tmp_path / "c.ckpt"))
+    saved = {n: params.get(n) for n in params.names()}
+    for n in params.names():
+        params.set(n, np.zeros(params.get_shape(n), np.float32))
+    trainer.load_checkpoint(str(tmp_path / "c.ckpt"))
+    for n in params.names():
+        np.testing.assert_array_equal(params.get(n), saved[n])
+    paddle.save({"a": np.arange(3.0), "b": [1, "two"]}, str(tmp_path / "s.pd"))
+    state = paddle.load(str(tmp_path / "s.pd"))
+    np.testing.assert_array_equal(state["a"], np.arange(3.0))
+    assert state["b"] == [1, "two"]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9])
+def test_truncated_parameter_tar_names_the_file(model, tmp_path, fraction):
+    _, params, _ = model
+    data = _param_tar_bytes(params)
+    content = len(data.rstrip(b"\0"))  # the tar ends in zero blocks; cut inside its content
+    path = tmp_path / "cut.tar"
+    path.write_bytes(data[:int(content * fraction)])
+    with pytest.raises(FileFormatError, match="cut.tar"):
+        Parameters.from_tar(str(path))
+    before = {n: params.get(n) for n in params.names()}
+    with pytest.raises(FileFormatError, match="cut.tar"):
+        params.init_from_tar(str(path))
+    for n in params.names():  # nothing was overwritten by a half-read file
+        np.testing.assert_array_equal(params.get(n), before[n])
+
+
+def test_padded_random_and_foreign_parameter_tars(model, tmp_path):
+    _, params, _ = model
+    data = _param_tar_bytes(params)
+    cases = {"padded.tar": data + b"junk" * 100, "random.tar": os.urandom(4096),
+             "empty.tar": b""}
+    for name, raw in cases.items():
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(FileFormatError, match=name):
+            Parameters.from_tar(str(tmp_path / name))
+    _tar(tmp_path / "foreign.tar", {"readme.txt": b"hello"})
+    with pytest.raises(FileFormatError, match="foreign.tar.*'readme.txt'.*no"):
+        Parameters.from_tar(str(tmp_path / "foreign.tar"))
+    with pytest.raises(FileFormatError, match="random.tar"):
+        with open(tmp_path / "random.tar", "rb") as f:
+            Parameters.from_tar(f)
+    with pytest.raises(IsADirectoryError, match="directory"):
+        Parameters.from_tar(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="missing.tar"):
+        Parameters.from_tar(str(tmp_path / "missing.tar"))
+
+
+def test_damaged_entries_name_the_entry(model, tmp_path):
+    _, params, _ = model
+    with tarfile.open(fileobj=io.BytesIO(_param_tar_bytes(params))) as tar:
+        good = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    w = "_out.w0"
+    bad_entries = {
+        "padded entry": {**good, w: good[w] + b"\0\0\0\0"},
+        "short entry": {**good, w: good[w][:-4]},
+        "wrong count": {**good, w: struct.pack("IIQ", 0, 4, 5) + good[w][16:]},
+        "float64 header": {**good, w: struct.pack("IIQ", 0, 8, 12) + good[w][16:]},
+        "no header": {**good, w: b"\0" * 8},
+        "no value entry": {k: v for k, v in good.items() if k != w},
+        "bad config": {**good, w + ".protobuf": b"\xff\xff\xff"},
+    }
+    for case, entries in bad_entries.items():
+        path = tmp_path / f"{case.replace(' ', '_')}.tar"
+        _tar(path, entries)
+        with pytest.raises(FileFormatError, match=f"{path.name}.*'{w}") as info:
+            Parameters.from_tar(str(path))
+        assert path.name in str(info.value), case
+
+
+def test_init_from_tar_shape_mismatch_names_the_parameter(model, tmp_path):
+    _, params, _ = model
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(5))
+    other = paddle.parameters.create(paddle.layer.fc(input=x, size=3, name="out"))
+    other.to_tar(tmp_path / "other.tar")
+    with pytest.raises(ValueError, match="'_out.w0' has shape \\(4, 3\\) here and \\(5, 3\\)"):
+        params.init_from_tar(str(tmp_path / "other.tar"))
+
+
+def test_damaged_inference_files(model, tmp_path):
+    out, params, _ = model
+    Topology(out).serialize_for_inference(tmp_path / "m.tar", params)
+    data = (tmp_path / "m.tar").read_bytes()
+    (tmp_path / "cut.tar").write_bytes(data[:len(data.rstrip(b"\0")) // 2])
+    (tmp_path / "random.bin").write_bytes(os.urandom(3000))
+    params.to_tar(tmp_path / "params.tar")
+    for name in ("cut.tar", "random.bin", "params.tar"):
+        with pytest.raises(FileFormatError, match=name):
+            paddle.inference.Inference(fileobj=str(tmp_path / name))
+        with open(tmp_path / name, "rb") as f, pytest.raises(FileFormatError, match=name):
+            paddle.inference.Inference(fileobj=f)
+    _tar(tmp_path / "badjson.tar", {"model.json": b"{not json"})
+    with pytest.raises(FileFormatError, match="badjson.tar.*model.json"):
+        paddle.inference.Inference(fileobj=str(tmp_path / "badjson.tar"))
+
+
+def test_checkpoint_reader_tells_files_apart(model, tmp_path):
+    _, params, trainer = model
+    ckpt = tmp_path / "c.ckpt"
+    trainer.save_checkpoint(str(ckpt))
+    data = ckpt.read_bytes()
+    for cut in (0, 7, 100, len(data) // 2, len(data) - 1):
+        (tmp_path / "cut.ckpt").write_bytes(data[:cut])
+        with pytest.raises(FileFormatError, match="cut.ckpt"):
+            trainer.load_checkpoint(str(tmp_path / "cut.ckpt"))
+    paddle.save({"w": np.ones(3)}, str(tmp_path / "state.pd"))
+    with pytest.raises(FileFormatError, match="state.pd.*sculler.save.*sculler.load"):
+        trainer.load_checkpoint(str(tmp_path / "state.pd"))
+    save_file({"w": np.ones(3)}, str(tmp_path / "foreign.st"))
+    with pytest.raises(FileFormatError, match="foreign.st.*not written by Sculler"):
+        trainer.load_checkpoint(str(tmp_path / "foreign.st"))
+    with pytest.raises(FileFormatError, match="c.ckpt.*trainer checkpoint.*load_checkpoint"):
+        paddle.load(str(ckpt))
+    with pytest.raises(FileFormatError, match="foreign.st.*not written by sculler.save"):
+        paddle.load(str(tmp_path / "foreign.st"))
+    with pytest.raises(IsADirectoryError, match="directory"):
+        trainer.load_checkpoint(str(tmp_path))
+    with pytest.raises(IsADirectoryError, match="checkpoint .* is a directory"):
+        trainer.train(lambda: iter([]), checkpoint=str(tmp_path))
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        paddle.load(str(tmp_path))
+
+
+def test_checkpoint_of_another_model_names_the_parameters(model, tmp_path):
+    _, params, trainer = model
+    _, _, other = _classifier("other")
+    other.save_checkpoint(str(tmp_path / "other.ckpt"))
+    with pytest.raises(ValueError, match="other.ckpt.*another model.*'_other.w0'"):
+        trainer.load_checkpoint(str(tmp_path / "other.ckpt"))
