@@ -1,7 +1,7 @@
 """ONNX export over one sequence: onnxruntime's outputs equal paddle.infer's (1e-5) on a batch
-of one sequence for lstmemory (peepholes, bias, reverse), grumemory, whole-sequence pooling and
-sequence_softmax; nested sequences, stride pooling and other sequence layers are refused by
-name."""
+of one sequence for lstmemory (peepholes, bias, reverse), grumemory, recurrent, whole-sequence
+pooling and sequence_softmax; nested sequences, stride pooling and other sequence layers are
+refused by name."""
 
 from __future__ import annotations
 
@@ -85,12 +85,15 @@ def test_embedding_lstm_max_pooling_and_one_step(tmp_path):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_grumemory(reverse, tmp_path):
+def test_grumemory_and_recurrent(reverse, tmp_path):
     paddle.layer.reset_names()
     x = sequence("x", 4)
     gru = paddle.networks.simple_gru2(input=x, size=5, reverse=reverse, act=A.Relu())
     out = L.fc(input=L.first_seq(input=gru), size=2)
-    check([out, gru], {"x": RNG.randn(6, 4).astype(np.float32)}, tmp_path, seed=3)
+    rnn = L.recurrent(input=L.fc(input=x, size=3), reverse=reverse, act=A.Sigmoid())
+    plain = L.recurrent(input=x, bias_attr=False)
+    check([out, gru, rnn, plain], {"x": RNG.randn(6, 4).astype(np.float32)}, tmp_path,
+          seed=3)
 
 
 @pytest.mark.parametrize("opset", [13, 18])

@@ -14,7 +14,7 @@ non-inverted scaling by ``1 - drop_rate``).
 Sequences, ONE at a time: a ``dense_vector_sequence`` / ``integer_value_sequence`` data layer is
 an input of shape ``(T, dim)`` / ``(T,)`` (``T`` dynamic, at least 1) holding the rows of one
 sample; the row-wise layers above work on it unchanged, ``sequence_softmax`` is a softmax over
-the rows, ``lstmemory``/``grumemory`` become ONNX ``LSTM``/``GRU`` (see
+the rows, ``lstmemory``/``grumemory``/``recurrent`` become ONNX ``LSTM``/``GRU``/``RNN`` (see
 :mod:`sculler.onnx.sequence`) and whole-sequence ``last_seq``/``first_seq``/``pooling`` give
 ``(1, D)``, after which the network is non-sequence again. Anything else (nested sequences,
 stride pooling, the other sequence layers, sparse inputs, ...) raises

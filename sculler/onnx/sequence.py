@@ -11,6 +11,7 @@ rows ``(T, width)`` (T dynamic, at least 1), and a whole-sequence aggregation gi
   ``H = (1 - z) h~ + z h_{t-1}``, Paddle ``(1 - z) h_{t-1} + z c~``, so the update gate's
   weights and bias are negated (``1 - sigmoid(a) = sigmoid(-a)``); only a sigmoid gate can be
   exported.
+- ``recurrent`` -> ``RNN`` (``W`` the identity, ``R`` the transposed recurrent weight).
 - ``seqlastins``/``seqfirstins`` -> ``Slice`` of the last/first row; ``max`` -> ``ReduceMax``;
   ``average`` -> ``ReduceMean`` / ``ReduceSum`` / ``ReduceSum`` divided by ``sqrt(T)``.
 """
@@ -26,7 +27,7 @@ from sculler.onnx.graph import GraphBuilder
 CELL_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
 # Paddle's LSTM gate blocks are [c~, i, f, o]; ONNX's are [i, o, f, c].
 LSTM_ORDER = (1, 3, 2, 0)
-RECURRENT_TYPES = ("lstmemory", "gated_recurrent")
+RECURRENT_TYPES = ("lstmemory", "gated_recurrent", "recurrent")
 AGGREGATE_TYPES = ("seqlastins", "seqfirstins", "max", "average")
 
 
@@ -34,6 +35,8 @@ def _cell_activation_names(lc: LayerConfig) -> list[tuple[str, str]]:
     """``(attribute, activation name)`` of the cell's activations in ONNX's order."""
     gate = ("active_gate_type", lc.attrs.get("active_gate_type") or "sigmoid")
     cand = ("act", lc.active_type or "linear")
+    if lc.type == "recurrent":
+        return [cand]
     if lc.type == "lstmemory":
         return [gate, cand, ("active_state_type", lc.attrs.get("active_state_type") or "tanh")]
     return [gate, cand]
@@ -117,6 +120,22 @@ def gru(g: GraphBuilder, lc: LayerConfig, ins: list[str], ctx) -> str:
     return _rnn_output(g, y, hs, name)
 
 
+def rnn(g: GraphBuilder, lc: LayerConfig, ins: list[str], ctx) -> str:
+    """Paddle's ``y_t = act(x_t + b + y_{t-1} W)`` as ONNX ``RNN``: ``W`` the identity,
+    ``R = W^T``, ``B = [b, 0]``."""
+    hs = int(lc.size)
+    bias = np.zeros(2 * hs, np.float32)
+    if lc.bias_parameter_name:
+        bias[:hs] = ctx.weight(lc.bias_parameter_name).reshape(-1)
+    rec = ctx.weight(lc.inputs[0].input_parameter_name).reshape(hs, hs).T
+    name = lc.name
+    inputs = [_sequence_input(g, ins[0], hs, name),
+              g.const(f"{name}/W", np.eye(hs, dtype=np.float32)[None]),
+              g.const(f"{name}/R", rec[None]), g.const(f"{name}/B", bias[None])]
+    y = g.op("RNN", inputs, name, **_rnn_attrs(lc))
+    return _rnn_output(g, y, hs, name)
+
+
 def _with_bias(g: GraphBuilder, lc: LayerConfig, y: str, ctx) -> str:
     if not lc.bias_parameter_name:
         return y
@@ -162,5 +181,6 @@ def average_pool(g: GraphBuilder, lc: LayerConfig, ins: list[str], ctx) -> str:
     return _with_bias(g, lc, y, ctx)
 
 
-SEQUENCE_CONVERTERS = {"lstmemory": lstm, "gated_recurrent": gru, "seqlastins": instance,
+SEQUENCE_CONVERTERS = {"lstmemory": lstm, "gated_recurrent": gru, "recurrent": rnn,
+                       "seqlastins": instance,
                        "seqfirstins": instance, "max": max_pool, "average": average_pool}
