@@ -150,8 +150,8 @@ def test_batch_norm_uses_the_moving_statistics(tmp_path):
 def test_layers_it_cannot_express_are_refused_by_name(tmp_path):
     paddle.layer.reset_names()
     words = paddle.layer.data(name="words",
-                              type=paddle.data_type.integer_value_sequence(10))
-    emb = paddle.layer.embedding(input=words, size=3, name="emb")
+                              type=paddle.data_type.sparse_binary_vector(10))
+    emb = paddle.layer.fc(input=words, size=3, name="emb")
     x, y = dense("x", 4), dense("y", 4)
     cos = paddle.layer.cos_sim(a=x, b=y, name="similarity")
     seq_act = paddle.layer.fc(input=x, size=3, act=A.SequenceSoftmax(), name="seqsoft")

@@ -8,10 +8,17 @@ Exported: ``fc``, ``embedding``/``table``, ``concat``, ``addto``, ``mixed`` with
 projections ``full_matrix``, ``trans_full_matrix``, ``table``, ``identity`` (with offset),
 ``dotmul``, ``scaling`` and the ``dotmul_operator``, ``exconv`` (2-D convolution with groups,
 dilation, padding, several inputs), ``pool`` (max/average, ceil and exclude modes),
-``batch_norm`` (moving statistics), every activation except ``sequence_softmax``, and dropout
-(test mode: Paddle's non-inverted scaling by ``1 - drop_rate``). Anything else, sequence
-inputs and sparse inputs included, raises :class:`UnsupportedLayerError` listing every layer
-that cannot be expressed.
+``batch_norm`` (moving statistics), every activation, and dropout (test mode: Paddle's
+non-inverted scaling by ``1 - drop_rate``).
+
+Sequences, ONE at a time: a ``dense_vector_sequence`` / ``integer_value_sequence`` data layer is
+an input of shape ``(T, dim)`` / ``(T,)`` (``T`` dynamic, at least 1) holding the rows of one
+sample; the row-wise layers above work on it unchanged, ``sequence_softmax`` is a softmax over
+the rows, ``lstmemory``/``grumemory``/``recurrent`` become ONNX ``LSTM``/``GRU``/``RNN`` (see
+:mod:`sculler.onnx.sequence`) and whole-sequence ``last_seq``/``first_seq``/``pooling`` give
+``(1, D)``, after which the network is non-sequence again. Anything else (nested sequences,
+stride pooling, the other sequence layers, sparse inputs, ...) raises
+:class:`UnsupportedLayerError` listing every layer that cannot be expressed.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from sculler.onnx.convert import Context, convert, refusal
+from sculler.onnx.convert import Context, convert, refusal, sequence_levels
 from sculler.onnx.graph import GraphBuilder
 
 __all__ = ["DEFAULT_OPSET", "UnsupportedLayerError", "export"]
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 13
+# The name of the first dimension: a batch of vectors, or the rows of the one sequence.
+ROWS = {0: "batch", 1: "T"}
 
 
 class UnsupportedLayerError(NotImplementedError):
@@ -54,15 +63,16 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
     model = topology.proto()
     layers = {lc.name: lc for lc in model.layers}
     data_types = dict(topology.data_type())
+    levels = sequence_levels(model.layers, {n: dt.seq_type for n, dt in data_types.items()})
     problems = []
     for lc in model.layers:
         if lc.type == "data":
             dt = data_types[lc.name]
-            if dt.seq_type != 0 or dt.kind not in ("dense", "ids"):
+            if dt.seq_type == 2 or dt.kind not in ("dense", "ids"):
                 problems.append(f"{lc.name!r} (data layer, {dt}): only dense vectors and "
-                                "single integer ids are exported")
+                                "integer ids, or single-level sequences of them, are exported")
         else:
-            why = refusal(lc)
+            why = refusal(lc, levels)
             if why:
                 problems.append(why)
     if problems:
@@ -74,7 +84,7 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
     def weight(name: str) -> np.ndarray:
         return np.asarray(parameters.get(name), dtype=np.float32)
 
-    ctx = Context(layers, weight)
+    ctx = Context(layers, weight, opset)
     values: dict[str, str] = {}
     graph_inputs = []
     outputs = [layer.name for layer in topology.layers]
@@ -82,13 +92,14 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
         if lc.type == "data":
             dt = data_types[lc.name]
             name = g.reserve(lc.name)
+            rows = ROWS[levels[lc.name]]
             if dt.kind == "ids":
                 graph_inputs.append(onnx.helper.make_tensor_value_info(
-                    name, onnx.TensorProto.INT64, ["batch"]))
+                    name, onnx.TensorProto.INT64, [rows]))
                 ctx.kind[name] = "ids"
             else:
                 graph_inputs.append(onnx.helper.make_tensor_value_info(
-                    name, onnx.TensorProto.FLOAT, ["batch", dt.dim]))
+                    name, onnx.TensorProto.FLOAT, [rows, dt.dim]))
                 ctx.kind[name] = "dense"
             values[lc.name] = name
             continue
@@ -104,7 +115,7 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
             raise UnsupportedLayerError(f"cannot export to ONNX: output {name!r} is a data "
                                         "layer")
         graph_outputs.append(onnx.helper.make_tensor_value_info(
-            name, onnx.TensorProto.FLOAT, ["batch", layers[name].size]))
+            name, onnx.TensorProto.FLOAT, [ROWS[levels[name]], layers[name].size]))
     graph = onnx.helper.make_graph(g.nodes, "sculler", graph_inputs, graph_outputs,
                                    g.initializers)
     proto = onnx.helper.make_model(

@@ -18,6 +18,12 @@ from sculler.layers.image import image_geometry
 from sculler.layers.pool import pool_conf
 from sculler.math.activation import BRELU_MAX, SOFTRELU_CLIP, STANH_A, STANH_B
 from sculler.onnx.graph import GraphBuilder
+from sculler.onnx.sequence import (
+    AGGREGATE_TYPES,
+    RECURRENT_TYPES,
+    SEQUENCE_CONVERTERS,
+    sequence_refusal,
+)
 
 SIMPLE_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "exp": "Exp",
                       "log": "Log", "abs": "Abs", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
@@ -28,11 +34,13 @@ EXPORTED_PROJECTIONS = ("full_matrix", "trans_full_matrix", "table", "identity",
 
 class Context:
     """What converters read besides the graph: the model's layer configs, the parameters (as
-    float32 arrays), and each value's kind ('dense' or 'ids')."""
+    float32 arrays), the opset, and each value's kind ('dense' or 'ids')."""
 
-    def __init__(self, layers: dict[str, LayerConfig], weight: Callable[[str], np.ndarray]):
+    def __init__(self, layers: dict[str, LayerConfig], weight: Callable[[str], np.ndarray],
+                 opset: int):
         self.layers = layers
         self.weight = weight
+        self.opset = opset
         self.kind: dict[str, str] = {}
 
     def input_configs(self, lc: LayerConfig) -> list[LayerConfig]:
@@ -266,25 +274,66 @@ CONVERTERS: dict[str, Callable[[GraphBuilder, LayerConfig, list[str], Context], 
 }
 
 
-def refusal(lc: LayerConfig) -> str | None:
-    """Why ``lc`` cannot be exported (None when it can), checked before anything is built."""
+def sequence_levels(model_layers: list[LayerConfig], data_levels: dict[str, int]
+                    ) -> dict[str, int]:
+    """Each layer's sequence level (0 = a vector per sample, 1 = a sequence, 2 = nested): data
+    layers from their data types, whole-sequence aggregations one below their input, every
+    other layer the deepest of its inputs."""
+    levels: dict[str, int] = {}
+    for lc in model_layers:
+        if lc.type == "data":
+            levels[lc.name] = data_levels[lc.name]
+            continue
+        ins = [levels[n] for n in lc.input_layer_names]
+        deepest = max(ins, default=0)
+        levels[lc.name] = max(deepest - 1, 0) if lc.type in AGGREGATE_TYPES else deepest
+    return levels
+
+
+def refusal(lc: LayerConfig, levels: dict[str, int]) -> str | None:
+    """Why ``lc`` cannot be exported (None when it can), checked before anything is built;
+    ``levels`` are the layers' sequence levels (:func:`sequence_levels`)."""
+    who = f"{lc.name!r} (type {lc.type})"
+    ins = [levels[n] for n in lc.input_layer_names]
+    if lc.type in SEQUENCE_CONVERTERS:
+        why = sequence_refusal(lc)
+        if why is None and ins[0] != 1:
+            why = (f"{who}: input {lc.input_layer_names[0]!r} is "
+                   f"{'a nested sequence' if ins[0] else 'not a sequence'} (only single-level "
+                   "sequences are exported)")
+        return why
     if lc.type not in CONVERTERS:
-        return f"{lc.name!r} (type {lc.type}): no ONNX conversion"
-    if unsupported_activation(lc.active_type):
-        return f"{lc.name!r} (type {lc.type}): activation {lc.active_type!r}"
+        return f"{who}: no ONNX conversion"
+    if len(set(ins)) > 1:
+        return (f"{who}: mixes sequence and non-sequence inputs "
+                f"{dict(zip(lc.input_layer_names, ins))}")
+    if lc.active_type == "sequence_softmax":
+        if levels[lc.name] != 1 or lc.size != 1:
+            return (f"{who}: activation 'sequence_softmax' needs a width-1 sequence (got "
+                    f"width {lc.size}, sequence level {levels[lc.name]})")
+    elif unsupported_activation(lc.active_type):
+        return f"{who}: activation {lc.active_type!r}"
     if lc.type == "mixed":
         bad = [ic.attrs.get("proj") for ic in lc.inputs
                if ic.attrs.get("proj") not in EXPORTED_PROJECTIONS]
         if bad:
-            return f"{lc.name!r} (type mixed): projection(s) {bad}"
+            return f"{who}: projection(s) {bad}"
     return None
 
 
 def convert(g: GraphBuilder, lc: LayerConfig, ins: list[str], ctx: Context,
             output: str | None) -> str:
-    """The layer's full test-mode output: its converter, activation, then dropout scaling."""
-    y = CONVERTERS[lc.type](g, lc, ins, ctx)
-    y = activation(g, lc.active_type, y, lc.name)
+    """The layer's full test-mode output: its converter, activation, then dropout scaling.
+    Recurrent layers apply their activations inside the cell; ``sequence_softmax`` over the
+    single sequence is a softmax over its rows (axis 0)."""
+    if lc.type in SEQUENCE_CONVERTERS:
+        y = SEQUENCE_CONVERTERS[lc.type](g, lc, ins, ctx)
+    else:
+        y = CONVERTERS[lc.type](g, lc, ins, ctx)
+    if lc.active_type == "sequence_softmax":
+        y = g.op("Softmax", [y], lc.name, axis=0)
+    elif lc.type not in RECURRENT_TYPES:
+        y = activation(g, lc.active_type, y, lc.name)
     if lc.drop_rate > 0:
         y = g.op("Mul", [y, g.const(f"{lc.name}/keep", 1.0 - lc.drop_rate)], lc.name)
     if output is not None:
