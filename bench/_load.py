@@ -14,6 +14,21 @@ import time
 RELIABLE_BELOW = 0.05
 
 
+def bench_threads() -> int:
+    """Threads every contender gets (``BENCH_THREADS``, else all CPUs): Sculler's BLAS and
+    elementwise pool, torch's intra-op pool and Paddle's math library (whose default is 1)."""
+    return max(1, int(os.environ.get("BENCH_THREADS") or os.cpu_count() or 1))
+
+
+def same_threads(framework) -> None:
+    """Give ``torch`` or ``paddle`` :func:`bench_threads` threads (the common policy)."""
+    n = bench_threads()
+    if hasattr(framework, "set_num_threads"):  # torch
+        framework.set_num_threads(n)
+    else:  # paddle: FLAGS_paddle_num_threads defaults to 1
+        framework.base.core.set_num_threads(n)
+
+
 def _stat() -> tuple[int, int] | None:
     try:
         with open("/proc/stat") as f:

@@ -14,7 +14,7 @@ import argparse
 import time
 
 import numpy as np
-from _load import LoadMeter
+from _load import LoadMeter, same_threads
 
 import sculler as paddle
 
@@ -96,6 +96,7 @@ def bench_torch(sizes, batch, batches):
         import torch
     except ImportError:
         return None
+    same_threads(torch)
     layers = []
     for a, b in zip(sizes, sizes[1:]):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
@@ -118,6 +119,7 @@ def bench_paddle(sizes, batch, batches):
     except ImportError:
         return None
     paddle.set_device("cpu")
+    same_threads(paddle)
     layers = []
     for a, b in zip(sizes, sizes[1:]):
         layers += [paddle.nn.Linear(a, b), paddle.nn.ReLU()]
