@@ -9,11 +9,13 @@ result is bit-identical to the single-threaded call. ``scratch(n, dtype)`` is a 
 reusable work buffer for such functions.
 
 The threshold comes from ``bench/elementwise_threshold.py`` (the size from which two threads
-beat one on this machine class); ``SCULLER_PARALLEL_MIN`` overrides it and
-``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting off). Work is split only while
-other processes leave a CPU idle (``/proc/stat`` minus this process's own CPU time). numexpr
-was measured as the alternative and rejected: its float32 ``tanh`` is two orders of magnitude
-slower than NumPy's SIMD loop, and fused expressions round differently.
+beat one on this machine class: 2^20 float32 elements on an idle 2-core machine, where the
+handoff to the pool costs 70-90 us, so at 2^18 the split took twice as long as one call);
+``SCULLER_PARALLEL_MIN`` overrides it and ``SCULLER_NUM_THREADS`` the thread count (1 turns
+the splitting off). Work is split only while other processes leave a CPU idle (``/proc/stat``
+minus this process's own CPU time). numexpr was measured as the alternative and rejected: its
+float32 ``tanh`` is two orders of magnitude slower than NumPy's SIMD loop, and fused
+expressions round differently.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 18))
+PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 20))
 _LOAD_CHECK_S = 1.0
 
 _pool: ThreadPoolExecutor | None = None
