@@ -11,22 +11,24 @@ from __future__ import annotations
 import os
 import time
 
+from sculler.math.parallel import cpu_counters, other_busy_cpus
+
 RELIABLE_BELOW = 0.05
 
 
-def _stat() -> tuple[int, int] | None:
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields), idle
+def bench_threads() -> int:
+    """Threads every contender gets (``BENCH_THREADS``, else all CPUs): Sculler's BLAS and
+    elementwise pool, torch's intra-op pool and Paddle's math library (whose default is 1)."""
+    return max(1, int(os.environ.get("BENCH_THREADS") or os.cpu_count() or 1))
 
 
-def _own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+def same_threads(framework) -> None:
+    """Give ``torch`` or ``paddle`` :func:`bench_threads` threads (the common policy)."""
+    n = bench_threads()
+    if hasattr(framework, "set_num_threads"):  # torch
+        framework.set_num_threads(n)
+    else:  # paddle: FLAGS_paddle_num_threads defaults to 1
+        framework.base.core.set_num_threads(n)
 
 
 class LoadMeter:
@@ -34,20 +36,17 @@ class LoadMeter:
     ``m.note`` ("load 3%" or "load 37% UNRELIABLE")."""
 
     def __enter__(self) -> LoadMeter:
-        self._stat, self._cpu, self._wall = _stat(), _own_cpu(), time.perf_counter()
+        self._start, self._wall = cpu_counters(), time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        end, cpu = _stat(), _own_cpu()
+        end = cpu_counters()
         self.wall = time.perf_counter() - self._wall
         self.other = None
-        if self._stat is None or end is None or end[0] == self._stat[0]:
-            return
-        total = end[0] - self._stat[0]
-        busy = total - (end[1] - self._stat[1])
-        ticks_per_s = os.sysconf("SC_CLK_TCK")
-        own = (cpu - self._cpu) * ticks_per_s
-        self.other = max(0.0, (busy - own) / total)
+        if self._start is not None and end is not None:
+            cpus = os.cpu_count() or 1
+            busy = other_busy_cpus(self._start, end, cpus)
+            self.other = None if busy is None else busy / cpus
 
     @property
     def reliable(self) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from _load import LoadMeter  # noqa: E402
+from _load import LoadMeter, same_threads  # noqa: E402
 
 SIZES, BATCH = (784, 512, 256, 10), 128
 
@@ -57,6 +57,7 @@ def sculler_step() -> Callable[[], None]:
 def torch_step() -> Callable[[], None]:
     import torch
 
+    same_threads(torch)
     torch.manual_seed(0)
     mods = []
     for a, b in zip(SIZES, SIZES[1:]):
@@ -79,6 +80,7 @@ def paddle_step() -> Callable[[], None]:
         warnings.simplefilter("ignore")
         import paddle
     paddle.set_device("cpu")
+    same_threads(paddle)
     paddle.seed(0)
     mods = []
     for a, b in zip(SIZES, SIZES[1:]):

@@ -16,7 +16,7 @@ import time
 import warnings
 
 import numpy as np
-from _load import LoadMeter
+from _load import LoadMeter, same_threads
 
 BATCH, CLASSES = 64, 10
 
@@ -63,6 +63,7 @@ def bench_torch(batches: int, warmup: int) -> float | None:
     except ImportError:
         print("torch not importable: skipped")
         return None
+    same_threads(torch)
     torch.manual_seed(0)
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
@@ -95,6 +96,7 @@ def bench_paddle(batches: int, warmup: int) -> float | None:
         print("paddle not importable: skipped")
         return None
     paddle.set_device("cpu")
+    same_threads(paddle)
     paddle.seed(0)
     nn = paddle.nn
     model = nn.Sequential(nn.Conv2D(1, 20, 5), nn.MaxPool2D(2), nn.Conv2D(20, 50, 5),

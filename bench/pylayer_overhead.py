@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from _load import LoadMeter  # noqa: E402
+from _load import LoadMeter, same_threads  # noqa: E402
 
 
 def _sculler_case(shape: tuple) -> Callable[[], None]:
@@ -54,6 +54,7 @@ def _paddle_case(shape: tuple) -> Callable[[], None]:
             return dy * (1 - paddle.square(y))
 
     paddle.set_device("cpu")
+    same_threads(paddle)
     x = paddle.to_tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32),
                          stop_gradient=False)
     dy = paddle.ones(list(shape))
@@ -80,7 +81,7 @@ def _torch_case(shape: tuple) -> Callable[[], None]:
             (y,) = ctx.saved_tensors
             return dy * (1 - y * y)
 
-    torch.set_num_threads(1)
+    same_threads(torch)
     x = torch.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
     x.requires_grad_(True)
     dy = torch.ones(shape)

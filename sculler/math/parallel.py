@@ -9,11 +9,13 @@ result is bit-identical to the single-threaded call. ``scratch(n, dtype)`` is a 
 reusable work buffer for such functions.
 
 The threshold comes from ``bench/elementwise_threshold.py`` (the size from which two threads
-beat one on this machine class); ``SCULLER_PARALLEL_MIN`` overrides it and
-``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting off). Work is split only while
-the load average leaves a CPU idle. numexpr was measured
-as the alternative and rejected: its float32 ``tanh`` is two orders of magnitude slower than
-NumPy's SIMD loop, and fused expressions round differently.
+beat one on this machine class: 2^20 float32 elements on an idle 2-core machine, where the
+handoff to the pool costs 70-90 us, so at 2^18 the split took twice as long as one call);
+``SCULLER_PARALLEL_MIN`` overrides it and ``SCULLER_NUM_THREADS`` the thread count (1 turns
+the splitting off). Work is split only while other processes leave a CPU idle (``/proc/stat``
+minus this process's own CPU time). numexpr was measured as the alternative and rejected: its
+float32 ``tanh`` is two orders of magnitude slower than NumPy's SIMD loop, and fused
+expressions round differently.
 """
 
 from __future__ import annotations
@@ -29,25 +31,61 @@ import numpy as np
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 18))
+PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 20))
 _LOAD_CHECK_S = 1.0
 
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
-_spare = [0.0, False]  # (time of the last check, whether a CPU was idle then)
+_spare = [0.0, False, None]  # time of the last check, its verdict, the counters read then
+
+
+def cpu_counters() -> tuple[int, int, float] | None:
+    """``(all jiffies, idle jiffies, this process's CPU seconds)`` now (its threads and
+    waited-for children included); None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    t = os.times()
+    own = t.user + t.system + t.children_user + t.children_system
+    return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0), own
+
+
+def other_busy_cpus(before: tuple[int, int, float], after: tuple[int, int, float],
+                    cpus: int) -> float | None:
+    """CPUs' worth of time that OTHER processes used between two :func:`cpu_counters`
+    readings: all busy time minus this process's own. None when no time passed."""
+    total = after[0] - before[0]
+    if total <= 0:
+        return None
+    busy = total - (after[1] - before[1])
+    own = (after[2] - before[2]) * os.sysconf("SC_CLK_TCK")
+    return max(0.0, (busy - own) / total * cpus)
 
 
 def _cpu_to_spare() -> bool:
-    """Whether the machine had an idle CPU over the last minute (``os.getloadavg``; checked
-    at most once a second). On a machine busy with other work the handoff to a second thread
-    waits for a core and costs far more than it saves, so large work then stays on one."""
+    """Whether other processes left a CPU idle since the last check (checked at most once a
+    second): the busy time ``/proc/stat`` counts minus this process's own CPU time, so the
+    work being split does not count against itself (the load average would). Without
+    ``/proc/stat`` (or on the first check) the one-minute load average decides. On a
+    machine busy with other work the handoff to a second thread waits for a core and costs
+    far more than it saves, so large work then stays on one."""
     now = time.monotonic()
     if now - _spare[0] > _LOAD_CHECK_S:
-        try:
-            _spare[1] = os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
-        except OSError:
-            _spare[1] = True
-        _spare[0] = now
+        cpus = os.cpu_count() or 1
+        counters = cpu_counters()
+        others = None
+        if counters is not None and _spare[2] is not None:
+            others = other_busy_cpus(_spare[2], counters, cpus)
+        if others is not None:
+            _spare[1] = others <= cpus - 1.5  # our thread plus at least half a CPU more
+        else:
+            try:
+                _spare[1] = os.getloadavg()[0] <= cpus - 1
+            except OSError:
+                _spare[1] = True
+        _spare[0], _spare[2] = now, counters
     return _spare[1]
 
 

@@ -91,3 +91,26 @@ def test_eager_elementwise_ops_split_identically(split):
     z = paddle.to_tensor(a, stop_gradient=False)
     TanhPyLayer.apply(z).backward(paddle.ones([6, 7]))
     np.testing.assert_array_equal(z.grad.numpy(), 1 - t * t)
+
+
+def test_other_busy_cpus_leaves_out_this_process():
+    tick = parallel.os.sysconf("SC_CLK_TCK")
+    before = (1000, 600, 5.0)
+    # 400 jiffies over 2 CPUs, all busy; this process used 100 of them
+    after = (1400, 600, 5.0 + 100 / tick)
+    assert parallel.other_busy_cpus(before, after, 2) == pytest.approx(1.5)
+    assert parallel.other_busy_cpus(before, (1400, 1000, 5.0), 2) == 0.0  # all idle
+    assert parallel.other_busy_cpus(before, before, 2) is None  # no time passed
+
+
+def test_split_gate_ignores_own_work_but_not_others(monkeypatch):
+    tick = parallel.os.sysconf("SC_CLK_TCK")
+    readings = iter([(0, 0, 0.0), (200, 100, 100 / tick), (400, 200, 100 / tick)])
+    monkeypatch.setattr(parallel, "cpu_counters", lambda: next(readings))
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel, "_spare", [-10.0, False, None])
+    clock = iter([0.0, 2.0, 4.0])
+    monkeypatch.setattr(parallel.time, "monotonic", lambda: next(clock))
+    parallel._cpu_to_spare()  # first reading: the load average decides
+    assert parallel._cpu_to_spare()  # one CPU busy, all of it this process's: split
+    assert not parallel._cpu_to_spare()  # one CPU busy with another process: do not
