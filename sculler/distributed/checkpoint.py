@@ -8,33 +8,17 @@ either the previous checkpoint or the new one, never a torn file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
+from sculler.fileio import atomic_write
+
 
 def write_atomic(path: str, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` atomically and durably."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Write ``payload`` to ``path`` atomically and durably (:func:`sculler.fileio.atomic_write`,
+    creating the checkpoint directory if needed)."""
+    atomic_write(path, lambda fh: fh.write(payload), what="checkpoint", make_dirs=True)
 
 
 def save_arrays(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:

@@ -192,7 +192,7 @@ def test_atomic_write_leaves_the_old_file_when_the_rename_fails(tmp_path, monkey
     def boom(src, dst):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(ckpt.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk gone"):
         ckpt.write_atomic(path, b"new")
     assert open(path, "rb").read() == b"old"
