@@ -7,7 +7,8 @@ Encoder: embedding -> forward and backward ``simple_gru`` -> concatenated states
 trained step network then generates with ``beam_search``. Reports the exact-match accuracy of
 the best beam on held-out sequences.
 
-Run: ``python demo/seq2seq_attention.py`` (``--passes``, ``--beam``; about half a minute).
+Run: ``python demo/seq2seq_attention.py`` (``--num_passes``, ``--beam``; about half a minute;
+``sculler train --config demo/seq2seq_attention.py --num_passes 6`` runs it too).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def best_paths(prob: np.ndarray, ids: np.ndarray, beam_size: int) -> list[list[i
     return out
 
 
-def main(passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_size: int = 300,
+def main(num_passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_size: int = 300,
          seed: int = 1, verbose: bool = True) -> float:
     paddle.init(seed=seed)
     cost = seq2seq(is_generating=False)
@@ -120,7 +121,7 @@ def main(passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_size:
             costs.clear()
 
     trainer.train(reader=paddle.batch(paddle.reader.shuffle(lambda: iter(train), 4096), 32),
-                  num_passes=passes, event_handler=handler, feeding=feeding)
+                  num_passes=num_passes, event_handler=handler, feeding=feeding)
     paddle.layer.reset_names()
     gen = seq2seq(is_generating=True, beam_size=beam_size)
     prob, ids = paddle.infer(output_layer=gen, parameters=parameters,
@@ -135,7 +136,7 @@ def main(passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_size:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=6)
+    ap.add_argument("--num_passes", type=int, default=6)
     ap.add_argument("--beam", type=int, default=3)
     a = ap.parse_args()
-    main(a.passes, a.beam)
+    main(a.num_passes, a.beam)

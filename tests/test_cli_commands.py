@@ -167,6 +167,16 @@ def test_every_example_runs_through_sculler_train(script, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(str(p.relative_to(ROOT)) for p in
+                                          (ROOT / "demo").glob("*.py")))
+def test_every_demo_runs_through_sculler_train(script, tmp_path):
+    proc = run_cli("train", "--config", script, "--num_passes", "1", "--save_dir",
+                   str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_demo_main_script_takes_checkpoint_and_logdir(tmp_path):
     ckpt, logdir = tmp_path / "cnn.ckpt", tmp_path / "logs"
     proc = run_cli("train", "--config", "demo/cnn_digits.py", "--num_passes", "1",

@@ -27,5 +27,5 @@ def test_pairs_are_reversals():
 def test_demo_learns_to_reverse():
     demo = load_demo()
     demo.paddle.layer.reset_names()
-    acc = demo.main(passes=3, train_size=3000, test_size=100, verbose=False)
+    acc = demo.main(num_passes=3, train_size=3000, test_size=100, verbose=False)
     assert acc >= 0.9
