@@ -132,6 +132,7 @@ def im2col(
     padding: IntPair = 0,
     dilation: IntPair = 1,
     output_size: Sequence[int] | None = None,
+    out: Any = None,
 ) -> Any:
     """Unfold image patches into the columns of a matrix (zero padding).
 
@@ -144,9 +145,10 @@ def im2col(
         stride, padding, dilation: ints or ``(y, x)`` pairs.
         output_size: ``(oh, ow)`` to unfold, at most the :func:`conv_output_size` default
             (a transposed convolution in non-caffe mode keeps fewer windows).
+        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements to unfold into.
 
     Returns:
-        ``(C*kh*kw, N*oh*ow)`` array.
+        ``(C*kh*kw, N*oh*ow)`` array (a view of ``out`` when given).
 
     Example:
         >>> import numpy as np
@@ -165,7 +167,10 @@ def im2col(
         xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x
     else:
         xpad = x
-    cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    if out is None:
+        cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    else:
+        cols = out.reshape(c, kh, kw, n, oh, ow)
     for i in range(kh):
         for j in range(kw):
             sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
@@ -289,7 +294,7 @@ def conv2d_unfold(
 
     Args:
         x: ``(N, C, H, W)`` input; w_shape: ``(F, C/groups, kh, kw)``.
-        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements (small-output layout only).
+        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements.
         output_size: as for :func:`conv2d_forward`.
     """
     kh, kw = int(w_shape[2]), int(w_shape[3])
@@ -297,7 +302,7 @@ def conv2d_unfold(
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
     if _batch_last(out_hw):
         return _unfold(x, (kh, kw), st, pad, dil, out_hw, out)
-    return im2col(x, (kh, kw), st, pad, dil, out_hw)
+    return im2col(x, (kh, kw), st, pad, dil, out_hw, out)
 
 
 def _per_sample_filter_grad(out_hw, groups: int) -> bool:
