@@ -9,6 +9,7 @@ from sculler.math.conv import (
     conv2d_backward_data,
     conv2d_backward_filter,
     conv2d_dy_columns,
+    conv2d_dy_columns_needed,
     conv2d_forward,
     conv2d_transpose_backward_data,
     conv2d_transpose_backward_filter,
@@ -170,8 +171,10 @@ class ConvLayer(ImageLayer):
         dy = self.output_image("grad")
         dy_cols = {}
         if not self.trans:
-            for cf in self.confs:
-                if cf["groups"] not in dy_cols:
+            for i, cf in enumerate(self.confs):
+                needed = conv2d_dy_columns_needed(self.out_geom[1:], cf["groups"],
+                                                  self.input_grad_image(i) is not None)
+                if needed and cf["groups"] not in dy_cols:
                     dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
         if self.bias is not None and self.bias.w_grad is not None:
             gb = self.bias.w_grad.reshape(-1)
@@ -198,7 +201,7 @@ class ConvLayer(ImageLayer):
                 else:
                     conv2d_backward_filter(x, dy, shape, *self._args(i), out=gw, beta=beta,
                                            cols=self._cols[i],
-                                           dy_cols=dy_cols[self.confs[i]["groups"]])
+                                           dy_cols=dy_cols.get(self.confs[i]["groups"]))
             gx = self.input_grad_image(i)
             if gx is not None:
                 beta = self.input_grad_beta(i)

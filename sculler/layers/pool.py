@@ -99,10 +99,11 @@ class PoolLayer(ImageLayer):
         gx = self.input_grad_image(0)
         if gx is None:
             return
-        if self.input_grad_beta(0) == 0.0:  # the kernels add: clear the stale buffer first
-            gx[...] = 0
+        beta = self.input_grad_beta(0)
         if self.is_max:
-            max_pool2d_backward(dy, self._argmax, gx.shape, *self.window, out=gx)
+            max_pool2d_backward(dy, self._argmax, gx.shape, *self.window, out=gx, beta=beta)
         else:
+            if beta == 0.0:  # the kernel adds: clear the stale buffer first
+                gx[...] = 0
             avg_pool2d_backward(dy, gx.shape, *self.window, exclude_mode=self.exclude_mode,
                                 out=gx)

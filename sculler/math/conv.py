@@ -132,6 +132,7 @@ def im2col(
     padding: IntPair = 0,
     dilation: IntPair = 1,
     output_size: Sequence[int] | None = None,
+    out: Any = None,
 ) -> Any:
     """Unfold image patches into the columns of a matrix (zero padding).
 
@@ -144,9 +145,10 @@ def im2col(
         stride, padding, dilation: ints or ``(y, x)`` pairs.
         output_size: ``(oh, ow)`` to unfold, at most the :func:`conv_output_size` default
             (a transposed convolution in non-caffe mode keeps fewer windows).
+        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements to unfold into.
 
     Returns:
-        ``(C*kh*kw, N*oh*ow)`` array.
+        ``(C*kh*kw, N*oh*ow)`` array (a view of ``out`` when given).
 
     Example:
         >>> import numpy as np
@@ -165,7 +167,10 @@ def im2col(
         xpad[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x
     else:
         xpad = x
-    cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    if out is None:
+        cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    else:
+        cols = out.reshape(c, kh, kw, n, oh, ow)
     for i in range(kh):
         for j in range(kw):
             sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
@@ -248,18 +253,27 @@ def _unfold(x, kernel, st, pad, dil, out_hw, out=None):
     return cols.reshape(c * kh * kw, oh * ow * n)
 
 
-def _fold(cols, x_shape, kernel, st, pad, dil, out_hw):
-    """Adjoint of :func:`_unfold`: ``(N, C, H, W)`` view of the summed patches."""
-    xp = get_array_module(cols)
-    n, c, h, w = x_shape
+def _gemm_fold(w, dy_cols, x_shape, kernel, st, pad, dil, out_hw):
+    """Adjoint of :func:`_unfold` applied to ``w2d^T @ dy2d``, one filter row ``i`` at a time.
+
+    Each row's ``(C/groups * kw, oh*ow*N)`` GEMM result stays in cache for its ``kw`` tap adds
+    (the whole ``(C*kh*kw, oh*ow*N)`` product would make a round trip through memory).
+    Returns the ``(N, C, H, W)`` view of the summed patches."""
+    xp = get_array_module(dy_cols)
+    n, c, h, width = x_shape
     (kh, kw), (oh, ow) = kernel, out_hw
-    c6 = cols.reshape(c, kh, kw, oh, ow, n)
-    xt = xp.zeros((c, h + 2 * pad[0], w + 2 * pad[1], n), dtype=cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
-            xt[:, sy, sx] += c6[:, i, j]
-    return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w].transpose(3, 0, 1, 2)
+    groups, fg = dy_cols.shape[0], w.shape[0] // dy_cols.shape[0]
+    cg = c // groups
+    xt = xp.zeros((c, h + 2 * pad[0], width + 2 * pad[1], n), dtype=xp.result_type(w, dy_cols))
+    for g in range(groups):
+        wg, xg = w[g * fg : (g + 1) * fg], xt[g * cg : (g + 1) * cg]
+        for i in range(kh):
+            w_row = wg[:, :, i, :].reshape(fg, cg * kw)  # rows (c, j) of filter row i
+            part = (w_row.T @ dy_cols[g]).reshape(cg, kw, oh, ow, n)
+            for j in range(kw):
+                sy, sx = _tap_slices(i, j, dil, st, out_hw)
+                xg[:, sy, sx] += part[:, j]
+    return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + width].transpose(3, 0, 1, 2)
 
 
 def conv2d_unfold(
@@ -280,7 +294,7 @@ def conv2d_unfold(
 
     Args:
         x: ``(N, C, H, W)`` input; w_shape: ``(F, C/groups, kh, kw)``.
-        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements (small-output layout only).
+        out: optional buffer of ``C*kh*kw * N*oh*ow`` elements.
         output_size: as for :func:`conv2d_forward`.
     """
     kh, kw = int(w_shape[2]), int(w_shape[3])
@@ -288,7 +302,17 @@ def conv2d_unfold(
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
     if _batch_last(out_hw):
         return _unfold(x, (kh, kw), st, pad, dil, out_hw, out)
-    return im2col(x, (kh, kw), st, pad, dil, out_hw)
+    return im2col(x, (kh, kw), st, pad, dil, out_hw, out)
+
+
+def _per_sample_filter_grad(out_hw, groups: int) -> bool:
+    return groups == 1 and not _batch_last(out_hw)
+
+
+def conv2d_dy_columns_needed(out_hw: Sequence[int], groups: int, input_grad: bool) -> bool:
+    """Whether the backward kernels read :func:`conv2d_dy_columns` for an ``(oh, ow)`` output
+    (the filter gradient of a large ungrouped output multiplies ``dy`` as it is)."""
+    return input_grad or not _per_sample_filter_grad(tuple(out_hw), groups)
 
 
 def conv2d_dy_columns(dy: Any, groups: int = 1) -> Any:
@@ -459,13 +483,15 @@ def conv2d_backward_data(
     w2 = w.reshape(groups, nf // groups, cg * kh * kw)
     if dy_cols is None:
         dy_cols = _dy_matrix(dy, groups)
-    dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
     st, pad, dil = geometry(stride, padding, dilation)
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
-    fold = _fold if _batch_last(dy.shape[2:]) else col2im
-    dx = fold(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
-              dy.shape[2:])
+    if _batch_last(dy.shape[2:]):
+        dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
+    else:
+        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
+        dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
+                    dy.shape[2:])
     if out is None:
         return xp.ascontiguousarray(dx)
     return _accumulate(out, dx, "conv2d_backward_data", beta)
@@ -512,11 +538,28 @@ def conv2d_backward_filter(
         cols = (_unfold if _batch_last(out_hw) else im2col)(x, (kh, kw), st, pad, dil, out_hw)
     else:
         _check_cols(cols, x.shape[1] * kh * kw, n_cols, "conv2d_backward_filter")
+    if _per_sample_filter_grad(out_hw, groups):
+        # columns ordered (n, p): one GEMM per sample on dy's own NCHW layout, then a sum
+        # over the samples (OpenBLAS runs the single (F, N*P) x (N*P, C*kh*kw) product with
+        # its huge inner dimension about 3x slower, and dy needs no transposing copy)
+        per_sample = cols.reshape(cg * kh * kw, x.shape[0], -1).transpose(1, 2, 0)
+        prods = xp.matmul(dy.reshape(x.shape[0], nf, -1), per_sample)
+        if out is not None and beta == 0.0 and out.shape == w_shape:
+            prods.sum(axis=0, out=out.reshape(nf, -1))
+            return out
+        return _accumulate(out, prods.sum(axis=0).reshape(w_shape), "conv2d_backward_filter",
+                           beta)
     if dy_cols is None:
         dy_cols = _dy_matrix(dy, groups)
     c3 = cols.reshape(groups, cg * kh * kw, -1)
     if groups == 1 and out is not None and out.shape == w_shape and out.flags.c_contiguous:
-        gemm(dy_cols[0], c3[0].T, out.reshape(nf, -1), beta)
+        if c3.shape[1] > nf:
+            # cols @ dy^T: OpenBLAS splits the longer row count over its threads better
+            # (the (500, 4096) x (4096, 50) product of a LeNet conv ran in 0.8x the time)
+            _accumulate(out.reshape(nf, -1), (c3[0] @ dy_cols[0].T).T, "conv2d_backward_filter",
+                        beta)
+        else:
+            gemm(dy_cols[0], c3[0].T, out.reshape(nf, -1), beta)
         return out
     dw = _grouped_gemm(xp, dy_cols, c3, False, True).reshape(w_shape)
     return _accumulate(out, dw, "conv2d_backward_filter", beta)

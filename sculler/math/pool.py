@@ -200,21 +200,27 @@ def max_pool2d_backward(
     stride: IntPair = 1,
     padding: IntPair = 0,
     out: Any = None,
+    beta: float = 1.0,
 ) -> Any:
     """Input gradient of max pooling: ``dx[winner of window] += dy[window]``.
 
-    One scatter of ``dy`` to the flat indices of the winners (a plain indexed add where
-    windows cannot overlap, ``add.at`` where they can).
+    Windows that tile the input exactly (stride = size, no padding, no partial window): one
+    pass per tap, ``dx[tap t] = dy * (argmax == t)``. Otherwise one scatter of ``dy`` to the
+    flat indices of the winners (a plain indexed add where windows cannot overlap, ``add.at``
+    where they can).
 
     Args:
         dy: ``(N, C, oh, ow)`` output gradient.
         argmax: the tap indices :func:`max_pool2d_forward` returned.
         x_shape: ``(N, C, H, W)`` of the forward input; size/stride/padding as in forward.
         out: optional ``x_shape`` buffer the gradient is ADDED to.
+        beta: ``out = dx + beta * out``: 1 adds (the default), 0 overwrites.
 
     Returns:
         ``dx`` (``out`` when given).
     """
+    if beta not in (0.0, 1.0):
+        raise ValueError(f"max_pool2d_backward: beta must be 0 or 1, got {beta}")
     if argmax.shape != dy.shape:
         raise ValueError(f"argmax shape {argmax.shape} does not match dy shape {dy.shape}")
     xp = get_array_module(dy)
@@ -224,6 +230,11 @@ def max_pool2d_backward(
     name = "max_pool2d_backward"
     if out is not None:
         _check_out(out, x_shape, name)
+    tiles = (dy.shape[2] * k[0], dy.shape[3] * k[1]) == x_shape[2:] == frame_hw
+    if st == k and pad == (0, 0) and tiles:
+        return _tiled_max_backward(dy, argmax, x_shape, k, out, beta)
+    if out is not None and beta == 0.0:
+        out[...] = 0
     g = dy.reshape(-1)
     if int(argmax.min()) < 0:
         g = xp.where(argmax.reshape(-1) < 0, dy.dtype.type(0), g)
@@ -243,6 +254,26 @@ def max_pool2d_backward(
     if direct:
         return target
     return _crop_into(target, x_shape, pad, out, name)
+
+
+def _tiled_max_backward(dy, argmax, x_shape, k, out, beta):
+    """Max-pool input gradient for windows that tile the input: each input pixel is tap
+    ``t = i * kx + j`` of exactly one window, so ``dx[:, :, i::ky, j::kx] = dy * (argmax == t)``
+    (an empty window's ``-1`` matches no tap)."""
+    xp = get_array_module(dy)
+    if out is None:
+        out, beta = xp.empty(x_shape, dtype=dy.dtype), 0.0
+    won = xp.empty(dy.shape, dtype=bool)
+    part = xp.empty(dy.shape, dtype=dy.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            xp.equal(argmax, i * k[1] + j, out=won)
+            xp.multiply(dy, won, out=part)
+            if beta == 0.0:
+                out[:, :, i :: k[0], j :: k[1]] = part
+            else:
+                out[:, :, i :: k[0], j :: k[1]] += part
+    return out
 
 
 def _avg_divisor(xp, img, k, st, pad, n_out, exclude_mode, dtype):

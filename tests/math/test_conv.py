@@ -195,3 +195,11 @@ def test_transpose_matches_torch():
     ty = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), None, (2, 1),
                                               (1, 0), 0, 2, (1, 2))
     np.testing.assert_allclose(y, ty.numpy(), atol=1e-10)
+
+
+def test_im2col_unfolds_into_out():
+    x = np.random.default_rng(8).standard_normal((2, 3, 6, 5)).astype(np.float32)
+    buf = np.full(3 * 2 * 2 * 2 * 4 * 3, np.nan, dtype=np.float32)  # 4x3 windows
+    cols = im2col(x, 2, stride=2, padding=1, out=buf)
+    assert np.shares_memory(cols, buf)
+    np.testing.assert_array_equal(cols, im2col(x, 2, stride=2, padding=1))

@@ -193,3 +193,23 @@ def test_tiling_windows_write_into_out(size, stride):
         buf = np.full_like(x, 2.0)
         avg_pool2d_backward(dy, x.shape, size, stride, 0, out=buf)
         np.testing.assert_allclose(buf, 2.0 + num, atol=1e-7)
+
+
+@pytest.mark.parametrize("size", [2, (3, 2)])
+def test_exactly_tiling_max_backward_adds_or_overwrites(size):
+    # windows that tile the input exactly take the per-tap path: beta=1 adds to out,
+    # beta=0 overwrites whatever was there, no out gives a fresh gradient
+    x = np.random.default_rng(6).permutation(2 * 3 * 6 * 8).reshape(2, 3, 6, 8) / 5.0
+    y, idx = max_pool2d_forward(x, size, size, 0)
+    assert y.shape[2] * _p(size)[0] == 6 and y.shape[3] * _p(size)[1] == 8
+    dy = np.random.default_rng(7).standard_normal(y.shape)
+    num = numeric_grad(lambda: (max_pool2d_forward(x, size, size, 0)[0] * dy).sum(), x)
+    np.testing.assert_allclose(max_pool2d_backward(dy, idx, x.shape, size, size), num, atol=1e-7)
+    buf = np.full_like(x, 2.0)
+    assert max_pool2d_backward(dy, idx, x.shape, size, size, out=buf) is buf
+    np.testing.assert_allclose(buf, 2.0 + num, atol=1e-7)
+    buf = np.full_like(x, np.nan)
+    max_pool2d_backward(dy, idx, x.shape, size, size, out=buf, beta=0.0)
+    np.testing.assert_allclose(buf, num, atol=1e-7)
+    with pytest.raises(ValueError, match="beta"):
+        max_pool2d_backward(dy, idx, x.shape, size, size, out=buf, beta=0.5)
