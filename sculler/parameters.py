@@ -27,7 +27,7 @@ from sculler.validate import as_array, exact_shape
 if TYPE_CHECKING:
     import tarfile
 
-__all__ = ["Parameters", "create"]
+__all__ = ["Parameters", "create", "training_topology"]
 
 _HEADER = struct.Struct("IIQ")
 
@@ -234,3 +234,30 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
+
+
+def training_topology(cost: Any, parameters: Any, update_equation: Any,
+                      extra_layers: Any = None) -> Topology:
+    """The topology a trainer (local ``trainer.SGD`` or a Ray ``Cluster``) trains, after
+    checking its arguments; ``parameters`` learns the topology's parameters."""
+    from sculler.optimizer import Optimizer
+    from sculler.v2.layer_base import LayerOutput
+
+    if not isinstance(parameters, Parameters):
+        raise TypeError(f"parameters must be created by paddle.parameters.create, got "
+                        f"{type(parameters).__name__}")
+    if not isinstance(update_equation, Optimizer):
+        raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
+                        f"{type(update_equation).__name__}")
+    if isinstance(cost, Topology):
+        if extra_layers is not None:
+            raise ValueError("give extra_layers to the Topology, not to SGD, when passing "
+                             "a Topology as cost")
+        topology = cost
+    elif isinstance(cost, (LayerOutput, list, tuple)):
+        topology = Topology(cost, extra_layers)
+    else:
+        raise TypeError(f"cost must be a cost layer, a list of them or a Topology, got "
+                        f"{type(cost).__name__}")
+    parameters.append_topology(topology)
+    return topology

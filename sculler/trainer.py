@@ -39,9 +39,7 @@ from sculler.fileio import (
     open_safetensors,
 )
 from sculler.optimizer import Momentum, Optimizer
-from sculler.parameters import Parameters
-from sculler.topology import Topology
-from sculler.v2.layer_base import LayerOutput
+from sculler.parameters import Parameters, training_topology
 from sculler.validate import integer, iterate_reader, require_reader
 
 __all__ = ["SGD", "train"]
@@ -62,24 +60,8 @@ class SGD:
                  use_etcd: bool = True):
         self.is_local = is_local and pserver_spec is None
         self.pserver_spec = pserver_spec
-        if not isinstance(parameters, Parameters):
-            raise TypeError(f"parameters must be created by paddle.parameters.create, got "
-                            f"{type(parameters).__name__}")
-        if not isinstance(update_equation, Optimizer):
-            raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
-                            f"{type(update_equation).__name__}")
-        if isinstance(cost, Topology):
-            if extra_layers is not None:
-                raise ValueError("give extra_layers to the Topology, not to SGD, when passing "
-                                 "a Topology as cost")
-            self.topology = cost
-        elif isinstance(cost, (LayerOutput, list, tuple)):
-            self.topology = Topology(cost, extra_layers)
-        else:
-            raise TypeError(f"cost must be a cost layer, a list of them or a Topology, got "
-                            f"{type(cost).__name__}")
+        self.topology = training_topology(cost, parameters, update_equation, extra_layers)
         self.parameters = parameters
-        parameters.append_topology(self.topology)
         self.optimizer = update_equation
         mc = self.topology.proto()
         self.network = Network(mc, parameters.parameter_set)

@@ -39,7 +39,7 @@ from sculler.distributed.rpc import RemoteTimeout, call, call_all, import_ray
 from sculler.distributed.sharding import ShardMap
 from sculler.distributed.worker import TrainerWorker
 from sculler.optimizer import Optimizer
-from sculler.parameters import Parameters
+from sculler.parameters import Parameters, training_topology
 from sculler.topology import Topology
 
 
@@ -194,16 +194,7 @@ class Cluster:
 
         The reader must yield the same batches in the same order on every call: each
         trainer reads it itself and the master hands out batches by index."""
-        # checked as the local trainer checks them (without importing sculler.trainer, which
-        # imports this package for is_local=False: imports run one way)
-        if not isinstance(parameters, Parameters):
-            raise TypeError(f"parameters must be created by paddle.parameters.create, got "
-                            f"{type(parameters).__name__}")
-        if not isinstance(update_equation, Optimizer):
-            raise TypeError(f"update_equation must be a paddle.optimizer optimizer, got "
-                            f"{type(update_equation).__name__}")
-        topology = cost if isinstance(cost, Topology) else Topology(cost)
-        parameters.append_topology(topology)
+        topology = training_topology(cost, parameters, update_equation)
         frozen = set(immutable_parameters or ())
         handler = E.as_handler(event_handler)
         num_batches = sum(1 for _ in reader())
