@@ -1,4 +1,4 @@
-"""Load example modules by path (examples/ is not a package)."""
+"""Load example and demo modules by path (examples/ and demo/ are not packages)."""
 
 import importlib.util
 import pathlib
@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
 def load_example(relpath: str):
@@ -24,3 +25,18 @@ def load_example(relpath: str):
 @pytest.fixture
 def example():
     return load_example
+
+
+@pytest.fixture
+def load_demo(request):
+    """A loader of the test module's ``DEMO`` script (``demo/<DEMO>``), a fresh module per
+    call (a demo builds its network at import: each load starts from clean state)."""
+    path = ROOT / "demo" / request.module.DEMO
+
+    def load():
+        spec = importlib.util.spec_from_file_location(f"demo_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

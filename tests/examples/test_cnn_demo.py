@@ -1,21 +1,11 @@
 """The CNN digits demo (demo/cnn_digits.py), shortened to 4 passes."""
 
-import importlib.util
-import pathlib
-
 import pytest
 
-DEMO = pathlib.Path(__file__).resolve().parents[2] / "demo" / "cnn_digits.py"
+DEMO = "cnn_digits.py"  # loaded by the load_demo fixture (conftest.py)
 
 
-def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_cnn_digits", DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_cnn_demo_learns_digits():
+def test_cnn_demo_learns_digits(load_demo):
     demo = load_demo()
     acc = demo.main(num_passes=4, verbose=False)
     # an untrained 10-class net is near 0.1
@@ -23,12 +13,12 @@ def test_cnn_demo_learns_digits():
 
 
 @pytest.mark.slow
-def test_full_cnn_demo_reaches_99_percent():
+def test_full_cnn_demo_reaches_99_percent(load_demo):
     """25 passes: 99.4% with seed 1 (the MLP main job: 99.2%)."""
     assert load_demo().main(verbose=False) >= 0.99
 
 
-def test_cnn_demo_network_shape():
+def test_cnn_demo_network_shape(load_demo):
     import sculler as paddle
 
     paddle.layer.reset_names()

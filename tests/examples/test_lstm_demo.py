@@ -1,22 +1,12 @@
 """The LSTM digits demo (demo/lstm_digits.py): row sequences, the network, training."""
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
-DEMO = pathlib.Path(__file__).resolve().parents[2] / "demo" / "lstm_digits.py"
+DEMO = "lstm_digits.py"  # loaded by the load_demo fixture (conftest.py)
 
 
-def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_lstm_digits", DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_rows_crop_blank_rows():
+def test_rows_crop_blank_rows(load_demo):
     demo = load_demo()
     image = np.full((8, 8), -1.0, dtype=np.float32)
     image[0, :2] = 0.0  # ink 16: faint
@@ -29,7 +19,7 @@ def test_rows_crop_blank_rows():
     assert lengths[:3].sum() == 0 and lengths[3:8].sum() > 100 and lengths[8] > 100
 
 
-def test_lstm_demo_network():
+def test_lstm_demo_network(load_demo):
     import sculler as paddle
 
     paddle.layer.reset_names()
@@ -39,6 +29,6 @@ def test_lstm_demo_network():
 
 
 @pytest.mark.slow
-def test_lstm_demo_learns_digits():
+def test_lstm_demo_learns_digits(load_demo):
     """12 passes: 98.1% with seed 1; an untrained 10-class net is near 10%."""
     assert load_demo().main(verbose=False) >= 0.97

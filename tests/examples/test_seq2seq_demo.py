@@ -1,22 +1,12 @@
 """The seq2seq-with-attention demo (demo/seq2seq_attention.py), shortened: trains on reversing
 digit sequences and must generate the exact reversal with beam search."""
 
-import importlib.util
-import pathlib
-
 import pytest
 
-DEMO = pathlib.Path(__file__).resolve().parents[2] / "demo" / "seq2seq_attention.py"
+DEMO = "seq2seq_attention.py"  # loaded by the load_demo fixture (conftest.py)
 
 
-def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_seq2seq_attention", DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_pairs_are_reversals():
+def test_pairs_are_reversals(load_demo):
     demo = load_demo()
     for src, trg, nxt in demo.make_pairs(20, seed=3):
         assert src[0] == demo.BOS and src[-1] == demo.EOS
@@ -24,7 +14,7 @@ def test_pairs_are_reversals():
 
 
 @pytest.mark.slow
-def test_demo_learns_to_reverse():
+def test_demo_learns_to_reverse(load_demo):
     demo = load_demo()
     demo.paddle.layer.reset_names()
     acc = demo.main(num_passes=3, train_size=3000, test_size=100, verbose=False)
