@@ -68,6 +68,18 @@ def get_layer_class(type_name: str) -> type[Layer]:
     return cls
 
 
+def equal_widths(config: LayerConfig, inputs: list[LayerConfig]) -> int:
+    """The common width of ``inputs`` (config time); ValueError naming the layer and both
+    inputs when two differ."""
+    first = inputs[0]
+    for other in inputs[1:]:
+        if other.size != first.size:
+            raise ValueError(f"layer {config.name!r} ({config.type}): inputs {first.name!r} and "
+                             f"{other.name!r} have widths {first.size} and {other.size}; they "
+                             "must be equal")
+    return first.size
+
+
 def layer_types() -> list[str]:
     """Every registered layer type name, sorted."""
     return sorted(_REGISTRY)

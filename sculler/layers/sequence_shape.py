@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.core.layer import register_layer
+from sculler.core.layer import equal_widths, register_layer
 from sculler.layers.sequence import SequenceLayer, require_sequences
 from sculler.math import segment as S
 
@@ -89,11 +89,7 @@ class SequenceConcatLayer(SequenceLayer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        if inputs[0].size != inputs[1].size:
-            raise ValueError(f"layer {config.name!r} (seqconcat): inputs {inputs[0].name!r} and "
-                             f"{inputs[1].name!r} have widths {inputs[0].size} and "
-                             f"{inputs[1].size}; they must be equal")
-        return inputs[0].size
+        return equal_widths(config, inputs)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)

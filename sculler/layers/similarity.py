@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import Layer, equal_widths, register_layer
 
 
 @register_layer("cos")
@@ -18,10 +18,7 @@ class CosSimLayer(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        if inputs[0].size != inputs[1].size:
-            raise ValueError(f"layer {config.name!r} (cos): inputs {inputs[0].name!r} and "
-                             f"{inputs[1].name!r} have widths {inputs[0].size} and "
-                             f"{inputs[1].size}; they must be equal")
+        equal_widths(config, inputs)
         return 1
 
     def forward(self, pass_type: str) -> None:
