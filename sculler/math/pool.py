@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
 from sculler.math.conv import IntPair, conv_output_size, pair
 
@@ -119,6 +121,15 @@ def _check_out(out, x_shape, name):
         raise ValueError(f"{name}: out has shape {out.shape}, expected {tuple(x_shape)}")
 
 
+def tap_dtype(taps: int):
+    """The smallest signed integer type that holds every tap index and -1 (int8 for windows
+    of up to 127 taps): the argmax passes then move a quarter of int32's bytes."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if taps - 1 <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 def _lowest(xp, dtype):
     return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
 
@@ -140,8 +151,9 @@ def max_pool2d_forward(
         out: optional ``(N, C, oh, ow)`` buffer for ``y``, overwritten.
 
     Returns:
-        ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax``, int32 of the same
-        shape, the winning tap ``i * kx + j`` of each window (``-1`` for an empty window).
+        ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax`` of the same shape,
+        the winning tap ``i * kx + j`` of each window (``-1`` for an empty window), in the
+        smallest integer type that holds ``ky * kx`` taps (:func:`tap_dtype`: int8 up to 127).
         Keep ``argmax`` for :func:`max_pool2d_backward`.
 
     Example:
@@ -162,9 +174,9 @@ def max_pool2d_forward(
         _check_out(out, shape, "max_pool2d_forward")
         y = out
     y[...] = start
-    argmax = xp.full(shape, -1, dtype=xp.int32)
+    argmax = xp.full(shape, -1, dtype=tap_dtype(taps.shape[0]))
     better = xp.empty(shape, dtype=bool)
-    step = xp.empty(shape, dtype=xp.int32)
+    step = xp.empty(shape, dtype=argmax.dtype)
     for t in range(taps.shape[0]):
         # argmax = t where taps[t] beats y: integer arithmetic, no (branchy) masked writes
         xp.greater(taps[t], y, out=better)
@@ -264,15 +276,16 @@ def _tiled_max_backward(dy, argmax, x_shape, k, out, beta):
     if out is None:
         out, beta = xp.empty(x_shape, dtype=dy.dtype), 0.0
     won = xp.empty(dy.shape, dtype=bool)
-    part = xp.empty(dy.shape, dtype=dy.dtype)
+    part = None if beta == 0.0 else xp.empty(dy.shape, dtype=dy.dtype)
     for i in range(k[0]):
         for j in range(k[1]):
             xp.equal(argmax, i * k[1] + j, out=won)
-            xp.multiply(dy, won, out=part)
-            if beta == 0.0:
-                out[:, :, i :: k[0], j :: k[1]] = part
+            tap = out[:, :, i :: k[0], j :: k[1]]
+            if part is None:  # straight into the strided taps of out: no temporary
+                xp.multiply(dy, won, out=tap)
             else:
-                out[:, :, i :: k[0], j :: k[1]] += part
+                xp.multiply(dy, won, out=part)
+                tap += part
     return out
 
 
