@@ -6,6 +6,7 @@ from __future__ import annotations
 from sculler.core.layer import register_layer
 from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
 from sculler.math.conv import (
+    channel_sums,
     conv2d_backward_data,
     conv2d_backward_filter,
     conv2d_dy_columns,
@@ -177,15 +178,14 @@ class ConvLayer(ImageLayer):
                 if needed and cf["groups"] not in dy_cols:
                     dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
         if self.bias is not None and self.bias.w_grad is not None:
-            gb = self.bias.w_grad.reshape(-1)
-            if self.param_grad_beta(self.bias) == 0.0:
-                gb[...] = 0
+            beta = self.param_grad_beta(self.bias)
             if self.bias.w.size != self.out_geom[0]:
+                gb = self.bias.w_grad.reshape(-1)
+                if beta == 0.0:
+                    gb[...] = 0
                 gb += self.output.grad.sum(axis=0)
-            elif dy_cols:
-                gb += next(iter(dy_cols.values())).reshape(gb.size, -1).sum(axis=1)
             else:
-                gb += dy.sum(axis=(0, 2, 3))
+                channel_sums(dy, self.bias.w_grad, beta, next(iter(dy_cols.values()), None))
             self.bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)

@@ -203,3 +203,19 @@ def test_im2col_unfolds_into_out():
     cols = im2col(x, 2, stride=2, padding=1, out=buf)
     assert np.shares_memory(cols, buf)
     np.testing.assert_array_equal(cols, im2col(x, 2, stride=2, padding=1))
+
+
+@pytest.mark.parametrize("hw", [(3, 5), (20, 20)])  # dy columns ordered (p, n) and (n, p)
+def test_channel_sums_is_the_shared_bias_gradient(hw):
+    from sculler.math.conv import channel_sums, conv2d_dy_columns
+
+    rng = np.random.default_rng(11)
+    dy = rng.standard_normal((4, 6) + hw)
+    want = dy.sum(axis=(0, 2, 3))
+    out = np.full((1, 6), np.nan)
+    assert channel_sums(dy, out, beta=0.0) is out  # a first write ignores the stale buffer
+    np.testing.assert_allclose(out[0], want, rtol=1e-12)
+    channel_sums(dy, out, dy_cols=conv2d_dy_columns(dy))  # beta 1 adds
+    np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
+    channel_sums(dy, out, beta=0.5)
+    np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
