@@ -145,7 +145,6 @@ class ConvLayer(ImageLayer):
         self.reserve_output(batch, self.size)
         y = self.output_image()
         self._cols = [None] * len(self.weights)
-        shared_bias = self.bias is not None and self.bias.w.size == self.out_geom[0]
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             w = weight.w.reshape(self.w_shapes[i])
@@ -153,19 +152,19 @@ class ConvLayer(ImageLayer):
                 part = conv2d_transpose_forward(x, w, *self._args(i), self.confs[i]["caffe_mode"])
             else:
                 cols = self._unfold(i, x, w.shape)
-                if i == 0:  # the first input's convolution adds the shared bias
-                    conv2d_forward(x, w, *self._args(i), out=y, cols=cols,
-                                   bias=self.bias.w if shared_bias else None)
+                if i == 0:
+                    conv2d_forward(x, w, *self._args(i), out=y, cols=cols)
                     continue
                 part = conv2d_forward(x, w, *self._args(i), cols=cols)
             if i == 0:
                 y[...] = part
-                if shared_bias:
-                    y += self.bias.w.reshape(1, -1, 1, 1)
             else:
                 y += part
-        if self.bias is not None and not shared_bias:
-            self.output.value += self.bias.w
+        if self.bias is not None:
+            if self.bias.w.size == self.out_geom[0]:
+                y += self.bias.w.reshape(1, -1, 1, 1)
+            else:
+                self.output.value += self.bias.w
         self.forward_activation()
 
     def backward(self, callback=None) -> None:

@@ -399,13 +399,12 @@ def conv2d_forward(
     out: Any = None,
     output_size: Sequence[int] | None = None,
     cols: Any = None,
-    bias: Any = None,
 ) -> Any:
     """2-D convolution (cross-correlation), one GEMM per group.
 
     ``y[n, f, oy, ox] = sum_{c in group(f), i, j} w[f, c, i, j] *
-    xpad[n, c, oy*sy + i*dy, ox*sx + j*dx] (+ bias[f])``, output size from
-    :func:`conv_output_size` (caffe mode).
+    xpad[n, c, oy*sy + i*dy, ox*sx + j*dx]``, output size from :func:`conv_output_size`
+    (caffe mode). No bias: layers add it.
 
     Args:
         x: ``(N, C, H, W)`` input.
@@ -415,8 +414,6 @@ def conv2d_forward(
         out: optional ``(N, F, oh, ow)`` buffer, overwritten.
         output_size: optional ``(oh, ow)`` no larger than the default (see :func:`im2col`).
         cols: optional :func:`conv2d_unfold` of ``x`` (then ``x`` is not unfolded again).
-        bias: optional ``F`` values (any shape) added per filter; where the GEMM's result is
-            copied into NCHW order anyway (small outputs) the copy adds it, no extra pass.
 
     Returns:
         ``(N, F, oh, ow)`` output (``out`` when given).
@@ -447,8 +444,6 @@ def conv2d_forward(
         y = xp.empty(shape, dtype=xp.result_type(w, cols)) if out is None else out
         per_sample = cols.reshape(cg * kh * kw, n, oh * ow).transpose(1, 0, 2)
         xp.matmul(w2[0], per_sample, out=y.reshape(n, nf, oh * ow))
-        if bias is not None:
-            y += bias.reshape(1, nf, 1, 1)
         return y
     c3 = cols.reshape(groups, cg * kh * kw, oh * ow * n)
     y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
@@ -457,11 +452,8 @@ def conv2d_forward(
     else:
         y = y.reshape(nf, n, oh, ow).transpose(1, 0, 2, 3)
     if out is None:
-        out = xp.empty(shape, dtype=y.dtype)
-    if bias is None:
-        out[...] = y
-    else:
-        xp.add(y, bias.reshape(1, nf, 1, 1), out=out)
+        return xp.ascontiguousarray(y)
+    out[...] = y
     return out
 
 

@@ -219,20 +219,3 @@ def test_channel_sums_is_the_shared_bias_gradient(hw):
     np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
     channel_sums(dy, out, beta=0.5)
     np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
-
-
-@pytest.mark.parametrize("hw", [(7, 6), (20, 20)])  # GEMM result copied to NCHW / written there
-@pytest.mark.parametrize("groups", [1, 2])
-def test_forward_adds_the_bias_per_filter(hw, groups):
-    from sculler.math.conv import conv2d_forward
-
-    rng = np.random.default_rng(12)
-    x = rng.standard_normal((3, 4) + hw).astype(np.float32)
-    w = rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
-    b = rng.standard_normal((1, 6)).astype(np.float32)
-    plain = conv2d_forward(x, w, padding=1, groups=groups)
-    out = np.full_like(plain, np.nan)
-    got = conv2d_forward(x, w, padding=1, groups=groups, out=out, bias=b)
-    assert got is out
-    np.testing.assert_array_equal(out, plain + b.reshape(1, 6, 1, 1))
-    np.testing.assert_array_equal(conv2d_forward(x, w, padding=1, groups=groups, bias=b), out)
