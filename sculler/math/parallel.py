@@ -9,15 +9,19 @@ result is bit-identical to the single-threaded call. ``scratch(n, dtype)`` is a 
 reusable work buffer for such functions.
 
 The extra threads are long-lived workers, one per extra CPU, each woken by releasing a lock
-(the caller runs the first piece itself): the handoff costs the wake-up of a sleeping thread,
-about 15 us when its CPU ran recently and 30-50 us after a few idle milliseconds on this
-project's virtual machines (a ``ThreadPoolExecutor`` handoff cost 70-90 us). A split asked
-for while another one runs (from another thread, or nested) runs its pieces one after another
-in the caller.
+(the caller runs the first piece itself). What a split costs is the wake-up of sleeping
+threads on this project's virtual machines, whose idle CPUs halt: a worker starts about 15 us
+after the release when its CPU ran recently (30-50 us after a few idle milliseconds), and a
+caller that finishes first and sleeps waits as long again, so a split of tiny pieces costs
+55-90 us on an idle machine (a ``ThreadPoolExecutor`` 75-90 us, measured side by side). A
+split asked for while another one runs (from another thread, or nested) runs its pieces one
+after another in the caller.
 
-The thresholds come from ``bench/elementwise_threshold.py`` (the size from which two threads
-beat one on this machine class); ``SCULLER_PARALLEL_MIN`` overrides ``PARALLEL_MIN_ELEMENTS``
-and ``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting off). Work is split only
+The threshold comes from ``bench/elementwise_threshold.py`` (the size from which two threads
+beat one on this machine class: 2^20 float32 elements, re-measured with these workers; at 2^18
+the split still took 1.3-2x one call); ``SCULLER_PARALLEL_MIN`` overrides
+``PARALLEL_MIN_ELEMENTS`` and ``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting
+off). Work is split only
 while other processes leave a CPU idle (``/proc/stat`` minus this process's own CPU time).
 numexpr was measured as the alternative and rejected: its float32 ``tanh`` is two orders of
 magnitude slower than NumPy's SIMD loop, and fused expressions round differently.
