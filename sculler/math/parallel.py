@@ -95,6 +95,13 @@ def _cpu_to_spare() -> bool:
     return _spare[1]
 
 
+def cpu_to_spare() -> bool:
+    """Whether other processes leave a CPU idle now (checked at most once a second): the
+    condition under which this module splits work, for kernels that choose between one
+    thread and several (e.g. a BLAS call's threads) on the same rule."""
+    return _cpu_to_spare()
+
+
 def threads() -> int:
     """Threads used for large elementwise work (``SCULLER_NUM_THREADS``, else the CPUs)."""
     env = os.environ.get("SCULLER_NUM_THREADS")

@@ -206,9 +206,12 @@ def test_im2col_unfolds_into_out():
 
 
 @pytest.mark.parametrize("hw", [(3, 5), (20, 20)])  # dy columns ordered (p, n) and (n, p)
-def test_channel_sums_is_the_shared_bias_gradient(hw):
+@pytest.mark.parametrize("spare", [True, False])  # BLAS's threads, or one on a busy machine
+def test_channel_sums_is_the_shared_bias_gradient(hw, spare, monkeypatch):
+    from sculler.math import parallel
     from sculler.math.conv import channel_sums, conv2d_dy_columns
 
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: spare)
     rng = np.random.default_rng(11)
     dy = rng.standard_normal((4, 6) + hw)
     want = dy.sum(axis=(0, 2, 3))
