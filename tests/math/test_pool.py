@@ -233,3 +233,17 @@ def test_argmax_type_holds_every_tap_of_big_windows(size):
     dx = max_pool2d_backward(np.ones_like(y), idx, x.shape, size, size)
     assert dx[0, 1, -1, -1] == 1.0 and dx.sum() == 2.0
     assert tap_dtype(4) == np.int8 and tap_dtype(144) == np.int16
+
+
+def test_max_window_of_nan_or_minus_inf_first_taps_keeps_paddles_lowest_value():
+    # a window's tap 0 enters against the start value -inf: a NaN or -inf there wins nothing
+    # (argmax -1, output the dtype's lowest value, like Paddle's -FLT_MAX) unless a later tap
+    # beats it; ties keep the first maximum
+    x = np.array([[[[np.nan, 5, -np.inf, -np.inf, 1, 2],
+                    [3, 4, -np.inf, -np.inf, 2, 2]]]], np.float32)
+    low = np.finfo(np.float32).min
+    y, idx = max_pool2d_forward(x, 2, 2)
+    np.testing.assert_array_equal(y[0, 0, 0], [low, low, 2.0])
+    np.testing.assert_array_equal(idx[0, 0, 0], [-1, -1, 1])
+    dx = max_pool2d_backward(np.ones_like(y), idx, x.shape, 2, 2)
+    assert dx.sum() == 1.0 and dx[0, 0, 0, 5] == 1.0  # empty windows route nothing
