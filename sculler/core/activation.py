@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-import difflib
-
+from sculler.core.suggest import close_matches
 from sculler.math import activation as K
 from sculler.math import parallel
 
@@ -77,7 +76,7 @@ def get_activation(name: str | None) -> Activation:
     act = _CACHE.get(name)
     if act is None:
         if name not in NAMES:
-            close = difflib.get_close_matches(str(name), NAMES, n=3)
+            close = close_matches(name, NAMES)
             raise ValueError(
                 f"unknown activation {name!r}; did you mean {close}? known: {list(NAMES)}"
             )

@@ -8,21 +8,20 @@ evaluator family (:mod:`sculler.core.metrics`), so ``create_evaluator`` knows al
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.core import metrics  # noqa: F401 - registers the other evaluator types
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
+from sculler.core.suggest import close_matches
 
 __all__ = ["Evaluator", "create_evaluator", "metrics_of", "register_evaluator"]
 
 def create_evaluator(config: EvaluatorConfig) -> Evaluator:
     cls = _EVALUATORS.get(config.type)
     if cls is None:
-        close = difflib.get_close_matches(config.type, list(_EVALUATORS), n=3)
+        close = close_matches(config.type, _EVALUATORS)
         raise ValueError(f"unknown evaluator type {config.type!r}; close matches: {close}")
     return cls(config)
 

@@ -15,7 +15,6 @@ skips zeroing only the buffers all of whose writers opted in; the rest are zeroe
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import math
 import zlib
@@ -28,6 +27,7 @@ from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
 from sculler.core.model_config import LayerConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback, Weight
+from sculler.core.suggest import close_matches
 from sculler.math.blas import col_sum
 
 PASS_TRAIN = "train"
@@ -60,7 +60,7 @@ def get_layer_class(type_name: str) -> type[Layer]:
         importlib.import_module(_DEFERRED[type_name])
         cls = _REGISTRY.get(type_name)
     if cls is None:
-        close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
+        close = close_matches(type_name, _REGISTRY, n=5, cutoff=0.5)
         raise ValueError(
             f"unknown layer type {type_name!r}; close matches: {close or 'none'}. "
             "Register your own with @register_layer(name)."
