@@ -80,6 +80,16 @@ def equal_widths(config: LayerConfig, inputs: list[LayerConfig]) -> int:
     return first.size
 
 
+def ids_out_of_range(ids, bound: int) -> bool:
+    """Whether any integer id lies outside ``[0, bound)``. For int64 numpy ids this is one
+    reduction: read as uint64, a negative id is above any bound."""
+    if not ids.size:
+        return False
+    if type(ids) is np.ndarray and ids.dtype == np.int64:
+        return int(ids.view(np.uint64).max()) >= bound
+    return bool(ids.min() < 0 or ids.max() >= bound)
+
+
 def layer_types() -> list[str]:
     """Every registered layer type name, sorted."""
     return sorted(_REGISTRY)
@@ -183,6 +193,11 @@ class Layer:
         # output gradient uncleared, and whether it still is (nobody has written it)
         self.defer_grad_zero = False
         self.grad_unwritten = False
+        # set by the Network: the layers that read this one's output
+        self.consumers: list[Layer] = []
+        # set for one backward pass by a sole consumer that wrote dL/dz (the gradient before
+        # this layer's activation) instead of dL/dy: backward_activation then has nothing to do
+        self.grad_is_preact = False
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -336,7 +351,20 @@ class Layer:
             backend.get_array_module(self.output.grad).clip(
                 self.output.grad, -t, t, out=self.output.grad)
 
+    def preact_grad_writable(self, consumer: Layer) -> bool:
+        """Whether ``consumer`` may write dL/dz (past this layer's activation) straight into
+        this layer's output gradient, for a fused cost + activation backward: it must be the
+        only consumer, about to write first (the buffer holds nothing yet), and no dropout or
+        error clipping may sit between dL/dy and the activation. The consumer then sets
+        ``grad_is_preact``."""
+        consumers = self.consumers
+        return (len(consumers) == 1 and consumers[0] is consumer and self.grad_unwritten
+                and self.config.drop_rate == 0 and self.error_clipping_threshold <= 0)
+
     def backward_activation(self) -> None:
+        if self.grad_is_preact:  # a fused consumer already wrote dL/dz
+            self.grad_is_preact = False
+            return
         self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:

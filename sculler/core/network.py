@@ -96,8 +96,10 @@ class Network:
                 for p in layer.parameters:
                     users.setdefault(p.name, []).append(layer)
         for layer in self.order:
-            layer.defer_grad_zero = all(c.first_write for c in consumers.get(layer.name, []))
+            layer.consumers = consumers.get(layer.name, [])
+            layer.defer_grad_zero = all(c.first_write for c in layer.consumers)
             layer.grad_unwritten = False
+            layer.grad_is_preact = False
         return [p for p, _ in self._used.values()
                 if not p.config.sparse_update and all(u.first_write for u in users[p.name])]
 
