@@ -18,6 +18,7 @@ import numpy as np
 
 from sculler import backend
 from sculler.core.argument import Argument
+from sculler.core.layer import ids_out_of_range
 from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
 
@@ -128,7 +129,7 @@ class DataFeeder:
         if ids.shape[0] != len(fields):
             raise ValueError(f"expected one integer per step, got {len(ids)} values for "
                              f"{len(fields)} steps")
-        if ids.size and (ids.min() < 0 or ids.max() >= dim):
+        if ids_out_of_range(ids, dim):
             raise ValueError(f"id {int(ids[(ids < 0) | (ids >= dim)][0])} outside [0, {dim})")
         return ids
 
