@@ -335,10 +335,12 @@ class Layer:
 
     def forward_activation(self) -> None:
         value = self.output.value
-        if self.activation.needs_input:
+        act = self.activation
+        if act.needs_input:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
-        self.activation.forward(value, self.activation_starts())
+        if not act.is_linear:
+            act.forward(value, self.activation_starts() if act.needs_seq else None)
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
@@ -365,14 +367,17 @@ class Layer:
         if self.grad_is_preact:  # a fused consumer already wrote dL/dz
             self.grad_is_preact = False
             return
-        self.clip_error()
+        if self.error_clipping_threshold > 0:
+            self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
             grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)
-        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if (
-            self.activation.needs_input
-        ) else None
-        self.activation.backward(pre, self.output.value, grad, self.activation_starts())
+        act = self.activation
+        if act.is_linear:
+            return
+        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if act.needs_input else None
+        act.backward(pre, self.output.value, grad,
+                     self.activation_starts() if act.needs_seq else None)
 
     def _forward_dropout(self, value) -> None:
         """Training: zero each unit with probability ``drop_rate``; test: scale by
