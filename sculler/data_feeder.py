@@ -12,6 +12,7 @@ non-integral numbers for ids are errors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,7 @@ class DataFeeder:
         for name, tp in self.data_types:
             col = self.feeding[name]
             try:
-                fields = [s[col] for s in minibatch]
+                fields = list(map(itemgetter(col), minibatch))
             except (IndexError, TypeError, KeyError):
                 self._check_samples(minibatch)
                 raise
@@ -145,7 +146,8 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            arg = Argument(value=xp.asarray(self._dense(fields, tp.dim)))
+            value = self._dense(fields, tp.dim)
+            arg = Argument(value=value if xp is np else xp.asarray(value))
         elif tp.type == DataType.Index:
             try:
                 ids = self._ids(fields, tp.dim)
@@ -153,7 +155,7 @@ class DataFeeder:
                 if e.sample is None or seq_starts is not None:
                     raise ValueError(str(e)) from None  # the caller locates the sample
                 raise
-            arg = Argument(ids=xp.asarray(ids))
+            arg = Argument(ids=ids if xp is np else xp.asarray(ids))
         else:
             arg = Argument(value=CsrMatrix.from_rows(
                 fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))

@@ -50,8 +50,9 @@ class ClassificationError(Evaluator):
     def eval_batch(self, layers: dict) -> None:
         out = layers[self.config.input_layers[0]].output
         label = layers[self.config.input_layers[1]].output
-        probs = to_numpy(out.value)
-        ids = to_numpy(label.ids if label.ids is not None else label.value).reshape(-1)
+        probs = out.value if type(out.value) is np.ndarray else to_numpy(out.value)
+        ids = label.ids if label.ids is not None else label.value
+        ids = (ids if type(ids) is np.ndarray else to_numpy(ids)).reshape(-1)
         top_k = int(self.config.attrs.get("top_k", 1))
         if probs.shape[1] == 1:
             misses = np.count_nonzero(

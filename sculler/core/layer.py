@@ -295,7 +295,10 @@ class Layer:
             )
 
     def check_same_batch(self) -> int:
-        sizes = [inp.output.batch_size for inp in self.inputs]
+        inputs = self.inputs
+        if len(inputs) == 1:
+            return inputs[0].output.batch_size
+        sizes = [inp.output.batch_size for inp in inputs]
         if len(set(sizes)) > 1:
             names = [inp.name for inp in self.inputs]
             raise ValueError(

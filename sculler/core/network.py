@@ -124,7 +124,7 @@ class Network:
         self, in_args: Mapping[str, Argument] | Sequence[Argument], pass_type: str = PASS_TEST
     ) -> list[Argument]:
         """Run the batch through every layer; returns the output layers' arguments."""
-        if isinstance(in_args, Mapping):
+        if type(in_args) is dict or isinstance(in_args, Mapping):
             missing = [d.name for d in self.data_layers if d.name not in in_args]
             if missing:
                 raise ValueError(f"no input given for data layers {missing}")
