@@ -28,9 +28,9 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
 _ones: dict[tuple, np.ndarray] = {}
 
 
-def _ones_row(n: int, dtype) -> np.ndarray:
-    """A cached read-only ``(n,)`` vector of ones (the GEMV that sums rows)."""
-    key = (n, np.dtype(dtype).str)
+def _ones_row(n: int, dtype: np.dtype) -> np.ndarray:
+    """A cached read-only ``(n,)`` vector of ones of ``dtype`` (the GEMV that sums rows)."""
+    key = (n, dtype)
     ones = _ones.get(key)
     if ones is None:
         if len(_ones) > 64:
