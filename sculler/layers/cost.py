@@ -129,10 +129,14 @@ class MultiClassCrossEntropy(CostLayer):
         dx = self.get_input_grad(0)
         if dx is None:
             return
-        dcost = self.scratch("dcost", self.output.grad.shape)
-        np.multiply(self.output.grad, self.attr("coeff", 1.0), out=dcost)
-        if weighted:
-            dcost *= self._weight_column()
+        coeff = self.attr("coeff", 1.0)
+        if coeff == 1.0 and not weighted:
+            dcost = self.output.grad  # read only below
+        else:
+            dcost = self.scratch("dcost", self.output.grad.shape)
+            np.multiply(self.output.grad, coeff, out=dcost)
+            if weighted:
+                dcost *= self._weight_column()
         x, src = self.get_input_value(0), self.inputs[0]
         if (src.activation.name == "softmax" and type(dx) is np.ndarray and x.size
                 and dx.flags.c_contiguous and x.flags.c_contiguous
