@@ -11,6 +11,13 @@ such a layer asks :meth:`Layer.input_grad_beta` / :meth:`Layer.param_grad_beta` 
 writes a gradient and gets ``0.0`` when it is the first contribution of this backward pass (the
 buffer holds stale data: overwrite it, e.g. GEMM with beta = 0) or ``1.0`` (add). A network
 skips zeroing only the buffers all of whose writers opted in; the rest are zeroed as before.
+
+Gradient past the activation (opt-in, for fused cost layers): a consumer that can write dL/dz
+of its input layer directly (e.g. cross entropy on a softmax: ``p - onehot``) asks
+:meth:`Layer.preact_grad_writable` (it is the only reader, writing first, and no dropout or
+error clipping intervenes), writes dL/dz and sets ``grad_is_preact``; the input layer's
+``backward_activation`` then skips the activation's backward for that pass. The Network
+fills ``consumers``; every ``reserve_output`` clears the flag.
 """
 
 from __future__ import annotations
@@ -271,6 +278,7 @@ class Layer:
         grow when a batch is larger and are reused as views when it is smaller. Sequence
         layout is inherited from input 0."""
         self.output.value = self.scratch("value", (batch_size, size))
+        self.grad_is_preact = False
         if self.need_gradient:
             grad = self.scratch("grad", (batch_size, size))
             if self.defer_grad_zero:
