@@ -93,7 +93,7 @@ def ids_out_of_range(ids, bound: int) -> bool:
     if not ids.size:
         return False
     if type(ids) is np.ndarray and ids.dtype == np.int64:
-        return int(ids.view(np.uint64).max()) >= bound
+        return int(np.maximum.reduce(ids.view(np.uint64), axis=None)) >= bound
     return bool(ids.min() < 0 or ids.max() >= bound)
 
 

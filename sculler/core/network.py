@@ -195,5 +195,5 @@ class Network:
             value = layer.output.value
             if type(value) is not np.ndarray:
                 value = backend.to_numpy(value)
-            total += float(value.sum(dtype=np.float64))
+            total += float(np.add.reduce(value, axis=None, dtype=np.float64))
         return total
