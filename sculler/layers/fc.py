@@ -25,7 +25,7 @@ class FCLayer(Layer):
         return {i: (inp.size, config.size) for i, inp in enumerate(inputs)}
 
     def forward(self, pass_type: str) -> None:
-        self.pass_type = pass_type
+        super().forward(pass_type)
         if len(self.weights) == 1:  # one dense numpy input of the right width: checks done
             x = self.inputs[0].output.value
             w = self.weights[0].w
