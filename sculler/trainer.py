@@ -210,6 +210,12 @@ class SGD:
         set restarted every batch (printing evaluators run once)."""
         layers = self.network.layers
         for bev, pev in zip(self._batch_evals, self._pass_evals):
+            if bev.additive and type(pev) is type(bev):  # evaluate once, add to the pass
+                bev.start()
+                bev.eval_batch(layers)
+                pev.total += bev.total
+                pev.count += bev.count
+                continue
             pev.eval_batch(layers)
             if bev.reports_value:
                 bev.start()

@@ -296,6 +296,8 @@ class ValuePrinter(Evaluator):
 
 @register_evaluator("sum")
 class SumEvaluator(Evaluator):
+    additive = True
+
     def eval_batch(self, layers: dict) -> None:
         out = layers[self.config.input_layers[0]].output
         v = to_numpy(out.value if out.value is not None else out.ids)
