@@ -6,8 +6,10 @@ from __future__ import annotations
 from sculler.core.layer import register_layer
 from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
 from sculler.math.conv import (
+    channel_sums,
     conv2d_backward_data,
     conv2d_backward_filter,
+    conv2d_bias_in_gemm,
     conv2d_dy_columns,
     conv2d_dy_columns_needed,
     conv2d_forward,
@@ -126,15 +128,16 @@ class ConvLayer(ImageLayer):
         cf = self.confs[i]
         return cf["stride"], cf["padding"], cf["dilation"], cf["groups"]
 
-    def _unfold(self, i: int, x, w_shape):
-        """Input ``i`` unfolded for the GEMM, in a reused buffer; kept for the backward pass
-        (``self._cols[i]``) unless bigger than ``KEEP_COLS_BYTES``."""
+    def _unfold(self, i: int, x, w_shape, bias_row: bool = False):
+        """Input ``i`` unfolded for the GEMM (with a row of ones for the bias when
+        ``bias_row``), in a reused buffer; kept for the backward pass (``self._cols[i]``)
+        unless bigger than ``KEEP_COLS_BYTES``."""
         cf = self.confs[i]
         n_cols = x.shape[0] * self.out_geom[1] * self.out_geom[2]
-        n = w_shape[1] * cf["groups"] * w_shape[2] * w_shape[3] * n_cols
+        n = (w_shape[1] * cf["groups"] * w_shape[2] * w_shape[3] + bias_row) * n_cols
         keep = n * x.dtype.itemsize <= KEEP_COLS_BYTES
         buf = self.scratch(f"cols{i}", (n,), x.dtype) if keep else None
-        cols = conv2d_unfold(x, w_shape, *self._args(i)[:3], out=buf)
+        cols = conv2d_unfold(x, w_shape, *self._args(i)[:3], out=buf, bias_row=bias_row)
         self._cols[i] = cols if keep else None
         return cols
 
@@ -144,26 +147,29 @@ class ConvLayer(ImageLayer):
         self.reserve_output(batch, self.size)
         y = self.output_image()
         self._cols = [None] * len(self.weights)
+        shared_bias = self.bias is not None and self.bias.w.size == self.out_geom[0]
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             w = weight.w.reshape(self.w_shapes[i])
             if self.trans:
                 part = conv2d_transpose_forward(x, w, *self._args(i), self.confs[i]["caffe_mode"])
             else:
-                cols = self._unfold(i, x, w.shape)
-                if i == 0:
-                    conv2d_forward(x, w, *self._args(i), out=y, cols=cols)
+                if i == 0:  # the first input's convolution adds the shared bias, in its GEMM
+                    bias = self.bias.w if shared_bias else None
+                    in_gemm = shared_bias and conv2d_bias_in_gemm(self.out_geom[1:],
+                                                                  self.confs[0]["groups"])
+                    cols = self._unfold(0, x, w.shape, bias_row=in_gemm)
+                    conv2d_forward(x, w, *self._args(0), out=y, cols=cols, bias=bias)
                     continue
-                part = conv2d_forward(x, w, *self._args(i), cols=cols)
+                part = conv2d_forward(x, w, *self._args(i), cols=self._unfold(i, x, w.shape))
             if i == 0:
                 y[...] = part
+                if shared_bias:
+                    y += self.bias.w.reshape(1, -1, 1, 1)
             else:
                 y += part
-        if self.bias is not None:
-            if self.bias.w.size == self.out_geom[0]:
-                y += self.bias.w.reshape(1, -1, 1, 1)
-            else:
-                self.output.value += self.bias.w
+        if self.bias is not None and not shared_bias:
+            self.output.value += self.bias.w
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
@@ -177,15 +183,14 @@ class ConvLayer(ImageLayer):
                 if needed and cf["groups"] not in dy_cols:
                     dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
         if self.bias is not None and self.bias.w_grad is not None:
-            gb = self.bias.w_grad.reshape(-1)
-            if self.param_grad_beta(self.bias) == 0.0:
-                gb[...] = 0
+            beta = self.param_grad_beta(self.bias)
             if self.bias.w.size != self.out_geom[0]:
+                gb = self.bias.w_grad.reshape(-1)
+                if beta == 0.0:
+                    gb[...] = 0
                 gb += self.output.grad.sum(axis=0)
-            elif dy_cols:
-                gb += next(iter(dy_cols.values())).reshape(gb.size, -1).sum(axis=1)
             else:
-                gb += dy.sum(axis=(0, 2, 3))
+                channel_sums(dy, self.bias.w_grad, beta, next(iter(dy_cols.values()), None))
             self.bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sculler.core.layer import register_layer
 from sculler.layers.image import ImageLayer, _pool_type, image_geometry, set_output_geometry
-from sculler.math.conv import conv_output_size
+from sculler.math.conv import channel_sums, conv_output_size
 from sculler.math.pool import (
     avg_pool2d_backward,
     avg_pool2d_forward,
@@ -91,10 +91,7 @@ class PoolLayer(ImageLayer):
         self.backward_activation()
         dy = self.output_image("grad")
         if self.bias is not None and self.bias.w_grad is not None:
-            gb = self.bias.w_grad.reshape(-1)
-            if self.param_grad_beta(self.bias) == 0.0:
-                gb[...] = 0
-            gb += dy.sum(axis=(0, 2, 3))
+            channel_sums(dy, self.bias.w_grad, self.param_grad_beta(self.bias))
             self.bias.parameter.inc_update(callback)
         gx = self.input_grad_image(0)
         if gx is None:

@@ -1,5 +1,5 @@
-"""Elementwise work split over threads for large arrays (NumPy releases the GIL in its ufunc
-loops, so each thread runs the same vectorised code on its own slice of memory).
+"""Work split over threads (NumPy releases the GIL in its loops, so each thread runs the same
+vectorised code on its own slice of memory).
 
 ``run(fn, arrays, *args)`` calls ``fn(*slices, *args)`` on ``threads()`` contiguous pieces of
 the flattened, same-shaped C-contiguous ``arrays`` at once when they hold at least
@@ -8,33 +8,39 @@ elementwise (each output element depends only on the same element of the inputs)
 result is bit-identical to the single-threaded call. ``scratch(n, dtype)`` is a per-thread
 reusable work buffer for such functions.
 
+The extra threads are long-lived workers, one per extra CPU, each woken by releasing a lock
+(the caller runs the first piece itself). What a split costs is the wake-up of sleeping
+threads on this project's virtual machines, whose idle CPUs halt: a worker starts about 15 us
+after the release when its CPU ran recently (30-50 us after a few idle milliseconds), and a
+caller that finishes first and sleeps waits as long again, so a split of tiny pieces costs
+55-90 us on an idle machine (a ``ThreadPoolExecutor`` 75-90 us, measured side by side). A
+split asked for while another one runs (from another thread, or nested) runs its pieces one
+after another in the caller.
+
 The threshold comes from ``bench/elementwise_threshold.py`` (the size from which two threads
-beat one on this machine class: 2^20 float32 elements on an idle 2-core machine, where the
-handoff to the pool costs 70-90 us, so at 2^18 the split took twice as long as one call);
-``SCULLER_PARALLEL_MIN`` overrides it and ``SCULLER_NUM_THREADS`` the thread count (1 turns
-the splitting off). Work is split only while other processes leave a CPU idle (``/proc/stat``
-minus this process's own CPU time). numexpr was measured as the alternative and rejected: its
-float32 ``tanh`` is two orders of magnitude slower than NumPy's SIMD loop, and fused
-expressions round differently.
+beat one on this machine class: 2^20 float32 elements, re-measured with these workers; at 2^18
+the split still took 1.3-2x one call); ``SCULLER_PARALLEL_MIN`` overrides
+``PARALLEL_MIN_ELEMENTS`` and ``SCULLER_NUM_THREADS`` the thread count (1 turns the splitting
+off). Work is split only
+while other processes leave a CPU idle (``/proc/stat`` minus this process's own CPU time).
+numexpr was measured as the alternative and rejected: its float32 ``tanh`` is two orders of
+magnitude slower than NumPy's SIMD loop, and fused expressions round differently.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 20))
 _LOAD_CHECK_S = 1.0
 
-_pool: ThreadPoolExecutor | None = None
 _local = threading.local()
 _spare = [0.0, False, None]  # time of the last check, its verdict, the counters read then
 
@@ -89,6 +95,13 @@ def _cpu_to_spare() -> bool:
     return _spare[1]
 
 
+def cpu_to_spare() -> bool:
+    """Whether other processes leave a CPU idle now (checked at most once a second): the
+    condition under which this module splits work, for kernels that choose between one
+    thread and several (e.g. a BLAS call's threads) on the same rule."""
+    return _cpu_to_spare()
+
+
 def threads() -> int:
     """Threads used for large elementwise work (``SCULLER_NUM_THREADS``, else the CPUs)."""
     env = os.environ.get("SCULLER_NUM_THREADS")
@@ -97,13 +110,83 @@ def threads() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor  # (imports logging: on first use)
+class _Worker:
+    """A daemon thread that sleeps on a lock until handed one task, runs it, and signals."""
 
-        _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="sculler-ew")
-    return _pool
+    def __init__(self, index: int) -> None:
+        self._go = _thread.allocate_lock()
+        self._go.acquire()
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self._task: tuple[Callable[..., Any], tuple] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._loop, name=f"sculler-split-{index}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            fn, args = self._task
+            try:
+                fn(*args)
+            except BaseException as e:  # handed to the caller by wait()
+                self._error = e
+            self._done.release()
+
+    def start(self, fn: Callable[..., Any], args: tuple) -> None:
+        self._task = (fn, args)
+        self._go.release()
+
+    def wait(self) -> None:
+        self._done.acquire()
+        self._task = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+_workers: list[_Worker] = []
+_busy = _thread.allocate_lock()  # held while a split uses the workers
+
+
+def _forget_workers() -> None:
+    """In a forked child the workers' threads do not exist: start new ones on demand."""
+    global _busy
+    _workers.clear()
+    _busy = _thread.allocate_lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def _run_pieces(pieces: Sequence[tuple[Callable[..., Any], tuple]]) -> None:
+    """Run ``fn(*args)`` for every piece: the first in the caller, the others on workers at
+    the same time (all in the caller, in turn, while another split holds the workers)."""
+    if len(pieces) < 2 or not _busy.acquire(False):
+        for fn, args in pieces:
+            fn(*args)
+        return
+    try:
+        while len(_workers) < len(pieces) - 1:
+            _workers.append(_Worker(len(_workers) + 1))
+        started = []
+        try:
+            for worker, (fn, args) in zip(_workers, pieces[1:]):
+                worker.start(fn, args)
+                started.append(worker)
+            fn, args = pieces[0]
+            fn(*args)
+        finally:
+            errors = []
+            for worker in started:
+                try:
+                    worker.wait()
+                except BaseException as e:
+                    errors.append(e)
+        if errors:
+            raise errors[0]
+    finally:
+        _busy.release()
 
 
 def scratch(n: int, dtype: Any, slot: int = 0) -> np.ndarray:
@@ -139,12 +222,12 @@ def run(fn: Callable[..., Any], arrays: Sequence[Any], *args: Any) -> None:
     if not splittable(arrays):
         fn(*arrays, *args)
         return
-    n = arrays[0].size
-    k = threads()
     flat = [a.reshape(-1) for a in arrays]
-    bounds = [n * i // k for i in range(k + 1)]
-    pieces = [[f[lo:hi] for f in flat] for lo, hi in zip(bounds, bounds[1:])]
-    futures = [_executor().submit(fn, *p, *args) for p in pieces[1:]]
-    fn(*pieces[0], *args)
-    for f in futures:
-        f.result()
+    bounds = _bounds(arrays[0].size, threads())
+    _run_pieces([(fn, tuple(f[lo:hi] for f in flat) + args)
+                 for lo, hi in zip(bounds, bounds[1:])])
+
+
+def _bounds(n: int, k: int) -> list[int]:
+    k = max(1, min(k, n))
+    return [n * i // k for i in range(k + 1)]

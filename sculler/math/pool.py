@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
 from sculler.math.conv import IntPair, conv_output_size, pair
 
@@ -72,20 +74,20 @@ def _tap(i, j, st, out_hw):
     )
 
 
-def _windows(xpad, k, st, out_hw):
-    """The window taps of a padded frame as one contiguous ``(ky*kx, N, C, oh, ow)`` array.
+def _windows(xpad, k, st, out_hw, first: int = 0):
+    """The window taps of a padded frame as one contiguous ``(ky*kx - first, N, C, oh, ow)``
+    array.
 
-    ``T[i * kx + j] = xpad[:, :, i::sy, j::sx]`` cropped to the output, one strided copy per
-    tap (faster than one 6-D transposing copy); the reductions that follow stream through
-    contiguous memory.
+    ``T[i * kx + j - first] = xpad[:, :, i::sy, j::sx]`` cropped to the output, one strided
+    copy per tap from tap ``first`` on (faster than one 6-D transposing copy); the reductions
+    that follow stream through contiguous memory.
     """
     xp = get_array_module(xpad)
     n, c = xpad.shape[:2]
-    taps = xp.empty((k[0] * k[1], n, c) + tuple(out_hw), dtype=xpad.dtype)
-    for i in range(k[0]):
-        for j in range(k[1]):
-            sy, sx = _tap(i, j, st, out_hw)
-            taps[i * k[1] + j] = xpad[:, :, sy, sx]
+    taps = xp.empty((k[0] * k[1] - first, n, c) + tuple(out_hw), dtype=xpad.dtype)
+    for t in range(first, k[0] * k[1]):
+        sy, sx = _tap(t // k[1], t % k[1], st, out_hw)
+        taps[t - first] = xpad[:, :, sy, sx]
     return taps
 
 
@@ -119,6 +121,15 @@ def _check_out(out, x_shape, name):
         raise ValueError(f"{name}: out has shape {out.shape}, expected {tuple(x_shape)}")
 
 
+def tap_dtype(taps: int):
+    """The smallest signed integer type that holds every tap index and -1 (int8 for windows
+    of up to 127 taps): the argmax passes then move a quarter of int32's bytes."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if taps - 1 <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 def _lowest(xp, dtype):
     return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
 
@@ -140,8 +151,9 @@ def max_pool2d_forward(
         out: optional ``(N, C, oh, ow)`` buffer for ``y``, overwritten.
 
     Returns:
-        ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax``, int32 of the same
-        shape, the winning tap ``i * kx + j`` of each window (``-1`` for an empty window).
+        ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax`` of the same shape,
+        the winning tap ``i * kx + j`` of each window (``-1`` for an empty window), in the
+        smallest integer type that holds ``ky * kx`` taps (:func:`tap_dtype`: int8 up to 127).
         Keep ``argmax`` for :func:`max_pool2d_backward`.
 
     Example:
@@ -155,23 +167,29 @@ def max_pool2d_forward(
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
     low = _lowest(xp, x.dtype)
     start = -xp.inf if x.dtype.kind == "f" else low
-    taps = _windows(_padded(x, k, st, pad, shape[2:], start), k, st, shape[2:])
+    xpad = _padded(x, k, st, pad, shape[2:], start)
+    taps = _windows(xpad, k, st, shape[2:], first=1)  # tap 0 is copied straight into y
     if out is None:
         y = xp.empty(shape, dtype=x.dtype)
     else:
         _check_out(out, shape, "max_pool2d_forward")
         y = out
-    y[...] = start
-    argmax = xp.full(shape, -1, dtype=xp.int32)
+    argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1]))
     better = xp.empty(shape, dtype=bool)
-    step = xp.empty(shape, dtype=xp.int32)
-    for t in range(taps.shape[0]):
-        # argmax = t where taps[t] beats y: integer arithmetic, no (branchy) masked writes
-        xp.greater(taps[t], y, out=better)
+    step = xp.empty(shape, dtype=argmax.dtype)
+    # tap 0 against the start value (-inf): y = max(start, tap 0) = tap 0 (NaN included), and
+    # argmax = 0 where tap 0 beats the start, else -1
+    y[...] = xpad[(slice(None), slice(None)) + _tap(0, 0, st, shape[2:])]
+    xp.greater(y, start, out=better)
+    xp.add(better, -1, out=argmax, dtype=argmax.dtype)
+    for t in range(1, k[0] * k[1]):
+        # argmax = t where tap t beats y: integer arithmetic, no (branchy) masked writes
+        tap = taps[t - 1]
+        xp.greater(tap, y, out=better)
         xp.subtract(t, argmax, out=step)
         xp.multiply(step, better, out=step)
         argmax += step
-        xp.maximum(y, taps[t], out=y)
+        xp.maximum(y, tap, out=y)
     if x.dtype.kind == "f" and int(argmax.min()) < 0:
         y[argmax < 0] = low
     return y, argmax
@@ -264,15 +282,16 @@ def _tiled_max_backward(dy, argmax, x_shape, k, out, beta):
     if out is None:
         out, beta = xp.empty(x_shape, dtype=dy.dtype), 0.0
     won = xp.empty(dy.shape, dtype=bool)
-    part = xp.empty(dy.shape, dtype=dy.dtype)
+    part = None if beta == 0.0 else xp.empty(dy.shape, dtype=dy.dtype)
     for i in range(k[0]):
         for j in range(k[1]):
             xp.equal(argmax, i * k[1] + j, out=won)
-            xp.multiply(dy, won, out=part)
-            if beta == 0.0:
-                out[:, :, i :: k[0], j :: k[1]] = part
+            tap = out[:, :, i :: k[0], j :: k[1]]
+            if part is None:  # straight into the strided taps of out: no temporary
+                xp.multiply(dy, won, out=tap)
             else:
-                out[:, :, i :: k[0], j :: k[1]] += part
+                xp.multiply(dy, won, out=part)
+                tap += part
     return out
 
 

@@ -22,6 +22,9 @@ CASES = [
     ("exconv", dict(IMG, num_filters=4, filter_size=2, groups=2, shared_biases=False),
      [INPUT_DATA(40)], False),
     ("exconv", dict(CONV), [INPUT_DATA(40), INPUT_DATA(40)], False),
+    # a 17x16 output (> 256 positions): per-sample GEMMs, the bias added inside the GEMM
+    ("exconv", dict(channels=1, height=18, width=17, num_filters=2, filter_size=2),
+     [INPUT_DATA(306)], False),
     ("conv", dict(channels=3, height=3, width=3, num_filters=2, filter_size=1),
      [INPUT_DATA(27)], False),
     ("exconvt", dict(CONV), [INPUT_DATA(40)], False),

@@ -203,3 +203,56 @@ def test_im2col_unfolds_into_out():
     cols = im2col(x, 2, stride=2, padding=1, out=buf)
     assert np.shares_memory(cols, buf)
     np.testing.assert_array_equal(cols, im2col(x, 2, stride=2, padding=1))
+
+
+@pytest.mark.parametrize("hw", [(3, 5), (20, 20)])  # dy columns ordered (p, n) and (n, p)
+@pytest.mark.parametrize("spare", [True, False])  # BLAS's threads, or one on a busy machine
+def test_channel_sums_is_the_shared_bias_gradient(hw, spare, monkeypatch):
+    from sculler.math import parallel
+    from sculler.math.conv import channel_sums, conv2d_dy_columns
+
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: spare)
+    rng = np.random.default_rng(11)
+    dy = rng.standard_normal((4, 6) + hw)
+    want = dy.sum(axis=(0, 2, 3))
+    out = np.full((1, 6), np.nan)
+    assert channel_sums(dy, out, beta=0.0) is out  # a first write ignores the stale buffer
+    np.testing.assert_allclose(out[0], want, rtol=1e-12)
+    channel_sums(dy, out, dy_cols=conv2d_dy_columns(dy))  # beta 1 adds
+    np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
+    channel_sums(dy, out, beta=0.5)
+    np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
+
+
+def test_bias_row_puts_the_bias_inside_the_gemm_of_large_outputs():
+    from sculler.math.conv import (
+        conv2d_backward_filter,
+        conv2d_bias_in_gemm,
+        conv2d_forward,
+        conv2d_unfold,
+        im2col,
+    )
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 3, 19, 18)).astype(np.float32)  # 17x16 output: per sample
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((1, 4)).astype(np.float32)
+    assert conv2d_bias_in_gemm((17, 16), 1) and not conv2d_bias_in_gemm((8, 8), 1)
+    assert not conv2d_bias_in_gemm((17, 16), 3)
+    buf = np.full(28 * 2 * 17 * 16, np.nan, np.float32)
+    cols = conv2d_unfold(x, w.shape, out=buf, bias_row=True)
+    assert cols.shape == (28, 2 * 17 * 16) and np.shares_memory(cols, buf)
+    np.testing.assert_array_equal(cols[:27], im2col(x, 3))
+    assert (cols[27] == 1).all()
+    plain = conv2d_forward(x, w)
+    y = conv2d_forward(x, w, cols=cols, bias=b)
+    np.testing.assert_allclose(y, plain + b.reshape(1, 4, 1, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(conv2d_forward(x, w, cols=cols[:27], bias=b),
+                                  plain + b.reshape(1, 4, 1, 1))  # no row: added after
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    np.testing.assert_array_equal(conv2d_backward_filter(x, dy, w.shape, cols=cols),
+                                  conv2d_backward_filter(x, dy, w.shape))
+    with pytest.raises(ValueError, match="bias_row"):  # small outputs have no such row
+        conv2d_unfold(x[:, :, :8, :8], w.shape, bias_row=True)
+    with pytest.raises(ValueError, match="cols has shape"):  # a bias row but no bias
+        conv2d_forward(x, w, cols=cols)

@@ -114,3 +114,53 @@ def test_split_gate_ignores_own_work_but_not_others(monkeypatch):
     parallel._cpu_to_spare()  # first reading: the load average decides
     assert parallel._cpu_to_spare()  # one CPU busy, all of it this process's: split
     assert not parallel._cpu_to_spare()  # one CPU busy with another process: do not
+
+
+def test_split_runs_on_long_lived_workers_that_are_reused(split):
+    seen = []
+
+    def fn(a):
+        seen.append((threading.current_thread().name, threading.get_ident()))
+        a += 1
+
+    a = np.zeros(30, np.float32)
+    parallel.run(fn, (a,))
+    first = set(seen)
+    seen.clear()
+    parallel.run(fn, (a,))
+    assert (a == 2).all()
+    assert set(seen) == first  # the same two worker threads, not new ones
+    assert sorted(n for n, _ in first if n != threading.current_thread().name) == [
+        "sculler-split-1", "sculler-split-2"]
+
+
+def test_worker_error_reaches_the_caller_and_the_workers_stay_usable(split):
+    def fn(a):
+        if a[0] >= 10:  # the workers' pieces
+            raise ZeroDivisionError("piece failed")
+        a += 1
+
+    a = np.arange(30, dtype=np.float32)
+    with pytest.raises(ZeroDivisionError, match="piece failed"):
+        parallel.run(fn, (a,))
+    b = np.zeros(30, np.float32)
+    parallel.run(lambda x: np.add(x, 1, out=x), (b,))
+    assert (b == 1).all()
+
+
+def test_a_split_inside_a_split_runs_in_its_callers_thread(split):
+    inner_pieces = []
+
+    def inner(x):
+        inner_pieces.append((threading.current_thread().name, x.size))
+
+    def outer(a):
+        parallel.run(inner, (np.zeros(30, np.float32),))
+        outers.append(threading.current_thread().name)
+
+    outers = []
+    parallel.run(outer, (np.zeros(30, np.float32),))
+    # three outer pieces on three threads; while they hold the workers, each inner run makes
+    # its three pieces one after another in the thread that asked for it
+    assert len(set(outers)) == 3
+    assert sorted(inner_pieces) == sorted((name, 10) for name in outers for _ in range(3))

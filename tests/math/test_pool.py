@@ -213,3 +213,37 @@ def test_exactly_tiling_max_backward_adds_or_overwrites(size):
     np.testing.assert_allclose(buf, num, atol=1e-7)
     with pytest.raises(ValueError, match="beta"):
         max_pool2d_backward(dy, idx, x.shape, size, size, out=buf, beta=0.5)
+
+
+@pytest.mark.parametrize("size", [2, 12, 182])
+def test_argmax_type_holds_every_tap_of_big_windows(size):
+    # the tap index is kept in the smallest integer type that holds ky*kx taps (int8 for
+    # 2x2): a 12x12 window has 144 taps and a 182x182 one 33124, past int8 and int16
+    from sculler.math.pool import tap_dtype
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
+    x[0, 1, -1, -1] = 100.0  # the last tap wins in channel 1
+    y, idx = max_pool2d_forward(x, size, size, 0)
+    assert idx.dtype == tap_dtype(size * size)
+    assert np.iinfo(idx.dtype).max >= size * size - 1
+    assert int(idx[0, 1, 0, 0]) == size * size - 1
+    assert int(idx[0, 0, 0, 0]) == int(np.argmax(x[0, 0]))
+    np.testing.assert_array_equal(y[:, :, 0, 0], x.max(axis=(2, 3)))
+    dx = max_pool2d_backward(np.ones_like(y), idx, x.shape, size, size)
+    assert dx[0, 1, -1, -1] == 1.0 and dx.sum() == 2.0
+    assert tap_dtype(4) == np.int8 and tap_dtype(144) == np.int16
+
+
+def test_max_window_of_nan_or_minus_inf_first_taps_keeps_paddles_lowest_value():
+    # a window's tap 0 enters against the start value -inf: a NaN or -inf there wins nothing
+    # (argmax -1, output the dtype's lowest value, like Paddle's -FLT_MAX) unless a later tap
+    # beats it; ties keep the first maximum
+    x = np.array([[[[np.nan, 5, -np.inf, -np.inf, 1, 2],
+                    [3, 4, -np.inf, -np.inf, 2, 2]]]], np.float32)
+    low = np.finfo(np.float32).min
+    y, idx = max_pool2d_forward(x, 2, 2)
+    np.testing.assert_array_equal(y[0, 0, 0], [low, low, 2.0])
+    np.testing.assert_array_equal(idx[0, 0, 0], [-1, -1, 1])
+    dx = max_pool2d_backward(np.ones_like(y), idx, x.shape, 2, 2)
+    assert dx.sum() == 1.0 and dx[0, 0, 0, 5] == 1.0  # empty windows route nothing
