@@ -49,19 +49,22 @@ def _ew(ufunc: Any, a: Any, b: Any) -> Any:
     return out
 
 
-def _make(out: Any, inputs: tuple, fn: Any) -> Tensor:
-    """Wrap ``out``; record ``fn`` if grad mode is on and an input needs a gradient."""
+def _make(out: Any, inputs: tuple, fn: Any, owned: tuple | None = None) -> Tensor:
+    """Wrap ``out``; record ``fn`` if grad mode is on and an input needs a gradient.
+
+    ``owned`` (one bool per input) tells the engine which of ``fn``'s gradients are new
+    arrays it may hand to a leaf without a copy (see :class:`Node`).
+    """
     t = _wrap(out)
     if STATE.enabled:
-        needed = None
         for x in inputs:
             if x is not None and not x.stop_gradient:
-                needed = True
                 break
-        if needed:
-            t.stop_gradient = False
-            t._node = Node(fn, tuple(
-                x if x is not None and not x.stop_gradient else None for x in inputs))
+        else:
+            return t
+        t.stop_gradient = False
+        t._node = Node(fn, tuple([x if x is not None and not x.stop_gradient else None
+                                  for x in inputs]), 1, owned)
     return t
 
 
@@ -99,40 +102,82 @@ def _shape(a: Any) -> tuple:
     return a.shape if hasattr(a, "shape") else ()
 
 
-def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any) -> Tensor:
-    a, b = _arr(x), _arr(y)
-    out = f(a, b)
-    rx = isinstance(x, Tensor) and not x.stop_gradient
-    ry = isinstance(y, Tensor) and not y.stop_gradient
-    if not (STATE.enabled and (rx or ry)):
+def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
+            fresh: tuple[bool, bool] = (True, True)) -> Tensor:
+    """``f(a, b)`` of two operands (Tensors, arrays or Python scalars) with broadcasting.
+
+    ``f`` is a NumPy ufunc (large arrays are split over threads, see :func:`_ew`) or any
+    function of two arrays; ``ga(g, a, b, out)`` / ``gb(...)`` give the gradients before
+    they are summed back to each operand's shape. ``fresh``: whether each returns a new
+    array (not ``g`` itself), which the engine may then keep as a leaf's gradient.
+    """
+    if isinstance(x, Tensor):
+        a = x._array
+        rx = not x.stop_gradient
+    else:
+        a = x if type(x) is int or type(x) is float else _arr(x)
+        rx = False
+    if isinstance(y, Tensor):
+        b = y._array
+        ry = not y.stop_gradient
+    else:
+        b = y if type(y) is int or type(y) is float else _arr(y)
+        ry = False
+    if type(f) is np.ufunc:
+        big = parallel.PARALLEL_MIN_ELEMENTS
+        if (type(a) is not np.ndarray or a.size < big) and (
+                type(b) is not np.ndarray or b.size < big):
+            out = f(a, b)
+        else:
+            out = _ew(f, a, b)
+    else:
+        out = f(a, b)
+    if not ((rx or ry) and STATE.enabled):
         return _wrap(out)
     sa, sb = _shape(a), _shape(b)
+    so = out.shape
 
     def fn(g):
         return (_unbroadcast(ga(g, a, b, out), sa) if rx else None,
                 _unbroadcast(gb(g, a, b, out), sb) if ry else None)
 
-    return _make(out, (x if rx else None, y if ry else None), fn)
+    t = _wrap(out)
+    t.stop_gradient = False
+    t._node = Node(fn, (x if rx else None, y if ry else None), 1,
+                   (fresh[0] or sa != so, fresh[1] or sb != so))
+    return t
+
+
+def _pass(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return g
+
+
+def _negated(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return -g
+
+
+def _times_b(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return _ew(np.multiply, g, b)
+
+
+def _times_a(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return _ew(np.multiply, g, a)
 
 
 # --- arithmetic ----------------------------------------------------------------------
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x + y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: _ew(np.add, a, b), lambda g, a, b, o: g,
-                   lambda g, a, b, o: g)
+    return _binary(x, y, np.add, _pass, _pass, (False, False))
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x - y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: _ew(np.subtract, a, b), lambda g, a, b, o: g,
-                   lambda g, a, b, o: -g)
+    return _binary(x, y, np.subtract, _pass, _negated, (False, True))
 
 
 def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x * y``; d/dx = y, d/dy = x."""
-    return _binary(x, y, lambda a, b: _ew(np.multiply, a, b),
-                   lambda g, a, b, o: _ew(np.multiply, g, b),
-                   lambda g, a, b, o: _ew(np.multiply, g, a))
+    return _binary(x, y, np.multiply, _times_b, _times_a)
 
 
 def _true_divide(a: Any, b: Any) -> Any:
@@ -198,6 +243,11 @@ greater_equal = _compare(lambda a, b: a >= b)
 
 
 # --- activations (kernels from sculler.math.activation) ---------------------------------
+# the NumPy ufunc each kernel below applies to a NumPy array (same values, one call less);
+# arrays from PARALLEL_MIN_ELEMENTS on take the kernel's threaded path instead
+_SMALL_FORWARD = {"tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+                  "abs": np.abs, "square": np.square}
+_OWNED = (True,)  # every activation gradient below is a new array
 def _unary(kernel: str) -> Any:
     f = getattr(act, kernel)
     f_grad = getattr(act, kernel + "_grad")
@@ -227,15 +277,22 @@ def _unary(kernel: str) -> Any:
             return out
         return f_grad(a, y, g)
 
-    if kernel in act.NEEDS_INPUT:
-        def op(x: Tensor, name: str | None = None) -> Tensor:
-            a = x._array
-            return _make(forward(a), (x,), lambda g: (grad(a, None, g),))
-    else:
-        def op(x: Tensor, name: str | None = None) -> Tensor:
-            a = x._array
+    small = _SMALL_FORWARD.get(kernel, f)
+    needs_input = kernel in act.NEEDS_INPUT
+
+    def op(x: Tensor, name: str | None = None) -> Tensor:
+        a = x._array
+        if type(a) is np.ndarray and a.size < parallel.PARALLEL_MIN_ELEMENTS:
+            y = small(a)
+        else:
             y = forward(a)
-            return _make(y, (x,), lambda g: (grad(a, y, g),))
+        t = _wrap(y)
+        if STATE.enabled and not x.stop_gradient:
+            ys = None if needs_input else y
+            t.stop_gradient = False
+            t._node = Node(lambda g: (grad(a, ys, g),), (x,), 1, _OWNED)
+        return t
+
     op.__name__ = op.__qualname__ = kernel
     op.__doc__ = (f"Elementwise ``{kernel}`` (kernel ``sculler.math.activation.{kernel}``, "
                   f"gradient ``{kernel}_grad``).")
@@ -620,12 +677,21 @@ def _bind() -> None:
     def swap(f: Any) -> Any:
         return lambda self, other: f(other, self)
 
+    def radd(self: Tensor, other: Any) -> Tensor:
+        return _binary(other, self, np.add, _pass, _pass, (False, False))
+
+    def rsub(self: Tensor, other: Any) -> Tensor:
+        return _binary(other, self, np.subtract, _pass, _negated, (False, True))
+
+    def rmul(self: Tensor, other: Any) -> Tensor:
+        return _binary(other, self, np.multiply, _times_b, _times_a)
+
     T.__add__ = add
-    T.__radd__ = swap(add)
+    T.__radd__ = radd
     T.__sub__ = subtract
-    T.__rsub__ = swap(subtract)
+    T.__rsub__ = rsub
     T.__mul__ = multiply
-    T.__rmul__ = swap(multiply)
+    T.__rmul__ = rmul
     T.__truediv__ = divide
     T.__rtruediv__ = swap(divide)
     T.__pow__ = pow

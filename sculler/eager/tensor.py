@@ -163,7 +163,8 @@ class Tensor:
                 raise ValueError(
                     f"grad_tensor has shape {list(g.shape)}, expected the tensor's shape "
                     f"{self.shape}")
-        engine.run_backward((self,), (g,), retain_graph)
+        if not engine.single_node_backward(self, g, retain_graph):
+            engine.run_backward((self,), (g,), retain_graph)
 
     def clear_grad(self, set_to_zero: bool = False) -> None:
         """Drop the accumulated gradient (or zero it in place with ``set_to_zero``)."""
