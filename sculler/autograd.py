@@ -139,10 +139,11 @@ class PyLayer:
         if isinstance(out, Tensor):
             if not enabled:
                 return out
+            needed = 0
             for x in ins:
                 if not x.stop_gradient:
-                    break
-            else:
+                    needed += 1
+            if not needed:
                 return out
             if out.stop_gradient and out._node is None and not ctx._non_diff:
                 for x in ins:
@@ -150,8 +151,10 @@ class PyLayer:
                         break
                 else:  # one new output tensor: link it directly
                     out.stop_gradient = False
-                    out._node = Node(_make_backward(cls, ctx, [out], [False], ins, groups),
-                                     tuple([None if x.stop_gradient else x for x in ins]))
+                    out._node = Node(
+                        _make_backward(cls, ctx, [out], _DIFFERENTIABLE, ins, groups),
+                        ins if needed == len(ins) and groups is None else tuple(
+                            [None if x.stop_gradient else x for x in ins]))
                     return out
             outs = [out]
         elif isinstance(out, list | tuple):
@@ -198,6 +201,7 @@ class PyLayer:
 
 
 _BASE_FORWARD = PyLayer.forward
+_DIFFERENTIABLE = (False,)  # the non-differentiable flags of one plain output
 
 
 def _describe(out: Any) -> str:

@@ -121,8 +121,9 @@ def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
         cur._array += g
         return
     a = t._array
-    if type(g) is type(a) and g.dtype == a.dtype and g.shape == a.shape:
-        if not (owned and g.flags.c_contiguous):
+    if type(g) is type(a) and (g.dtype is a.dtype or g.dtype == a.dtype) and (
+            g.shape == a.shape):
+        if not owned or not g.flags.c_contiguous:
             g = g.copy()
     elif isinstance(g, np.ndarray | np.generic):
         g = np.array(g, dtype=a.dtype, copy=True).reshape(a.shape)

@@ -22,6 +22,8 @@ from sculler.math import activation as act
 from sculler.math import parallel
 
 _wrap = Tensor._from_array
+_ndarray = np.ndarray
+_ufunc = np.ufunc
 
 
 def _ew(ufunc: Any, a: Any, b: Any) -> Any:
@@ -47,6 +49,27 @@ def _ew(ufunc: Any, a: Any, b: Any) -> Any:
     else:
         parallel.run(lambda y, o: ufunc(a, y, out=o), (b, out))
     return out
+
+
+_SCALARS: dict = {}
+
+
+def _typed_scalar(v: int | float, dtype: np.dtype) -> Any:
+    """Python number ``v`` as a read-only 0-d array of float ``dtype`` (cached), which NumPy
+    combines with an array faster than the number itself and to the same values (a Python
+    number takes a float array's dtype); ``v`` itself for other dtypes, zeros (keeping the
+    sign of -0.0) and NaN."""
+    key = (v, dtype)
+    s = _SCALARS.get(key)
+    if s is not None:
+        return s
+    if dtype.kind != "f" or v == 0 or v != v or builtins.abs(v) > 1e30:
+        return v
+    if len(_SCALARS) > 256:
+        _SCALARS.clear()
+    s = _SCALARS[key] = np.array(v, dtype=dtype)
+    s.flags.writeable = False
+    return s
 
 
 def _make(out: Any, inputs: tuple, fn: Any, owned: tuple | None = None) -> Tensor:
@@ -123,15 +146,19 @@ def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
     else:
         b = y if type(y) is int or type(y) is float else _arr(y)
         ry = False
-    if type(f) is np.ufunc:
-        big = parallel.PARALLEL_MIN_ELEMENTS
-        if (type(a) is not np.ndarray or a.size < big) and (
-                type(b) is not np.ndarray or b.size < big):
-            out = f(a, b)
-        else:
-            out = _ew(f, a, b)
-    else:
+    if type(f) is not _ufunc:
         out = f(a, b)
+    elif type(b) is _ndarray and (type(a) is int or type(a) is float):
+        out = f(_typed_scalar(a, b.dtype), b) if b.size < parallel.PARALLEL_MIN_ELEMENTS \
+            else _ew(f, a, b)
+    elif type(a) is _ndarray and (type(b) is int or type(b) is float):
+        out = f(a, _typed_scalar(b, a.dtype)) if a.size < parallel.PARALLEL_MIN_ELEMENTS \
+            else _ew(f, a, b)
+    elif (type(a) is not _ndarray or a.size < parallel.PARALLEL_MIN_ELEMENTS) and (
+            type(b) is not _ndarray or b.size < parallel.PARALLEL_MIN_ELEMENTS):
+        out = f(a, b)  # small operands: no threads, decided in two checks
+    else:
+        out = _ew(f, a, b)
     if not ((rx or ry) and STATE.enabled):
         return _wrap(out)
     sa, sb = _shape(a), _shape(b)

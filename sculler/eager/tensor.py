@@ -159,7 +159,7 @@ class Tensor:
         else:
             g = grad_tensor._array if isinstance(grad_tensor, Tensor) else np.asarray(
                 grad_tensor, dtype=self._array.dtype)
-            if tuple(g.shape) != tuple(self._array.shape):
+            if g.shape != self._array.shape and tuple(g.shape) != tuple(self._array.shape):
                 raise ValueError(
                     f"grad_tensor has shape {list(g.shape)}, expected the tensor's shape "
                     f"{self.shape}")
