@@ -156,6 +156,11 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
         n.fn = None
         n.inputs = ()
     owned = n.owned
+    if len(inputs) == 1:
+        x, gx = inputs[0], in_grads[0]
+        if x is not None and gx is not None and not x.stop_gradient:
+            _accumulate_leaf(x, gx, owned is not None and owned[0])
+        return True
     for i, (x, gx) in enumerate(zip(inputs, in_grads)):
         if x is not None and gx is not None and not x.stop_gradient:
             _accumulate_leaf(x, gx, owned is not None and owned[i])
