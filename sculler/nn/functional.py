@@ -33,9 +33,50 @@ def _check_reduction(reduction: str) -> None:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
            name: str | None = None) -> Tensor:
-    """``x @ weight + bias`` with weight of shape [in, out] (Paddle's layout)."""
-    out = ops.matmul(x, weight)
-    return out if bias is None else ops.add(out, bias)
+    """``x @ weight + bias`` with weight of shape [in, out] (Paddle's layout).
+
+    One op: x [..., in] is multiplied as a [rows, in] matrix and the bias is added in place
+    into the product; backward gives dx = dy W^T, dW = x^T dy, db = column sums of dy, each
+    a new array (so leaves keep them as ``.grad`` without a copy).
+    """
+    a, w = x._array, weight._array
+    b = None if bias is None else bias._array
+    if w.ndim != 2 or a.ndim < 1 or (b is not None and b.shape != (w.shape[1],)):
+        out = ops.matmul(x, weight)
+        return out if bias is None else ops.add(out, bias)
+    if a.shape[-1] != w.shape[0]:
+        raise ValueError(f"linear: x has shape {list(a.shape)} but weight has shape "
+                         f"{list(w.shape)}; x's last dim must equal weight's first")
+    a2 = a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
+    out = a2 @ w
+    if b is not None:
+        if b.dtype == out.dtype:
+            out += b
+        else:
+            out = out + b  # the promoted dtype, as matmul then add
+    if a.ndim != 2:
+        out = out.reshape(a.shape[:-1] + (w.shape[1],))
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    need_x, need_w = not x.stop_gradient, not weight.stop_gradient
+    need_b = bias is not None and not bias.stop_gradient
+
+    def fn(g):
+        g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
+        gx = gw = gb = None
+        if need_x:
+            gx = g2 @ w.T
+            if a.ndim != 2:
+                gx = gx.reshape(a.shape)
+        if need_w:
+            gw = a2.T @ g2
+        if need_b:
+            gb = g2.sum(axis=0)
+        return gx, gw, gb
+
+    return ops._make(out, inputs, fn, _LINEAR_OWNED)
+
+
+_LINEAR_OWNED = (True, True, True)  # linear's gradients are new arrays
 
 
 def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
