@@ -24,6 +24,7 @@ from sculler.eager.tensor import Tensor
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
+_OWNED_ONE = (True,)  # the op's one input gradient is a new array
 
 
 def _check_reduction(reduction: str) -> None:
@@ -103,7 +104,7 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
         xp.add.at(gw, ids, g)
         return (gw,)
 
-    return ops._make(out, (weight,), fn)
+    return ops._make(out, (weight,), fn, _OWNED_ONE)
 
 
 def dropout(x: Tensor, p: float = 0.5, axis: Any = None, training: bool = True,
@@ -182,34 +183,41 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         raise ValueError(f"cross_entropy label shape {list(lab.shape)} does not fit input "
                          f"shape {list(a.shape)}")
     n_cls = a.shape[-1]
-    valid = lab != ignore_index
-    safe = xp.where(valid, lab, 0)
+    a2 = a.reshape(-1, n_cls)
+    lab = lab.reshape(-1)
+    ignored = lab == ignore_index
+    masked = bool(ignored.any())
+    safe = xp.where(ignored, 0, lab) if masked else lab
     if safe.size and (safe.min() < 0 or safe.max() >= n_cls):
         raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values in "
                          f"[{int(safe.min())}, {int(safe.max())}]")
-    shifted = a - a.max(axis=-1, keepdims=True)
-    logz = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = xp.take_along_axis(shifted, safe[..., None], axis=-1)
-    loss = (logz - picked)[..., 0] * valid
-    count = max(int(valid.sum()), 1)
+    rows = xp.arange(a2.shape[0])
+    shifted = a2 - a2.max(axis=-1, keepdims=True)
+    e = xp.exp(shifted)
+    total = e.sum(axis=-1, keepdims=True)
+    loss = xp.log(total)[:, 0]
+    loss -= shifted[rows, safe]
+    if masked:
+        loss[ignored] = 0
+    count = max(lab.size - int(ignored.sum()), 1) if masked else max(lab.size, 1)
     if reduction == "mean":
         out = xp.asarray(loss.sum() / count, dtype=a.dtype)
     elif reduction == "sum":
         out = xp.asarray(loss.sum(), dtype=a.dtype)
     else:
-        out = loss.reshape(label_shape).astype(a.dtype)
+        out = loss.reshape(label_shape).astype(a.dtype, copy=False)
 
     def fn(g):
-        probs = xp.exp(shifted - logz)
-        xp.put_along_axis(probs, safe[..., None],
-                          xp.take_along_axis(probs, safe[..., None], axis=-1) - 1.0, axis=-1)
-        if reduction == "mean":
-            scale = (g / count) * valid
-        elif reduction == "sum":
-            scale = g * valid
+        probs = e / total  # softmax from the forward's exponentials, a new array
+        probs[rows, safe] -= 1.0
+        if reduction == "none":
+            scale = g.reshape(-1, 1)
+            probs *= scale
         else:
-            scale = g.reshape(valid.shape) * valid
-        return (probs * scale[..., None],)
+            probs *= g / count if reduction == "mean" else g
+        if masked:
+            probs[ignored] = 0
+        return (probs.reshape(a.shape),)
 
-    return ops._make(out, (input,), fn)
+    return ops._make(out, (input,), fn, _OWNED_ONE)
 from sculler.nn.conv import avg_pool2d, conv2d, max_pool2d  # noqa: E402,F401
