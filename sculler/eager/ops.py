@@ -272,8 +272,26 @@ greater_equal = _compare(lambda a, b: a >= b)
 # --- activations (kernels from sculler.math.activation) ---------------------------------
 # the NumPy ufunc each kernel below applies to a NumPy array (same values, one call less);
 # arrays from PARALLEL_MIN_ELEMENTS on take the kernel's threaded path instead
+_ZERO_ROWS: dict = {}
+
+
+def _np_relu(a: np.ndarray) -> np.ndarray:
+    """``max(a, 0)`` against a cached read-only row of zeros: NumPy vectorises ``maximum``
+    of two arrays but not of an array and a scalar (about 3x faster; same values, a -0.0
+    input may come out as +0.0)."""
+    n = a.shape[-1] if a.ndim else 0
+    if not 0 < n <= 65536:
+        return np.maximum(a, 0)
+    key = (n, a.dtype.char)
+    zeros = _ZERO_ROWS.get(key)
+    if zeros is None:
+        zeros = _ZERO_ROWS[key] = np.zeros(n, a.dtype)
+        zeros.flags.writeable = False
+    return np.maximum(a, zeros)
+
+
 _SMALL_FORWARD = {"tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
-                  "abs": np.abs, "square": np.square}
+                  "abs": np.abs, "square": np.square, "relu": _np_relu}
 _OWNED = (True,)  # every activation gradient below is a new array
 def _unary(kernel: str) -> Any:
     f = getattr(act, kernel)
