@@ -568,6 +568,7 @@ class Optimizer:
                 g = p.grad._array
             grads.append(g)
         self._clip_eager(grads)
+        lr_now = self.learning_rate_now()
         for p, g in zip(params, grads):
             if self._l2:
                 tmp = self._buffer(p.name, "tmp", p._array)
@@ -575,13 +576,14 @@ class Optimizer:
                 g += tmp
             attr = getattr(p, "optimize_attr", None) or {}
             mult = attr.get("learning_rate", 1.0)
-            if not self._eager_update(p.name, p._array, g, mult):
+            if not self._eager_update(p.name, p._array, g, lr_now * float(mult)):
                 self.update(p.name, p._array, g, _EagerParamConfig(mult))
         self._batches += 1
 
-    def _eager_update(self, key: str, value: Any, grad: Any, lr_mult: float) -> bool:
-        """A faster equivalent of ``update`` for one eager parameter where the method has
-        one; False when it does not apply (``step`` then calls ``update``)."""
+    def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
+        """A faster equivalent of ``update`` for one eager parameter (``lr``: the scheduled
+        rate times the parameter's multiplier) where the method has one; False when it does
+        not apply (``step`` then calls ``update``)."""
         return False
 
     def _clip_eager(self, grads: list[Any]) -> None:
@@ -630,8 +632,10 @@ _AXPY: dict[str, Any] = {}
 
 
 def _blas_axpy(dtype: np.dtype) -> Any:
-    """BLAS ``axpy(x, y, a=...)`` (``y += a*x`` in place on contiguous 1-d arrays) for a
-    float32/float64 dtype; scipy.linalg loads on first use."""
+    """BLAS ``axpy(x, y, a=...)`` (``y += a*x`` in place on contiguous 1-d arrays) for
+    float32/float64, None for other dtypes; scipy.linalg loads on first use."""
+    if dtype.char not in "fd":
+        return None
     fn = _AXPY.get(dtype.char)
     if fn is None:
         from scipy.linalg.blas import get_blas_funcs
@@ -658,7 +662,7 @@ class Momentum(Optimizer):
         self.momentum = _number("momentum", momentum)
         self.sparse = bool(sparse)
 
-    def _eager_update(self, key: str, value: Any, grad: Any, lr_mult: float) -> bool:
+    def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """Eager heavy ball ``v = mu*v + g;  w -= lr*v`` in three memory passes and no
         temporary: ``v *= mu``, then BLAS axpy ``v += g`` and ``w += (-lr) v`` (the last
         rounds once where :func:`~sculler.math.optim.heavy_ball` rounds ``lr*v`` first).
@@ -666,18 +670,22 @@ class Momentum(Optimizer):
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray
-                or value.dtype.char not in "fd" or grad.dtype != value.dtype
-                or grad.shape != value.shape or not value.flags.c_contiguous
-                or not grad.flags.c_contiguous):
+                or grad.dtype is not value.dtype or grad.shape != value.shape
+                or not (value.flags.c_contiguous and grad.flags.c_contiguous)):
             return False
-        v = self._state(key, value, mu)["moment"]
-        if v.dtype != value.dtype or not v.flags.c_contiguous:
+        axpy = _AXPY.get(value.dtype.char) or _blas_axpy(value.dtype)
+        if axpy is None:
             return False
-        axpy = _blas_axpy(value.dtype)
+        st = self._states.get(key)
+        v = None if st is None else st.get("moment")
+        if v is None:
+            v = self._state(key, value, mu)["moment"]
+        if v.dtype is not value.dtype or v.shape != value.shape or not v.flags.c_contiguous:
+            return False
         flat_v = v.reshape(-1)
         v *= mu
         axpy(grad.reshape(-1), flat_v, a=1.0)
-        axpy(flat_v, value.reshape(-1), a=-self.learning_rate_now() * float(lr_mult))
+        axpy(flat_v, value.reshape(-1), a=-lr)
         return True
 
     def _apply(self, value, grad, st, lr, mu, decay, tmp, lr_vec, rho_old, coef_new):
