@@ -149,11 +149,17 @@ def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
     if type(f) is not _ufunc:
         out = f(a, b)
     elif type(b) is _ndarray and (type(a) is int or type(a) is float):
-        out = f(_typed_scalar(a, b.dtype), b) if b.size < parallel.PARALLEL_MIN_ELEMENTS \
-            else _ew(f, a, b)
+        if b.size < parallel.PARALLEL_MIN_ELEMENTS:
+            s = _SCALARS.get((a, b.dtype))  # a hit skips the call below
+            out = f(_typed_scalar(a, b.dtype) if s is None else s, b)
+        else:
+            out = _ew(f, a, b)
     elif type(a) is _ndarray and (type(b) is int or type(b) is float):
-        out = f(a, _typed_scalar(b, a.dtype)) if a.size < parallel.PARALLEL_MIN_ELEMENTS \
-            else _ew(f, a, b)
+        if a.size < parallel.PARALLEL_MIN_ELEMENTS:
+            s = _SCALARS.get((b, a.dtype))
+            out = f(a, _typed_scalar(b, a.dtype) if s is None else s)
+        else:
+            out = _ew(f, a, b)
     elif (type(a) is not _ndarray or a.size < parallel.PARALLEL_MIN_ELEMENTS) and (
             type(b) is not _ndarray or b.size < parallel.PARALLEL_MIN_ELEMENTS):
         out = f(a, b)  # small operands: no threads, decided in two checks

@@ -226,3 +226,14 @@ def test_single_node_backward_is_used_and_multi_node_graphs_are_not():
     z = TanhPyLayer.apply(TanhPyLayer.apply(x))
     assert not engine.single_node_backward(z, np.ones(3), False)
     assert z._node.fn is not None  # untouched: run_backward does the walk
+
+
+def test_linear_layer_reads_replaced_weight_and_bias():
+    layer = paddle.nn.Linear(3, 2)
+    x = paddle.ones([4, 3])
+    before = layer(x).numpy()
+    layer.bias = paddle.ones([2])  # a plain Tensor, no longer a Parameter
+    np.testing.assert_allclose(layer(x).numpy() - before, 1.0, rtol=1e-6)
+    layer.weight = paddle.zeros([3, 2])
+    np.testing.assert_array_equal(layer(x).numpy(), np.ones((4, 2)))
+    assert paddle.nn.Linear(3, 2, bias_attr=False)(x).shape == [4, 2]
