@@ -185,16 +185,21 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     n_cls = a.shape[-1]
     a2 = a.reshape(-1, n_cls)
     lab = lab.reshape(-1)
-    ignored = lab == ignore_index
-    masked = bool(ignored.any())
-    safe = xp.where(ignored, 0, lab) if masked else lab
-    if safe.size and (safe.min() < 0 or safe.max() >= n_cls):
-        raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values in "
-                         f"[{int(safe.min())}, {int(safe.max())}]")
+    masked = False
+    safe = lab
+    if lab.size and (0 <= ignore_index < n_cls or not (
+            0 <= lab.min() and lab.max() < n_cls)):  # else no label can be ignore_index
+        ignored = lab == ignore_index
+        masked = bool(ignored.any())
+        if masked:
+            safe = xp.where(ignored, 0, lab)
+        if safe.min() < 0 or safe.max() >= n_cls:
+            raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values "
+                             f"in [{int(safe.min())}, {int(safe.max())}]")
     rows = xp.arange(a2.shape[0])
-    shifted = a2 - a2.max(axis=-1, keepdims=True)
+    shifted = a2 - xp.maximum.reduce(a2, axis=-1, keepdims=True)
     e = xp.exp(shifted)
-    total = e.sum(axis=-1, keepdims=True)
+    total = xp.add.reduce(e, axis=-1, keepdims=True)
     loss = xp.log(total)[:, 0]
     loss -= shifted[rows, safe]
     if masked:
