@@ -18,6 +18,7 @@ from sculler.backend import get_array_module, to_numpy
 from sculler.eager import engine
 
 _name_ids = itertools.count()
+_new = object.__new__
 
 
 class Tensor:
@@ -45,9 +46,10 @@ class Tensor:
         self._name = name
         self.persistable = False
 
-    @classmethod
-    def _from_array(cls, array: Any) -> Tensor:
-        t = object.__new__(Tensor)
+    @staticmethod
+    def _from_array(array: Any) -> Tensor:
+        """A Tensor over ``array`` as is (no conversion, no copy): the ops' cheap wrap."""
+        t = _new(Tensor)
         t._array = array
         t.stop_gradient = True
         t.grad = None
