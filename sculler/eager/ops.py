@@ -722,27 +722,47 @@ def assign(x: Any, output: Tensor | None = None) -> Tensor:
 
 
 # --- binding onto Tensor ------------------------------------------------------------
+def _operator(name: str, ufunc: Any, op: Any, reflected: bool = False) -> Any:
+    """The operator method (``__mul__``, ``__rsub__``, ...) of the elementwise ``op``.
+
+    Operands that need nothing recorded (grad mode off, or no operand needs a gradient) and
+    are small NumPy arrays or Python numbers are combined here, as ``op`` would combine
+    them (``ufunc`` of the arrays; a number as a cached 0-d array of the array's float
+    dtype); every other case, and anything to record, goes to ``op`` itself.
+    """
+    def method(self: Tensor, other: Any) -> Tensor:
+        a = self._array
+        if type(a) is _ndarray and a.size < parallel.PARALLEL_MIN_ELEMENTS and (
+                self.stop_gradient or not STATE.enabled):
+            kind = type(other)
+            if kind is Tensor:
+                b = other._array
+                if type(b) is _ndarray and b.size < parallel.PARALLEL_MIN_ELEMENTS and (
+                        other.stop_gradient or not STATE.enabled):
+                    return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
+            elif kind is int or kind is float:
+                b = _SCALARS.get((other, a.dtype))
+                if b is None:
+                    b = _typed_scalar(other, a.dtype)
+                return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
+        return op(other, self) if reflected else op(self, other)
+
+    method.__name__ = method.__qualname__ = f"__r{name}__" if reflected else f"__{name}__"
+    return method
+
+
 def _bind() -> None:
     T = Tensor
 
     def swap(f: Any) -> Any:
         return lambda self, other: f(other, self)
 
-    def radd(self: Tensor, other: Any) -> Tensor:
-        return _binary(other, self, np.add, _pass, _pass, (False, False))
-
-    def rsub(self: Tensor, other: Any) -> Tensor:
-        return _binary(other, self, np.subtract, _pass, _negated, (False, True))
-
-    def rmul(self: Tensor, other: Any) -> Tensor:
-        return _binary(other, self, np.multiply, _times_b, _times_a)
-
-    T.__add__ = add
-    T.__radd__ = radd
-    T.__sub__ = subtract
-    T.__rsub__ = rsub
-    T.__mul__ = multiply
-    T.__rmul__ = rmul
+    T.__add__ = _operator("add", np.add, add)
+    T.__radd__ = _operator("add", np.add, add, reflected=True)
+    T.__sub__ = _operator("sub", np.subtract, subtract)
+    T.__rsub__ = _operator("sub", np.subtract, subtract, reflected=True)
+    T.__mul__ = _operator("mul", np.multiply, multiply)
+    T.__rmul__ = _operator("mul", np.multiply, multiply, reflected=True)
     T.__truediv__ = divide
     T.__rtruediv__ = swap(divide)
     T.__pow__ = pow

@@ -237,3 +237,28 @@ def test_linear_layer_reads_replaced_weight_and_bias():
     layer.weight = paddle.zeros([3, 2])
     np.testing.assert_array_equal(layer(x).numpy(), np.ones((4, 2)))
     assert paddle.nn.Linear(3, 2, bias_attr=False)(x).shape == [4, 2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_operators_equal_the_ops_and_record_only_when_needed(dtype):
+    rng = np.random.default_rng(3)
+    a = paddle.to_tensor((rng.standard_normal((3, 4)) * 4).astype(dtype))
+    b = paddle.to_tensor((rng.standard_normal((4,)) * 4).astype(dtype))
+    pairs = [(a, b), (b, a), (a, 2), (2, a), (a, 0.5), (0.5, a), (a, -0.0), (True, a)]
+    for op, fn in ((lambda x, y: x + y, paddle.add), (lambda x, y: x - y, paddle.subtract),
+                   (lambda x, y: x * y, paddle.multiply)):
+        for x, y in pairs:
+            got = op(x, y)
+            want = op(x.numpy() if isinstance(x, paddle.Tensor) else x,
+                      y.numpy() if isinstance(y, paddle.Tensor) else y)
+            assert got.dtype == want.dtype, (x, y)
+            np.testing.assert_array_equal(got.numpy(), want)
+            assert got.stop_gradient and got._node is None
+            np.testing.assert_array_equal(fn(x, y).numpy(), want)
+    if dtype == "int32":
+        return
+    w = _leaf([4], dtype=dtype)
+    for got in (a * w, w * a, 1 - w, w + 2.0, w - a):
+        assert not got.stop_gradient and got._node is not None
+    with paddle.no_grad():
+        assert (a * w)._node is None and (1 - w)._node is None
