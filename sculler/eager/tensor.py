@@ -157,7 +157,12 @@ class Tensor:
                 stacklevel=2)
             return
         if grad_tensor is None:
-            g = get_array_module(self._array).ones_like(self._array)
+            a = self._array
+            if type(a) is np.ndarray:
+                g = np.empty_like(a)
+                g.fill(1)  # two C calls; np.ones_like costs several times more
+            else:
+                g = get_array_module(a).ones_like(a)
         else:
             g = grad_tensor._array if isinstance(grad_tensor, Tensor) else np.asarray(
                 grad_tensor, dtype=self._array.dtype)
