@@ -628,22 +628,6 @@ class Optimizer:
         self.load_state_dict(d)
 
 
-_AXPY: dict[str, Any] = {}
-
-
-def _blas_axpy(dtype: np.dtype) -> Any:
-    """BLAS ``axpy(x, y, a=...)`` (``y += a*x`` in place on contiguous 1-d arrays) for
-    float32/float64, None for other dtypes; scipy.linalg loads on first use."""
-    if dtype.char not in "fd":
-        return None
-    fn = _AXPY.get(dtype.char)
-    if fn is None:
-        from scipy.linalg.blas import get_blas_funcs
-
-        fn = _AXPY[dtype.char] = get_blas_funcs("axpy", dtype=dtype)
-    return fn
-
-
 class Momentum(Optimizer):
     """SGD with momentum.
 
@@ -663,29 +647,22 @@ class Momentum(Optimizer):
         self.sparse = bool(sparse)
 
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
-        """Eager heavy ball ``v = mu*v + g;  w -= lr*v`` in three memory passes and no
-        temporary: ``v *= mu``, then BLAS axpy ``v += g`` and ``w += (-lr) v`` (the last
-        rounds once where :func:`~sculler.math.optim.heavy_ball` rounds ``lr*v`` first).
-        Only for contiguous float32/float64 NumPy arrays without L1 decay or clipping."""
+        """Eager heavy ball (:func:`~sculler.math.optim.heavy_ball`) called directly: the
+        same passes as ``update`` without its per-parameter settings, plans and thread-split
+        bookkeeping; for NumPy arrays below the thread-split size, without L1 decay or
+        clipping (BLAS axpy was tried: SciPy's OpenBLAS threads keep spinning after it and
+        slow the next GEMM down)."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray
-                or grad.dtype is not value.dtype or grad.shape != value.shape
-                or not (value.flags.c_contiguous and grad.flags.c_contiguous)):
-            return False
-        axpy = _AXPY.get(value.dtype.char) or _blas_axpy(value.dtype)
-        if axpy is None:
+                or grad.shape != value.shape
+                or value.size >= parallel.PARALLEL_MIN_ELEMENTS):
             return False
         st = self._states.get(key)
         v = None if st is None else st.get("moment")
         if v is None:
             v = self._state(key, value, mu)["moment"]
-        if v.dtype is not value.dtype or v.shape != value.shape or not v.flags.c_contiguous:
-            return False
-        flat_v = v.reshape(-1)
-        v *= mu
-        axpy(grad.reshape(-1), flat_v, a=1.0)
-        axpy(flat_v, value.reshape(-1), a=-lr)
+        K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
         return True
 
     def _apply(self, value, grad, st, lr, mu, decay, tmp, lr_vec, rho_old, coef_new):

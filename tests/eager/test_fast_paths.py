@@ -210,12 +210,14 @@ def test_eager_momentum_step_matches_the_heavy_ball_kernel(dtype):
     np.testing.assert_allclose(opt.state_dict()["p_momentum_test.moment"], v, rtol=tol)
 
 
-def test_eager_momentum_falls_back_for_a_non_contiguous_parameter():
+def test_eager_momentum_updates_a_non_contiguous_parameter_in_place():
     w0 = np.arange(12.0).reshape(3, 4)
     p = paddle.Tensor(w0.copy().T, stop_gradient=False, name="p_view")  # a transposed view
     opt = paddle.optimizer.Momentum(learning_rate=0.5, momentum=0.9, parameters=[p])
     p.grad = paddle.Tensor(np.ones((4, 3)))
+    view = p._array
     opt.step()
+    assert p._array is view
     np.testing.assert_allclose(p.numpy(), w0.T - 0.5)
 
 
