@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
@@ -71,7 +73,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
         if need_w:
             gw = a2.T @ g2
         if need_b:
-            gb = g2.sum(axis=0)
+            gb = np.add.reduce(g2, axis=0) if type(g2) is np.ndarray else g2.sum(axis=0)
         return gx, gw, gb
 
     return ops._make(out, inputs, fn, _LINEAR_OWNED)
