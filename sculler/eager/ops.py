@@ -125,6 +125,13 @@ def _shape(a: Any) -> tuple:
     return a.shape if hasattr(a, "shape") else ()
 
 
+def _operand(v: Any) -> tuple[Any, bool]:
+    """An operand's array (Python numbers stay numbers) and whether it needs a gradient."""
+    if isinstance(v, Tensor):
+        return v._array, not v.stop_gradient
+    return _arr(v), False
+
+
 def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
             fresh: tuple[bool, bool] = (True, True)) -> Tensor:
     """``f(a, b)`` of two operands (Tensors, arrays or Python scalars) with broadcasting.
@@ -134,18 +141,8 @@ def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
     they are summed back to each operand's shape. ``fresh``: whether each returns a new
     array (not ``g`` itself), which the engine may then keep as a leaf's gradient.
     """
-    if isinstance(x, Tensor):
-        a = x._array
-        rx = not x.stop_gradient
-    else:
-        a = x if type(x) is int or type(x) is float else _arr(x)
-        rx = False
-    if isinstance(y, Tensor):
-        b = y._array
-        ry = not y.stop_gradient
-    else:
-        b = y if type(y) is int or type(y) is float else _arr(y)
-        ry = False
+    a, rx = _operand(x)
+    b, ry = _operand(y)
     if type(f) is not _ufunc:
         out = f(a, b)
     elif type(b) is _ndarray and (type(a) is int or type(a) is float):
