@@ -190,7 +190,8 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     masked = False
     safe = lab
     if lab.size and (0 <= ignore_index < n_cls or not (
-            0 <= lab.min() and lab.max() < n_cls)):  # else no label can be ignore_index
+            0 <= xp.minimum.reduce(lab) and xp.maximum.reduce(lab) < n_cls)):
+        # (otherwise no label can equal ignore_index and all are in range)
         ignored = lab == ignore_index
         masked = bool(ignored.any())
         if masked:
@@ -208,9 +209,9 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         loss[ignored] = 0
     count = max(lab.size - int(ignored.sum()), 1) if masked else max(lab.size, 1)
     if reduction == "mean":
-        out = xp.asarray(loss.sum() / count, dtype=a.dtype)
+        out = xp.asarray(xp.add.reduce(loss) / count, dtype=a.dtype)
     elif reduction == "sum":
-        out = xp.asarray(loss.sum(), dtype=a.dtype)
+        out = xp.asarray(xp.add.reduce(loss), dtype=a.dtype)
     else:
         out = loss.reshape(label_shape).astype(a.dtype, copy=False)
 
