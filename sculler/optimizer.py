@@ -628,6 +628,13 @@ class Optimizer:
         self.load_state_dict(d)
 
 
+def _blas_heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, mu: float) -> bool:
+    from sculler.eager.blas import heavy_ball  # eager only: loaded by the first eager step
+
+    return heavy_ball(value, grad, velocity, lr, mu)
+
+
+
 class Momentum(Optimizer):
     """SGD with momentum.
 
@@ -647,11 +654,10 @@ class Momentum(Optimizer):
         self.sparse = bool(sparse)
 
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
-        """Eager heavy ball (:func:`~sculler.math.optim.heavy_ball`) called directly: the
-        same passes as ``update`` without its per-parameter settings, plans and thread-split
-        bookkeeping; for NumPy arrays below the thread-split size, without L1 decay or
-        clipping (BLAS axpy was tried: SciPy's OpenBLAS threads keep spinning after it and
-        slow the next GEMM down)."""
+        """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
+        bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
+        clipping: :func:`sculler.eager.blas.heavy_ball` (3 passes, BLAS-threaded) for large
+        parameters while a CPU is idle, else :func:`~sculler.math.optim.heavy_ball`."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray
@@ -662,7 +668,8 @@ class Momentum(Optimizer):
         v = None if st is None else st.get("moment")
         if v is None:
             v = self._state(key, value, mu)["moment"]
-        K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
+        if not _blas_heavy_ball(value, grad, v, lr, mu):
+            K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
         return True
 
     def _apply(self, value, grad, st, lr, mu, decay, tmp, lr_vec, rho_old, coef_new):

@@ -264,3 +264,71 @@ def test_operators_equal_the_ops_and_record_only_when_needed(dtype):
         assert not got.stop_gradient and got._node is not None
     with paddle.no_grad():
         assert (a * w)._node is None and (1 - w)._node is None
+
+
+# --- the BLAS heavy ball of the eager Momentum step ---------------------------------------
+@pytest.fixture
+def idle_cpu(monkeypatch):
+    from sculler.math import parallel
+
+    monkeypatch.setenv("SCULLER_NUM_THREADS", "2")
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: True)
+
+
+def _momentum_arrays(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype(dtype) for _ in range(3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blas_heavy_ball_matches_the_numpy_kernel(idle_cpu, dtype):
+    from sculler.eager import blas
+
+    if blas.axpy(np.dtype(dtype)) is None:
+        pytest.skip("NumPy's BLAS has no 64-bit axpy symbol here")
+    n = blas.MIN_ELEMENTS + 3
+    w, g, v = _momentum_arrays(n, dtype)
+    w2, g2, v2 = w.copy(), g.copy(), v.copy()
+    for _ in range(3):
+        assert blas.heavy_ball(w, g, v, 0.05, 0.9)
+        K.heavy_ball(w2, g2, v2, 0.05, 0.9, np.empty_like(w2))
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(v, v2, rtol=tol, atol=tol)
+    np.testing.assert_allclose(w, w2, rtol=tol, atol=tol)
+
+
+def test_blas_heavy_ball_declines_and_leaves_arrays_alone(idle_cpu, monkeypatch):
+    from sculler.eager import blas
+    from sculler.math import parallel
+
+    n = blas.MIN_ELEMENTS
+    w, g, v = _momentum_arrays(n, np.float32)
+    before = [a.copy() for a in (w, g, v)]
+    assert not blas.heavy_ball(w[:-1], g[:-1], v[:-1], 0.1, 0.9)  # too small
+    assert not blas.heavy_ball(w, g.astype(np.float64), v, 0.1, 0.9)  # dtypes differ
+    w2d, g2d, v2d = (a.reshape(256, -1) for a in (w, g, v))
+    assert not blas.heavy_ball(w2d.T, g2d.T, v2d.T, 0.1, 0.9)  # not C-contiguous
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: False)
+    assert not blas.heavy_ball(w, g, v, 0.1, 0.9)  # a busy machine: the NumPy kernel
+    for a, b in zip((w, g, v), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_eager_momentum_on_a_large_parameter_matches_heavy_ball(idle_cpu, monkeypatch):
+    from sculler.eager import blas
+
+    used = []
+    original = blas.heavy_ball
+    monkeypatch.setattr(blas, "heavy_ball", lambda *a: used.append(original(*a)) or used[-1])
+    n = blas.MIN_ELEMENTS * 2
+    w0, g0, _ = _momentum_arrays(n, np.float32, seed=1)
+    p = paddle.Parameter(w0.copy(), name="p_large_momentum")
+    opt = paddle.optimizer.Momentum(learning_rate=0.01, momentum=0.9, parameters=[p])
+    w, v = w0.copy(), np.zeros_like(w0)
+    for k in range(3):
+        p.grad = paddle.Tensor(g0 * (k + 1))
+        opt.step()
+        K.heavy_ball(w, g0 * (k + 1), v, 0.01, 0.9, np.empty_like(w))
+    np.testing.assert_allclose(p.numpy(), w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(opt.state_dict()["p_large_momentum.moment"], v, rtol=1e-6)
+    assert used == [blas.axpy(np.dtype("f")) is not None] * 3
