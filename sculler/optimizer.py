@@ -634,7 +634,6 @@ def _blas_heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, mu: float)
     return heavy_ball(value, grad, velocity, lr, mu)
 
 
-
 class Momentum(Optimizer):
     """SGD with momentum.
 
@@ -656,7 +655,7 @@ class Momentum(Optimizer):
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
         bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
-        clipping: :func:`sculler.eager.blas.heavy_ball` (3 passes, BLAS-threaded) for large
+        clipping: :func:`sculler.eager.blas.heavy_ball` (2 passes, BLAS-threaded) for large
         parameters while a CPU is idle, else :func:`~sculler.math.optim.heavy_ball`."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
