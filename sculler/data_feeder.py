@@ -12,12 +12,14 @@ non-integral numbers for ids are errors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from sculler import backend
 from sculler.core.argument import Argument
+from sculler.core.layer import ids_out_of_range
 from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
 
@@ -73,7 +75,7 @@ class DataFeeder:
         for name, tp in self.data_types:
             col = self.feeding[name]
             try:
-                fields = [s[col] for s in minibatch]
+                fields = tuple(map(itemgetter(col), minibatch))  # (asarray: faster than a list)
             except (IndexError, TypeError, KeyError):
                 self._check_samples(minibatch)
                 raise
@@ -99,7 +101,7 @@ class DataFeeder:
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
 
-    def _dense(self, fields: list, dim: int) -> np.ndarray:
+    def _dense(self, fields: Sequence, dim: int) -> np.ndarray:
         """``(n, dim)`` float array of the rows (one copy; none more when they already have
         the feeder's dtype)."""
         value = np.asarray(fields)
@@ -112,7 +114,7 @@ class DataFeeder:
             raise ValueError(f"got values of shape {value.shape}, expected (n, {dim})")
         return value
 
-    def _ids(self, fields: list, dim: int) -> np.ndarray:
+    def _ids(self, fields: Sequence, dim: int) -> np.ndarray:
         raw = np.asarray(fields)
         if raw.dtype.kind in "iu":
             ids = raw.astype(np.int64, copy=False).reshape(-1)
@@ -128,11 +130,11 @@ class DataFeeder:
         if ids.shape[0] != len(fields):
             raise ValueError(f"expected one integer per step, got {len(ids)} values for "
                              f"{len(fields)} steps")
-        if ids.size and (ids.min() < 0 or ids.max() >= dim):
+        if ids_out_of_range(ids, dim):
             raise ValueError(f"id {int(ids[(ids < 0) | (ids >= dim)][0])} outside [0, {dim})")
         return ids
 
-    def _convert(self, fields: list, tp: InputType) -> Argument:
+    def _convert(self, fields: Sequence, tp: InputType) -> Argument:
         xp = backend.xp()
         seq_starts = sub_starts = None
         if tp.seq_type == 2:
@@ -144,7 +146,8 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            arg = Argument(value=xp.asarray(self._dense(fields, tp.dim)))
+            value = self._dense(fields, tp.dim)
+            arg = Argument(value=value if xp is np else xp.asarray(value))
         elif tp.type == DataType.Index:
             try:
                 ids = self._ids(fields, tp.dim)
@@ -152,14 +155,14 @@ class DataFeeder:
                 if e.sample is None or seq_starts is not None:
                     raise ValueError(str(e)) from None  # the caller locates the sample
                 raise
-            arg = Argument(ids=xp.asarray(ids))
+            arg = Argument(ids=ids if xp is np else xp.asarray(ids))
         else:
             arg = Argument(value=CsrMatrix.from_rows(
                 fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))
         arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_starts
         return arg
 
-    def _first_bad(self, fields: list, tp: InputType) -> int:
+    def _first_bad(self, fields: Sequence, tp: InputType) -> int:
         for i, f in enumerate(fields):
             try:
                 self._convert([f], tp)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -220,6 +219,7 @@ def open_safetensors(path: str, what: str) -> tuple[dict, Any]:
 
         f = safe_open(path, framework="numpy")
         raw = (f.metadata() or {}).get("sculler")
+        import json
         doc = json.loads(raw) if raw is not None else {}
     except Exception as e:  # safetensors raises its own SafetensorError on a bad header
         if isinstance(e, OSError):  # permissions, I/O: not a format problem

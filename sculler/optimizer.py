@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -110,6 +111,7 @@ class _EagerParamConfig:
 
 _SETTINGS = ("learning_rate", "momentum", "decay_rate", "decay_rate_l1",
              "gradient_clipping_threshold", "is_static")
+_settings_of = operator.attrgetter(*_SETTINGS)
 
 
 def _span(run: list[tuple[str, Any, Any, Any]], field: int) -> Any:
@@ -366,7 +368,8 @@ class Optimizer:
             for key, value, grad, config in items:  # the averager follows each parameter
                 self.update(key, value, grad, config)
             return
-        sig = tuple((k, id(v), id(g), self._settings_key(c)) for k, v, g, c in items)
+        key = self._settings_key
+        sig = tuple([(k, id(v), id(g), key(c)) for k, v, g, c in items])
         plan = self._plans.get(sig)
         if plan is None:
             if len(self._plans) > 16:
@@ -417,7 +420,10 @@ class Optimizer:
 
     @staticmethod
     def _settings_key(config: Any) -> tuple:
-        return tuple(getattr(config, name, None) for name in _SETTINGS)
+        try:  # one C call for a full ParameterConfig (update_dense keys its plans on this)
+            return _settings_of(config)
+        except AttributeError:
+            return tuple(getattr(config, name, None) for name in _SETTINGS)
 
     def _flat_state(self, keys: tuple[str, ...], run, value: Any, mu: float) -> dict[str, Any]:
         """The run's flat state arrays; each parameter's state is rebound to a view of them

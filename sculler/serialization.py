@@ -13,7 +13,6 @@ or plain ndarrays with ``return_numpy=True``; ndarrays saved as ndarrays load as
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -67,6 +66,7 @@ def save(obj: Any, path: str | os.PathLike, protocol: int = 4, **configs: Any) -
     """Write ``obj`` (e.g. ``layer.state_dict()``) to ``path`` atomically."""
     arrays: dict = {}
     structure = _encode(obj, arrays, "obj")
+    import json
     meta = {"sculler": json.dumps({"format": SAVE_FORMAT, "structure": structure})}
     from safetensors.numpy import save as _st_save
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
@@ -157,6 +156,7 @@ class Topology:
         Paddle-format tar as ``parameters.tar``. No pickle; writes to a path are atomic."""
         meta = {"model_config": self.proto().to_dict(),
                 "data_type": [[n, t.dim, t.seq_type, t.type] for n, t in self.data_type()]}
+        import json
         blobs = {"model.json": json.dumps(meta).encode()}
         if parameters is not None:
             buf = io.BytesIO()
@@ -185,6 +185,7 @@ class Topology:
                                   "optionally parameters.tar (write it with "
                                   "Topology.serialize_for_inference)")
         try:
+            import json
             meta = json.loads(entries["model.json"])
             model_config = ModelConfig.from_dict(meta["model_config"])
             data_types = [(n, InputType(int(d), int(s), int(t)))

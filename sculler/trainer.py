@@ -11,8 +11,6 @@ metrics.
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import math
 import os
 import random
@@ -43,8 +41,6 @@ from sculler.parameters import Parameters, training_topology
 from sculler.validate import integer, iterate_reader, require_reader
 
 __all__ = ["SGD", "train"]
-
-logger = logging.getLogger("sculler.trainer")
 
 
 
@@ -175,8 +171,11 @@ class SGD:
         self._next_pass, self._next_batch = pass_id + 1, 0
         self.optimizer.finish_pass()
         metrics = metrics_of(self._pass_evals)
-        logger.info("pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
-                    total_cost / max(samples, 1), metrics)
+        import logging  # (loaded at the first pass's end, not with sculler)
+
+        logging.getLogger("sculler.trainer").info(
+            "pass %d: %d samples, mean cost %.6g, %s", pass_id, samples,
+            total_cost / max(samples, 1), metrics)
         with self._averaged():
             handler(E.EndPass(pass_id, metrics))
 
@@ -211,6 +210,12 @@ class SGD:
         set restarted every batch (printing evaluators run once)."""
         layers = self.network.layers
         for bev, pev in zip(self._batch_evals, self._pass_evals):
+            if bev.additive and type(pev) is type(bev):  # evaluate once, add to the pass
+                bev.start()
+                bev.eval_batch(layers)
+                pev.total += bev.total
+                pev.count += bev.count
+                continue
             pev.eval_batch(layers)
             if bev.reports_value:
                 bev.start()
@@ -280,6 +285,7 @@ class SGD:
         version, internal, gauss_next = random.getstate()
         tensors["rng/python"] = np.asarray(internal, dtype=np.uint64)
         meta["python_rng"] = [version, gauss_next]
+        import json
         blob = safetensors_bytes(tensors, metadata={"sculler": json.dumps(meta)})
         atomic_write(path, lambda stream: stream.write(blob), "save_checkpoint")
 

@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-import difflib
-
+from sculler.core.suggest import close_matches
 from sculler.math import activation as K
 from sculler.math import parallel
 
@@ -26,6 +25,7 @@ class Activation:
         self.name = name
         self.needs_input = name in K.NEEDS_INPUT
         self.is_linear = name == "linear"
+        self.needs_seq = name == "sequence_softmax"  # forward/backward read seq_starts
         if name != "sequence_softmax":
             self._f = getattr(K, name)
             self._df = getattr(K, name + "_grad")
@@ -34,15 +34,21 @@ class Activation:
 
     def forward(self, value, seq_starts=None) -> None:
         """Replace ``value`` (pre-activation) by ``f(value)``."""
-        if self.name == "sequence_softmax":
+        if self.is_linear:
+            return
+        f = self._f_inplace
+        if f is not None:  # elementwise: split over threads only when large
+            if value.size < parallel.PARALLEL_MIN_ELEMENTS:
+                f(value)
+            else:
+                parallel.run(f, (value,))
+        elif self.name == "sequence_softmax":
             if value.shape[1] != 1:
                 raise ValueError(
                     f"sequence_softmax normalises a column over each sequence; the layer's "
                     f"width must be 1, got {value.shape[1]}"
                 )
             value[...] = K.segment_softmax(value, _need_seq(seq_starts))
-        elif self._f_inplace is not None:
-            parallel.run(self._f_inplace, (value,))
         elif self.name in IN_PLACE:
             self._f(value, out=value)
         else:
@@ -52,10 +58,14 @@ class Activation:
         """Replace ``grad`` (dL/dy) by dL/dz; ``pre`` is z for activations that need it."""
         if self.is_linear:
             return
-        if self.name == "sequence_softmax":
+        df = self._df_inplace
+        if df is not None:
+            if grad.size < parallel.PARALLEL_MIN_ELEMENTS:
+                df(value, grad)
+            else:
+                parallel.run(df, (value, grad))
+        elif self.name == "sequence_softmax":
             grad[...] = K.segment_softmax_grad(value, grad, _need_seq(seq_starts))
-        elif self._df_inplace is not None:
-            parallel.run(self._df_inplace, (value, grad))
         elif self.name == "softmax":
             K.softmax_grad_(value, grad)
         else:
@@ -77,7 +87,7 @@ def get_activation(name: str | None) -> Activation:
     act = _CACHE.get(name)
     if act is None:
         if name not in NAMES:
-            close = difflib.get_close_matches(str(name), NAMES, n=3)
+            close = close_matches(name, NAMES)
             raise ValueError(
                 f"unknown activation {name!r}; did you mean {close}? known: {list(NAMES)}"
             )

@@ -8,21 +8,20 @@ evaluator family (:mod:`sculler.core.metrics`), so ``create_evaluator`` knows al
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.core import metrics  # noqa: F401 - registers the other evaluator types
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
+from sculler.core.suggest import close_matches
 
 __all__ = ["Evaluator", "create_evaluator", "metrics_of", "register_evaluator"]
 
 def create_evaluator(config: EvaluatorConfig) -> Evaluator:
     cls = _EVALUATORS.get(config.type)
     if cls is None:
-        close = difflib.get_close_matches(config.type, list(_EVALUATORS), n=3)
+        close = close_matches(config.type, _EVALUATORS)
         raise ValueError(f"unknown evaluator type {config.type!r}; close matches: {close}")
     return cls(config)
 
@@ -45,18 +44,22 @@ class ClassificationError(Evaluator):
     """Fraction of samples whose arg-max (top_k) prediction misses the label; a one-column
     output is read as a probability with ``threshold`` (default 0.5)."""
 
+    additive = True
+
     def eval_batch(self, layers: dict) -> None:
         out = layers[self.config.input_layers[0]].output
         label = layers[self.config.input_layers[1]].output
-        probs = to_numpy(out.value)
-        ids = to_numpy(label.ids if label.ids is not None else label.value).reshape(-1)
+        probs = out.value if type(out.value) is np.ndarray else to_numpy(out.value)
+        ids = label.ids if label.ids is not None else label.value
+        ids = (ids if type(ids) is np.ndarray else to_numpy(ids)).reshape(-1)
         top_k = int(self.config.attrs.get("top_k", 1))
         if probs.shape[1] == 1:
-            pred_hit = (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) == (ids > 0.5)
+            misses = np.count_nonzero(
+                (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5))
         elif top_k == 1:
-            pred_hit = probs.argmax(axis=1) == ids
+            misses = np.count_nonzero(probs.argmax(axis=1) != ids)
         else:
             top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
-            pred_hit = (top == ids[:, None]).any(axis=1)
-        self.total += float((~pred_hit).sum())
+            misses = probs.shape[0] - np.count_nonzero((top == ids[:, None]).any(axis=1))
+        self.total += float(misses)
         self.count += probs.shape[0]

@@ -24,6 +24,10 @@ class Evaluator:
 
     type_name = ""
     reports_value = True
+    # True when the whole state is ``total`` and ``count``, each a sum over batches: the
+    # trainer then evaluates a batch once and adds its sums to the pass's evaluator. A
+    # subclass that keeps more state must set it back to False.
+    additive = False
 
     def __init__(self, config: EvaluatorConfig):
         self.config = config

@@ -11,11 +11,17 @@ such a layer asks :meth:`Layer.input_grad_beta` / :meth:`Layer.param_grad_beta` 
 writes a gradient and gets ``0.0`` when it is the first contribution of this backward pass (the
 buffer holds stale data: overwrite it, e.g. GEMM with beta = 0) or ``1.0`` (add). A network
 skips zeroing only the buffers all of whose writers opted in; the rest are zeroed as before.
+
+Gradient past the activation (opt-in, for fused cost layers): a consumer that can write dL/dz
+of its input layer directly (e.g. cross entropy on a softmax: ``p - onehot``) asks
+:meth:`Layer.preact_grad_writable` (it is the only reader, writing first, and no dropout or
+error clipping intervenes), writes dL/dz and sets ``grad_is_preact``; the input layer's
+``backward_activation`` then skips the activation's backward for that pass. The Network
+fills ``consumers``; every ``reserve_output`` clears the flag.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import math
 import zlib
@@ -28,6 +34,7 @@ from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
 from sculler.core.model_config import LayerConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback, Weight
+from sculler.core.suggest import close_matches
 from sculler.math.blas import col_sum
 
 PASS_TRAIN = "train"
@@ -60,7 +67,7 @@ def get_layer_class(type_name: str) -> type[Layer]:
         importlib.import_module(_DEFERRED[type_name])
         cls = _REGISTRY.get(type_name)
     if cls is None:
-        close = difflib.get_close_matches(type_name, list(_REGISTRY), n=5, cutoff=0.5)
+        close = close_matches(type_name, _REGISTRY, n=5, cutoff=0.5)
         raise ValueError(
             f"unknown layer type {type_name!r}; close matches: {close or 'none'}. "
             "Register your own with @register_layer(name)."
@@ -78,6 +85,16 @@ def equal_widths(config: LayerConfig, inputs: list[LayerConfig]) -> int:
                              f"{other.name!r} have widths {first.size} and {other.size}; they "
                              "must be equal")
     return first.size
+
+
+def ids_out_of_range(ids, bound: int) -> bool:
+    """Whether any integer id lies outside ``[0, bound)``. For int64 numpy ids this is one
+    reduction: read as uint64, a negative id is above any bound."""
+    if not ids.size:
+        return False
+    if type(ids) is np.ndarray and ids.dtype == np.int64:
+        return int(np.maximum.reduce(ids.view(np.uint64), axis=None)) >= bound
+    return bool(ids.min() < 0 or ids.max() >= bound)
 
 
 def layer_types() -> list[str]:
@@ -183,6 +200,11 @@ class Layer:
         # output gradient uncleared, and whether it still is (nobody has written it)
         self.defer_grad_zero = False
         self.grad_unwritten = False
+        # set by the Network: the layers that read this one's output
+        self.consumers: list[Layer] = []
+        # set for one backward pass by a sole consumer that wrote dL/dz (the gradient before
+        # this layer's activation) instead of dL/dy: backward_activation then has nothing to do
+        self.grad_is_preact = False
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -256,6 +278,7 @@ class Layer:
         grow when a batch is larger and are reused as views when it is smaller. Sequence
         layout is inherited from input 0."""
         self.output.value = self.scratch("value", (batch_size, size))
+        self.grad_is_preact = False
         if self.need_gradient:
             grad = self.scratch("grad", (batch_size, size))
             if self.defer_grad_zero:
@@ -280,7 +303,10 @@ class Layer:
             )
 
     def check_same_batch(self) -> int:
-        sizes = [inp.output.batch_size for inp in self.inputs]
+        inputs = self.inputs
+        if len(inputs) == 1:
+            return inputs[0].output.batch_size
+        sizes = [inp.output.batch_size for inp in inputs]
         if len(set(sizes)) > 1:
             names = [inp.name for inp in self.inputs]
             raise ValueError(
@@ -320,10 +346,12 @@ class Layer:
 
     def forward_activation(self) -> None:
         value = self.output.value
-        if self.activation.needs_input:
+        act = self.activation
+        if act.needs_input:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
-        self.activation.forward(value, self.activation_starts())
+        if not act.is_linear:
+            act.forward(value, self.activation_starts() if act.needs_seq else None)
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
 
@@ -336,15 +364,31 @@ class Layer:
             backend.get_array_module(self.output.grad).clip(
                 self.output.grad, -t, t, out=self.output.grad)
 
+    def preact_grad_writable(self, consumer: Layer) -> bool:
+        """Whether ``consumer`` may write dL/dz (past this layer's activation) straight into
+        this layer's output gradient, for a fused cost + activation backward: it must be the
+        only consumer, about to write first (the buffer holds nothing yet), and no dropout or
+        error clipping may sit between dL/dy and the activation. The consumer then sets
+        ``grad_is_preact``."""
+        consumers = self.consumers
+        return (len(consumers) == 1 and consumers[0] is consumer and self.grad_unwritten
+                and self.config.drop_rate == 0 and self.error_clipping_threshold <= 0)
+
     def backward_activation(self) -> None:
-        self.clip_error()
+        if self.grad_is_preact:  # a fused consumer already wrote dL/dz
+            self.grad_is_preact = False
+            return
+        if self.error_clipping_threshold > 0:
+            self.clip_error()
         grad = self.output.grad
         if self.config.drop_rate > 0 and self.pass_type != PASS_TEST:
             grad *= self._bufs["mask"][: grad.size].reshape(grad.shape)
-        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if (
-            self.activation.needs_input
-        ) else None
-        self.activation.backward(pre, self.output.value, grad, self.activation_starts())
+        act = self.activation
+        if act.is_linear:
+            return
+        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if act.needs_input else None
+        act.backward(pre, self.output.value, grad,
+                     self.activation_starts() if act.needs_seq else None)
 
     def _forward_dropout(self, value) -> None:
         """Training: zero each unit with probability ``drop_rate``; test: scale by

@@ -8,15 +8,11 @@ them: ``precision_recall``, ``pnpair``, ``chunk``, ``last-column-sum``, ``value_
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.core.evaluator_base import Evaluator, register_evaluator
 from sculler.math.sparse import CsrMatrix
-
-logger = logging.getLogger("sculler.evaluator")
 
 
 def _ratio(num: float, den: float, empty: float = 1.0) -> float:
@@ -284,6 +280,9 @@ class ValuePrinter(Evaluator):
     reports_value = False
 
     def eval_batch(self, layers: dict) -> None:
+        import logging
+
+        logger = logging.getLogger("sculler.evaluator")
         for name in self.config.input_layers:
             arg = layers[name].output
             shown = arg.value if arg.value is not None else arg.ids
@@ -297,6 +296,8 @@ class ValuePrinter(Evaluator):
 
 @register_evaluator("sum")
 class SumEvaluator(Evaluator):
+    additive = True
+
     def eval_batch(self, layers: dict) -> None:
         out = layers[self.config.input_layers[0]].output
         v = to_numpy(out.value if out.value is not None else out.ids)

@@ -8,7 +8,6 @@ Layer-specific settings (image height, a cost's ``coeff``, a custom layer's ``k`
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -105,6 +104,7 @@ class ModelConfig:
         return asdict(self)
 
     def to_json(self, indent: int | None = 1) -> str:
+        import json
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
@@ -123,6 +123,7 @@ class ModelConfig:
 
     @classmethod
     def from_json(cls, text: str) -> ModelConfig:
+        import json
         return cls.from_dict(json.loads(text))
 
 

@@ -63,6 +63,12 @@ class Network:
         self._backward_layers = [layer for layer in reversed(self.order) if layer.need_gradient]
         self._backward_steps = [layer.backward for layer in self._backward_layers]
         self._lazy_params = self._plan_first_writes()
+        lazy = set(map(id, self._lazy_params))
+        # per-batch work resolved once: what zero_grad clears or marks, what backward seeds
+        self._zero_params = [p for p, _ in self._used.values() if id(p) not in lazy]
+        self._mark_params = [p for p in self._lazy_params if p.grad is not None]
+        self._users = list(self._used.values())
+        self._cost_layers = [layer for layer in self.output_layers if layer.is_cost]
         self.evaluators = [create_evaluator(e) for e in config.evaluators]
 
     def _mark_need_gradient(self, data_gradients: bool) -> None:
@@ -96,8 +102,10 @@ class Network:
                 for p in layer.parameters:
                     users.setdefault(p.name, []).append(layer)
         for layer in self.order:
-            layer.defer_grad_zero = all(c.first_write for c in consumers.get(layer.name, []))
+            layer.consumers = consumers.get(layer.name, [])
+            layer.defer_grad_zero = all(c.first_write for c in layer.consumers)
             layer.grad_unwritten = False
+            layer.grad_is_preact = False
         return [p for p, _ in self._used.values()
                 if not p.config.sparse_update and all(u.first_write for u in users[p.name])]
 
@@ -116,7 +124,7 @@ class Network:
         self, in_args: Mapping[str, Argument] | Sequence[Argument], pass_type: str = PASS_TEST
     ) -> list[Argument]:
         """Run the batch through every layer; returns the output layers' arguments."""
-        if isinstance(in_args, Mapping):
+        if type(in_args) is dict or isinstance(in_args, Mapping):
             missing = [d.name for d in self.data_layers if d.name not in in_args]
             if missing:
                 raise ValueError(f"no input given for data layers {missing}")
@@ -140,11 +148,11 @@ class Network:
         """Back-propagate from the cost outputs (their gradient is 1 per sample), or from the
         given ``output_grads`` (layer name -> dL/dy); each parameter's ``callback`` fires once
         its last user has added its gradient."""
-        for p, n in self._used.values():
+        for p, n in self._users:
             p.expect_users(n)
         if output_grads is None:
-            for layer in self.output_layers:
-                if layer.is_cost and layer.output.grad is not None:
+            for layer in self._cost_layers:
+                if layer.output.grad is not None:
                     layer.output.grad[...] = 1.0
                     layer.grad_unwritten = False
         else:
@@ -164,12 +172,10 @@ class Network:
     def zero_grad(self) -> None:
         """Clear the gradients of the used parameters; those written only by first-write
         layers are marked instead (their first writer overwrites them)."""
-        lazy = set(map(id, self._lazy_params))
-        for p in self.used_parameters:
-            if id(p) in lazy and p.grad is not None:
-                p.grad_unwritten = True
-            else:
-                p.zero_grad()
+        for p in self._mark_params:
+            p.grad_unwritten = True
+        for p in self._zero_params:
+            p.zero_grad()
 
     def prefetch(self) -> dict[str, np.ndarray]:
         """Rows of sparse parameters the current batch touches, merged over layers."""
@@ -180,11 +186,14 @@ class Network:
         return {k: np.unique(np.concatenate(v)) for k, v in rows.items()}
 
     def cost_layers(self) -> list[Layer]:
-        return [layer for layer in self.output_layers if layer.is_cost]
+        return list(self._cost_layers)
 
     def total_cost(self) -> float:
         """Sum over cost outputs of the per-sample costs (a float64 host number)."""
         total = 0.0
-        for layer in self.cost_layers():
-            total += float(backend.to_numpy(layer.output.value).sum(dtype=np.float64))
+        for layer in self._cost_layers:
+            value = layer.output.value
+            if type(value) is not np.ndarray:
+                value = backend.to_numpy(value)
+            total += float(np.add.reduce(value, axis=None, dtype=np.float64))
         return total

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import Layer, ids_out_of_range, register_layer
 
 
 class CostLayer(Layer):
@@ -35,7 +35,9 @@ class CostLayer(Layer):
         batch = self.check_same_batch()
         out = self.reserve_output(batch, 1)
         self.sample_cost(self.get_input_value(0), self.get_input(1), out[:, 0])
-        out *= self.attr("coeff", 1.0)
+        coeff = self.attr("coeff", 1.0)
+        if coeff != 1.0:
+            out *= coeff
         if len(self.inputs) == 3:
             raw = self.scratch("raw_cost", out.shape)
             raw[...] = out
@@ -73,7 +75,7 @@ class CostLayer(Layer):
                 f"layer {self.name!r} ({self.type_name}): label input ({self.inputs[1].name!r}) "
                 f"must carry integer ids, got {label_arg.describe()}"
             )
-        if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+        if ids_out_of_range(ids, num_classes):
             bad = ids[(ids < 0) | (ids >= num_classes)][0]
             raise ValueError(
                 f"layer {self.name!r} ({self.type_name}): label id {int(bad)} is out of range "
@@ -87,15 +89,68 @@ class MultiClassCrossEntropy(CostLayer):
     """``cost_i = -log p_i[label_i]`` for probabilities ``p`` (a softmax output);
     ``dp_i[label_i] = -1 / p_i[label_i]``."""
 
+    first_write = True
+
+    def _label_positions(self, x, ids):
+        """Flat positions in ``x.ravel()`` of each row's label entry (row offsets cached)."""
+        cached = getattr(self, "_label_offsets", None)
+        if cached is None or cached[0] != x.shape:
+            n, k = x.shape
+            cached = self._label_offsets = (x.shape, np.arange(0, n * k, k))
+        return cached[1] + ids
+
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
-        p = x[np.arange(x.shape[0]), ids]
-        np.negative(np.log(p), out=out)
+        if type(x) is np.ndarray and x.flags.c_contiguous and x.size:
+            p = x.ravel().take(self._label_positions(x, ids))
+        else:
+            p = x[np.arange(x.shape[0]), ids]
+        np.log(p, out=out)
+        np.negative(out, out=out)
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
         rows = np.arange(x.shape[0])
         ids = label_arg.ids
         dx[rows, ids] -= dcost / x[rows, ids]
+
+    def backward(self, callback=None) -> None:
+        """As :meth:`CostLayer.backward`, writing first where it may; when the input is a
+        softmax whose only reader this is, writes ``dL/dz = dcost * (p - onehot(label))``
+        past the softmax (fused: no ``1/p``, no softmax backward; the input layer skips its
+        activation backward for this pass)."""
+        self.backward_activation()
+        weighted = len(self.inputs) == 3
+        if weighted and self.get_input_grad(2) is not None:
+            raw = self._bufs["raw_cost"][: self.output.grad.size].reshape(self.output.grad.shape)
+            if self.input_grad_beta(2) == 0.0:
+                np.multiply(self.output.grad, raw, out=self.get_input_grad(2))
+            else:
+                self.get_input_grad(2)[...] += self.output.grad * raw
+        dx = self.get_input_grad(0)
+        if dx is None:
+            return
+        coeff = self.attr("coeff", 1.0)
+        if coeff == 1.0 and not weighted:
+            dcost = self.output.grad  # read only below
+        else:
+            dcost = self.scratch("dcost", self.output.grad.shape)
+            np.multiply(self.output.grad, coeff, out=dcost)
+            if weighted:
+                dcost *= self._weight_column()
+        x, src = self.get_input_value(0), self.inputs[0]
+        if (src.activation.name == "softmax" and type(dx) is np.ndarray and x.size
+                and dx.flags.c_contiguous and x.flags.c_contiguous
+                and src.preact_grad_writable(self)):
+            self.input_grad_beta(0)  # the first write: overwrite
+            np.multiply(x, dcost, out=dx)
+            flat = dx.ravel()
+            at = self._label_positions(x, self.get_input(1).ids)
+            flat[at] -= dcost[:, 0]
+            src.grad_is_preact = True
+            return
+        if self.input_grad_beta(0) == 0.0:
+            dx[...] = 0
+        self.sample_grad(x, self.get_input(1), dcost[:, 0], dx)
 
 
 @register_layer("square_error")

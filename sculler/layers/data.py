@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sculler.core.argument import Argument
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import Layer, ids_out_of_range, register_layer
 
 
 @register_layer("data")
@@ -19,9 +19,7 @@ class DataLayer(Layer):
             raise ValueError(
                 f"data layer {self.name!r} expects width {self.size}, got {arg.describe()}"
             )
-        if arg.ids is not None and arg.ids.size and (
-            arg.ids.min() < 0 or arg.ids.max() >= self.size
-        ):
+        if arg.ids is not None and ids_out_of_range(arg.ids, self.size):
             bad = arg.ids[(arg.ids < 0) | (arg.ids >= self.size)][0]
             raise ValueError(
                 f"data layer {self.name!r}: id {int(bad)} is out of range [0, {self.size})"

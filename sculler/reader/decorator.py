@@ -9,12 +9,9 @@ exception from their worker threads in the consumer, so a failing reader never h
 from __future__ import annotations
 
 import codecs
-import concurrent.futures
 import itertools
 import queue
 import random
-import shlex
-import subprocess
 import threading
 import zlib
 from collections import deque
@@ -308,6 +305,8 @@ def _xmap_processes(
     """Process-pool variant of :func:`xmap_readers`: at most ``buffer_size`` tasks in flight."""
 
     def xreader() -> Iterator[Any]:
+        import concurrent.futures  # loaded on first use: it is the slowest import of the readers
+
         with concurrent.futures.ProcessPoolExecutor(max_workers=process_num) as pool:
             in_flight: deque[concurrent.futures.Future] = deque()
             try:
@@ -329,6 +328,8 @@ def _drain_one(in_flight: deque, order: bool) -> Iterator[Any]:
     if order:
         yield in_flight.popleft().result()
         return
+    import concurrent.futures
+
     done, _ = concurrent.futures.wait(in_flight, return_when=concurrent.futures.FIRST_COMPLETED)
     f = next(iter(done))
     in_flight.remove(f)
@@ -363,6 +364,9 @@ class PipeReader:
         A final line without a trailing ``line_break`` is yielded too. Raises
         ``RuntimeError`` when the command exits with a non-zero status.
         """
+        import shlex
+        import subprocess  # (with shlex: loaded when a pipe is first read, not with sculler)
+
         dec = zlib.decompressobj(32 + zlib.MAX_WBITS) if self.file_type == "gzip" else None
         proc = subprocess.Popen(shlex.split(self.command), stdout=subprocess.PIPE)
         text = codecs.getincrementaldecoder("utf-8")()

@@ -35,7 +35,7 @@ def model(shared: bool):
 def gradients(config, batches, first_write: bool, monkeypatch, data_gradients=False):
     with monkeypatch.context() as m:
         if not first_write:
-            for t in ("fc", "exconv", "pool"):
+            for t in ("fc", "exconv", "pool", "multi-class-cross-entropy"):
                 m.setattr(get_layer_class(t), "first_write", False)
         net = Network(config, ParameterSet(seed=1), data_gradients=data_gradients)
         for feed in batches:
@@ -70,7 +70,7 @@ def test_only_buffers_with_all_writers_opted_in_are_deferred():
     # h0 feeds fc layers and the addto (plain +=): its gradient is still cleared eagerly
     assert not net.get_layer("h0").defer_grad_zero
     assert net.get_layer("sum").defer_grad_zero  # only `out` (fc) consumes it
-    assert not net.get_layer("out").defer_grad_zero  # the cost layer adds into it
+    assert net.get_layer("out").defer_grad_zero  # only the cost (first write) reads it
     lazy = {p.name for p in net._lazy_params}
     assert "shared_w" in lazy and "_out.w0" in lazy
 
