@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from sculler.backend import get_array_module
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
@@ -23,6 +21,7 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     tanh,
 )
 from sculler.eager.tensor import Tensor
+from sculler.math.blas import col_sum
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -72,8 +71,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
                 gx = gx.reshape(a.shape)
         if need_w:
             gw = a2.T @ g2
-        if need_b:
-            gb = np.add.reduce(g2, axis=0) if type(g2) is np.ndarray else g2.sum(axis=0)
+        if need_b:  # the engine's bias-gradient kernel (a GEMV with ones on NumPy)
+            gb = col_sum(g2, get_array_module(g2).empty(g2.shape[1], g2.dtype), 0.0)
         return gx, gw, gb
 
     return ops._make(out, inputs, fn, _LINEAR_OWNED)
