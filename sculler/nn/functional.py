@@ -41,11 +41,13 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     into the product; backward gives dx = dy W^T, dW = x^T dy, db = column sums of dy, each
     a new array (so leaves keep them as ``.grad`` without a copy).
     """
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
+            and (bias is None or isinstance(bias, Tensor))):
+        return _matmul_add(x, weight, bias)  # array operands: the general ops convert them
     a, w = x._array, weight._array
     b = None if bias is None else bias._array
     if w.ndim != 2 or a.ndim < 1 or (b is not None and b.shape != (w.shape[1],)):
-        out = ops.matmul(x, weight)
-        return out if bias is None else ops.add(out, bias)
+        return _matmul_add(x, weight, bias)
     if a.shape[-1] != w.shape[0]:
         raise ValueError(f"linear: x has shape {list(a.shape)} but weight has shape "
                          f"{list(w.shape)}; x's last dim must equal weight's first")
@@ -79,6 +81,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
 
 
 _LINEAR_OWNED = (True, True, True)  # linear's gradients are new arrays
+
+
+def _matmul_add(x: Any, weight: Any, bias: Any) -> Tensor:
+    """``linear`` as the general ops (broadcast bias shapes, array operands)."""
+    out = ops.matmul(x, weight)
+    return out if bias is None else ops.add(out, bias)
 
 
 def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,

@@ -332,3 +332,12 @@ def test_eager_momentum_on_a_large_parameter_matches_heavy_ball(idle_cpu, monkey
     np.testing.assert_allclose(p.numpy(), w, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(opt.state_dict()["p_large_momentum.moment"], v, rtol=1e-6)
     assert used == [blas.routine("axpby", np.float32) is not None] * 3
+
+
+def test_linear_takes_array_operands_and_broadcast_biases_like_matmul_plus_add():
+    w = paddle.to_tensor(np.arange(6.0).reshape(3, 2))
+    x = np.ones((4, 3))
+    np.testing.assert_array_equal(F.linear(x, w).numpy(), x @ w.numpy())
+    b2 = paddle.to_tensor(np.array([[1.0, 2.0]]))  # [1, out]: the general broadcast path
+    np.testing.assert_array_equal(F.linear(paddle.to_tensor(x), w, b2).numpy(),
+                                  x @ w.numpy() + b2.numpy())
