@@ -87,7 +87,7 @@ def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: fl
             or not (grad.shape == value.shape == velocity.shape)
             or not (value.flags.c_contiguous and grad.flags.c_contiguous
                     and velocity.flags.c_contiguous)
-            or parallel.threads() < 2 or not parallel._cpu_to_spare()):
+            or not parallel._cpu_to_spare()):  # (cached; threads() reads the CPU count)
         return False
     axpby, axpy = routine("axpby", value.dtype), routine("axpy", value.dtype)
     if axpby is None or axpy is None:
