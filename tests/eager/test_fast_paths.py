@@ -271,7 +271,6 @@ def test_operators_equal_the_ops_and_record_only_when_needed(dtype):
 def idle_cpu(monkeypatch):
     from sculler.math import parallel
 
-    monkeypatch.setenv("SCULLER_NUM_THREADS", "2")
     monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: True)
 
 
