@@ -36,11 +36,11 @@ _wrap = Tensor._from_array
 class PyLayerContext:
     """What forward hands to backward: saved tensors, flags and any attribute you set."""
 
-    def __init__(self) -> None:
-        self._saved: tuple = ()
-        self._non_diff: tuple = ()
-        self._not_inplace: tuple = ()
-        self._materialize = True
+    # defaults live on the class, so creating a context per call sets nothing
+    _saved: tuple = ()
+    _non_diff: tuple = ()
+    _not_inplace: tuple = ()
+    _materialize = True
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for backward (read them back with :meth:`saved_tensor`)."""
@@ -110,22 +110,52 @@ class PyLayer:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` without recording and link its output tensors to its inputs."""
-        if cls.forward is PyLayer.forward:
+        forward = cls.forward
+        if forward is _BASE_FORWARD:
             raise NotImplementedError(
                 f"PyLayer {cls.__name__} does not define forward(ctx, *args); add a "
                 "@staticmethod forward")
         ctx = PyLayerContext()
-        groups: list = []
-        ins = _tensors_in(args, groups)
-        if kwargs:
-            ins += _tensors_in(kwargs.values(), groups)
-        enabled = STATE.enabled
-        STATE.enabled = False
+        groups = None  # None: every tensor input is a positional Tensor argument
+        for a in args:
+            if not isinstance(a, Tensor):
+                groups = []
+                break
+        if kwargs and groups is None:
+            groups = []
+        if groups is None:
+            ins = args
+        else:
+            ins = _tensors_in(args, groups)
+            if kwargs:
+                ins += _tensors_in(kwargs.values(), groups)
+        state = STATE
+        enabled = state.enabled
+        state.enabled = False
         try:
-            out = cls.forward(ctx, *args, **kwargs)
+            out = forward(ctx, *args, **kwargs)
         finally:
-            STATE.enabled = enabled
+            state.enabled = enabled
         if isinstance(out, Tensor):
+            if not enabled:
+                return out
+            needed = 0
+            for x in ins:
+                if not x.stop_gradient:
+                    needed += 1
+            if not needed:
+                return out
+            if out.stop_gradient and out._node is None and not ctx._non_diff:
+                for x in ins:
+                    if x is out:
+                        break
+                else:  # one new output tensor: link it directly
+                    out.stop_gradient = False
+                    out._node = Node(
+                        _make_backward(cls, ctx, [out], _DIFFERENTIABLE, ins, groups),
+                        ins if needed == len(ins) and groups is None else tuple(
+                            [None if x.stop_gradient else x for x in ins]))
+                    return out
             outs = [out]
         elif isinstance(out, list | tuple):
             outs = _tensors_in(out)
@@ -170,49 +200,47 @@ class PyLayer:
         return out
 
 
+_BASE_FORWARD = PyLayer.forward
+_DIFFERENTIABLE = (False,)  # the non-differentiable flags of one plain output
+
+
 def _describe(out: Any) -> str:
     if isinstance(out, list | tuple):
         return f"{type(out).__name__} of ({', '.join(type(e).__name__ for e in out)})"
     return type(out).__name__
 
 
-def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
-                   ins: list, groups: list) -> Any:
-    n_out, n_args = len(outs), len(groups)
-    shapes = [x._array.shape for x in ins]
+def _run_backward(cls: type, ctx: PyLayerContext, grads: Any) -> Any:
+    """``cls.backward(ctx, *grads)`` without recording."""
+    state = STATE
+    enabled = state.enabled
+    state.enabled = False
+    try:
+        return cls.backward(ctx, *grads)
+    finally:
+        state.enabled = enabled
 
-    def fn(gs: Any) -> tuple:
-        if n_out == 1:
-            gs = (gs,)
-        grads = []
-        for g, o, nd in zip(gs, outs, nd_flags):
-            if g is None:
-                if nd or ctx._materialize:
-                    grads.append(_wrap(o._array * 0))
-                else:
-                    grads.append(None)
-            else:
-                grads.append(_wrap(g))
-        enabled = STATE.enabled
-        STATE.enabled = False
-        try:
-            res = cls.backward(ctx, *grads)
-        finally:
-            STATE.enabled = enabled
-        if res is None or isinstance(res, Tensor):
-            res = (res,)
-        elif not isinstance(res, list | tuple):
-            raise ValueError(
-                f"{cls.__name__}.backward returned a {type(res).__name__}; it must return a "
-                f"Tensor, or a tuple/list of {n_args} gradients (one per input tensor, a list "
-                "for a list of tensors, None for no gradient)")
-        if isinstance(res, list) and n_args == 1 and groups[0] is not None:
-            res = (res,)  # as Paddle: a list is one value, here the one list argument's
-        if len(res) != n_args:
-            raise ValueError(
-                f"{cls.__name__}.backward returned {len(res)} gradients but forward received "
-                f"{n_args} tensor inputs; return exactly one gradient (or None) per input (a "
-                "list for a list of tensors)")
+
+def _check_grads(cls: type, res: Any, ins: Sequence[Tensor], groups: list | None) -> list:
+    """The arrays of what ``cls.backward`` returned: one gradient (or None) per input value,
+    a list of them for a list argument, each of its input's shape."""
+    n_args = len(ins) if groups is None else len(groups)
+    if res is None or isinstance(res, Tensor):
+        res = (res,)
+    elif not isinstance(res, list | tuple):
+        raise ValueError(
+            f"{cls.__name__}.backward returned a {type(res).__name__}; it must return a "
+            f"Tensor, or a tuple/list of {n_args} gradients (one per input tensor, a list "
+            "for a list of tensors, None for no gradient)")
+    if (isinstance(res, list) and n_args == 1 and groups is not None
+            and groups[0] is not None):
+        res = (res,)  # as Paddle: a list is one value, here the one list argument's
+    if len(res) != n_args:
+        raise ValueError(
+            f"{cls.__name__}.backward returned {len(res)} gradients but forward received "
+            f"{n_args} tensor inputs; return exactly one gradient (or None) per input (a "
+            "list for a list of tensors)")
+    if groups is not None:
         flat = []
         for i, (r, k) in enumerate(zip(res, groups)):
             if k is None:
@@ -223,24 +251,61 @@ def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
                 flat.extend(r)
             else:
                 raise ValueError(
-                    f"{cls.__name__}.backward: input {i} is a list of {k} tensors, so its "
-                    f"gradient must be a list of {k} gradients, got {_describe(r)}")
+                    f"{cls.__name__}.backward: input {i} is a list of {k} tensors, so "
+                    f"its gradient must be a list of {k} gradients, got {_describe(r)}")
         res = flat
-        arrays = []
-        for i, r in enumerate(res):
-            if r is None:
-                arrays.append(None)
-            elif isinstance(r, Tensor):
-                if r._array.shape != shapes[i]:
-                    raise ValueError(
-                        f"{cls.__name__}.backward: gradient {i} has shape {r.shape}, "
-                        f"expected the input's shape {list(shapes[i])}")
-                arrays.append(r._array)
-            else:
+    arrays = []
+    for i, r in enumerate(res):
+        if r is None:
+            arrays.append(None)
+        elif isinstance(r, Tensor):
+            if r._array.shape != ins[i]._array.shape:
                 raise ValueError(
-                    f"{cls.__name__}.backward: gradient {i} is a {type(r).__name__}; "
-                    "expected a Tensor or None")
-        return arrays
+                    f"{cls.__name__}.backward: gradient {i} has shape {r.shape}, "
+                    f"expected the input's shape {ins[i].shape}")
+            arrays.append(r._array)
+        else:
+            raise ValueError(
+                f"{cls.__name__}.backward: gradient {i} is a {type(r).__name__}; "
+                "expected a Tensor or None")
+    return arrays
+
+
+def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
+                   ins: Sequence[Tensor], groups: list | None) -> Any:
+    """The node function of one ``apply``: wrap the output gradients, run ``cls.backward``
+    without recording, check what it returned (:func:`_check_grads`) and hand the arrays to
+    the engine. ``groups`` is None when every input value is a single Tensor."""
+    if len(outs) == 1 and groups is None and len(ins) == 1:
+        shape = ins[0]._array.shape
+
+        def fn_one(g: Any) -> Any:  # one tensor in, one out: the common case, checked inline
+            state = STATE
+            enabled = state.enabled
+            state.enabled = False
+            try:
+                res = cls.backward(ctx, _wrap(g))
+            finally:
+                state.enabled = enabled
+            if isinstance(res, Tensor) and res._array.shape == shape:
+                return (res._array,)
+            return _check_grads(cls, res, ins, groups)
+
+        return fn_one
+
+    def fn(gs: Any) -> list:
+        if len(outs) == 1:
+            gs = (gs,)
+        grads = []
+        for g, o, nd in zip(gs, outs, nd_flags):
+            if g is None:
+                if nd or ctx._materialize:
+                    grads.append(_wrap(o._array * 0))
+                else:
+                    grads.append(None)
+            else:
+                grads.append(_wrap(g))
+        return _check_grads(cls, _run_backward(cls, ctx, grads), ins, groups)
 
     return fn
 

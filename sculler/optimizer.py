@@ -574,14 +574,23 @@ class Optimizer:
                 g = p.grad._array
             grads.append(g)
         self._clip_eager(grads)
+        lr_now = self.learning_rate_now()
         for p, g in zip(params, grads):
             if self._l2:
                 tmp = self._buffer(p.name, "tmp", p._array)
                 get_array_module(g).multiply(p._array, self._l2, out=tmp)
                 g += tmp
             attr = getattr(p, "optimize_attr", None) or {}
-            self.update(p.name, p._array, g, _EagerParamConfig(attr.get("learning_rate", 1.0)))
+            mult = attr.get("learning_rate", 1.0)
+            if not self._eager_update(p.name, p._array, g, lr_now * float(mult)):
+                self.update(p.name, p._array, g, _EagerParamConfig(mult))
         self._batches += 1
+
+    def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
+        """A faster equivalent of ``update`` for one eager parameter (``lr``: the scheduled
+        rate times the parameter's multiplier) where the method has one; False when it does
+        not apply (``step`` then calls ``update``)."""
+        return False
 
     def _clip_eager(self, grads: list[Any]) -> None:
         clip = self.grad_clip
@@ -625,6 +634,12 @@ class Optimizer:
         self.load_state_dict(d)
 
 
+def _blas_heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, mu: float) -> bool:
+    from sculler.eager.blas import heavy_ball  # eager only: loaded by the first eager step
+
+    return heavy_ball(value, grad, velocity, lr, mu)
+
+
 class Momentum(Optimizer):
     """SGD with momentum.
 
@@ -642,6 +657,25 @@ class Momentum(Optimizer):
             momentum = 0.9 if self.eager else 0.0
         self.momentum = _number("momentum", momentum)
         self.sparse = bool(sparse)
+
+    def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
+        """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
+        bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
+        clipping: :func:`sculler.eager.blas.heavy_ball` (2 passes, BLAS-threaded) for large
+        parameters while a CPU is idle, else :func:`~sculler.math.optim.heavy_ball`."""
+        mu = self.momentum
+        if (not mu or self._l1 or self.gradient_clipping_threshold
+                or type(value) is not np.ndarray or type(grad) is not np.ndarray
+                or grad.shape != value.shape
+                or value.size >= parallel.PARALLEL_MIN_ELEMENTS):
+            return False
+        st = self._states.get(key)
+        v = None if st is None else st.get("moment")
+        if v is None:
+            v = self._state(key, value, mu)["moment"]
+        if not _blas_heavy_ball(value, grad, v, lr, mu):
+            K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
+        return True
 
     def _apply(self, value, grad, st, lr, mu, decay, tmp, lr_vec, rho_old, coef_new):
         mom = st.get("moment")

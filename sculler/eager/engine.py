@@ -31,15 +31,20 @@ class Node:
 
     ``inputs`` holds the input tensors that need a gradient and None for the others;
     ``fn`` receives a single array when ``n_out == 1``, else a list with None for outputs
-    no gradient reached. ``fn`` is None once the graph has been freed.
+    no gradient reached. ``fn`` is None once the graph has been freed. ``owned`` (None or
+    one bool per input) promises that the gradient ``fn`` returns for input ``i`` is a new
+    array that nothing else references: a leaf without a gradient then keeps that array as
+    its ``.grad`` instead of a copy of it.
     """
 
-    __slots__ = ("fn", "inputs", "n_out")
+    __slots__ = ("fn", "inputs", "n_out", "owned")
 
-    def __init__(self, fn: Callable, inputs: tuple, n_out: int = 1) -> None:
+    def __init__(self, fn: Callable, inputs: tuple, n_out: int = 1,
+                 owned: tuple | None = None) -> None:
         self.fn = fn
         self.inputs = inputs
         self.n_out = n_out
+        self.owned = owned
 
 
 def is_grad_enabled() -> bool:
@@ -104,15 +109,62 @@ FREED_MSG = (
 )
 
 
-def _accumulate_leaf(t: Any, g: Any) -> None:
-    """dL/dt += g for a leaf tensor; the first gradient is copied so it is owned by t."""
+def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
+    """dL/dt += g for a leaf tensor.
+
+    The first gradient becomes ``t.grad``: ``g`` itself when it is ``owned`` (a new array
+    nothing else references, see :class:`Node`) of t's dtype, shape and C order, else a copy
+    (so t never shares memory with another tensor's data or gradient).
+    """
     cur = t.grad
-    if cur is None:
-        xp_arr = np.array(g, dtype=t._array.dtype, copy=True) if isinstance(
-            g, np.ndarray | np.generic) else g.astype(t._array.dtype, copy=True)
-        t.grad = type(t)._from_array(xp_arr.reshape(t._array.shape))
-    else:
+    if cur is not None:
         cur._array += g
+        return
+    a = t._array
+    if type(g) is type(a) and (g.dtype is a.dtype or g.dtype == a.dtype) and (
+            g.shape == a.shape):
+        if not owned or not g.flags.c_contiguous:
+            g = g.copy()
+    elif isinstance(g, np.ndarray | np.generic):
+        g = np.array(g, dtype=a.dtype, copy=True).reshape(a.shape)
+    else:
+        g = g.astype(a.dtype, copy=True).reshape(a.shape)
+    t.grad = t._from_array(g)
+
+
+def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
+    """The backward of a root whose node reads only leaves (one op on leaves, e.g. a PyLayer
+    applied to parameters): run it and accumulate, without the graph walk. False (nothing
+    done) for any other graph."""
+    n = t._node
+    if n is None:
+        return False
+    inputs = n.inputs
+    for x in inputs:
+        if x is not None and x._node is not None:
+            return False
+    fn = n.fn
+    if fn is None:
+        raise RuntimeError(FREED_MSG)
+    if n.n_out == 1:
+        in_grads = fn(g)
+    else:
+        buf = [None] * n.n_out
+        buf[t._out_idx] = g
+        in_grads = fn(buf)
+    if not retain_graph:
+        n.fn = None
+        n.inputs = ()
+    owned = n.owned
+    if len(inputs) == 1:
+        x, gx = inputs[0], in_grads[0]
+        if x is not None and gx is not None and not x.stop_gradient:
+            _accumulate_leaf(x, gx, owned is not None and owned[0])
+        return True
+    for i, (x, gx) in enumerate(zip(inputs, in_grads)):
+        if x is not None and gx is not None and not x.stop_gradient:
+            _accumulate_leaf(x, gx, owned is not None and owned[i])
+    return True
 
 
 def run_backward(
@@ -128,6 +180,9 @@ def run_backward(
     :func:`grad`) only the captured tensors' gradients are summed there; ``.grad`` is left
     untouched. Unless ``retain_graph`` the visited nodes are freed.
     """
+    if capture is None and len(roots) == 1 and single_node_backward(
+            roots[0], root_grads[0], retain_graph):
+        return
     node_grads: dict[Node, list] = {}
     roots_nodes: list[Node] = []
     cap_nodes: dict[Node, list] = {}
@@ -192,7 +247,8 @@ def run_backward(
         if not retain_graph:
             n.fn = None
             n.inputs = ()
-        for x, g in zip(inputs, in_grads):
+        owned = n.owned
+        for i, (x, g) in enumerate(zip(inputs, in_grads)):
             if x is None:
                 continue
             m = x._node
@@ -204,7 +260,7 @@ def run_backward(
                     if entry is not None:
                         entry[1] = g if entry[1] is None else entry[1] + g
                 elif not x.stop_gradient:
-                    _accumulate_leaf(x, g)
+                    _accumulate_leaf(x, g, owned is not None and owned[i])
                 continue
             if g is not None:
                 b = node_grads.get(m)

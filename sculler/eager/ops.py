@@ -22,6 +22,8 @@ from sculler.math import activation as act
 from sculler.math import parallel
 
 _wrap = Tensor._from_array
+_ndarray = np.ndarray
+_ufunc = np.ufunc
 
 
 def _ew(ufunc: Any, a: Any, b: Any) -> Any:
@@ -49,19 +51,43 @@ def _ew(ufunc: Any, a: Any, b: Any) -> Any:
     return out
 
 
-def _make(out: Any, inputs: tuple, fn: Any) -> Tensor:
-    """Wrap ``out``; record ``fn`` if grad mode is on and an input needs a gradient."""
+_SCALARS: dict = {}
+
+
+def _typed_scalar(v: int | float, dtype: np.dtype) -> Any:
+    """Python number ``v`` as a read-only 0-d array of float ``dtype`` (cached), which NumPy
+    combines with an array faster than the number itself and to the same values (a Python
+    number takes a float array's dtype); ``v`` itself for other dtypes, zeros (keeping the
+    sign of -0.0) and NaN."""
+    key = (v, dtype)
+    s = _SCALARS.get(key)
+    if s is not None:
+        return s
+    if dtype.kind != "f" or v == 0 or v != v or builtins.abs(v) > 1e30:
+        return v
+    if len(_SCALARS) > 256:
+        _SCALARS.clear()
+    s = _SCALARS[key] = np.array(v, dtype=dtype)
+    s.flags.writeable = False
+    return s
+
+
+def _make(out: Any, inputs: tuple, fn: Any, owned: tuple | None = None) -> Tensor:
+    """Wrap ``out``; record ``fn`` if grad mode is on and an input needs a gradient.
+
+    ``owned`` (one bool per input) tells the engine which of ``fn``'s gradients are new
+    arrays it may hand to a leaf without a copy (see :class:`Node`).
+    """
     t = _wrap(out)
     if STATE.enabled:
-        needed = None
         for x in inputs:
             if x is not None and not x.stop_gradient:
-                needed = True
                 break
-        if needed:
-            t.stop_gradient = False
-            t._node = Node(fn, tuple(
-                x if x is not None and not x.stop_gradient else None for x in inputs))
+        else:
+            return t
+        t.stop_gradient = False
+        t._node = Node(fn, tuple([x if x is not None and not x.stop_gradient else None
+                                  for x in inputs]), 1, owned)
     return t
 
 
@@ -99,40 +125,89 @@ def _shape(a: Any) -> tuple:
     return a.shape if hasattr(a, "shape") else ()
 
 
-def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any) -> Tensor:
-    a, b = _arr(x), _arr(y)
-    out = f(a, b)
-    rx = isinstance(x, Tensor) and not x.stop_gradient
-    ry = isinstance(y, Tensor) and not y.stop_gradient
-    if not (STATE.enabled and (rx or ry)):
+def _operand(v: Any) -> tuple[Any, bool]:
+    """An operand's array (Python numbers stay numbers) and whether it needs a gradient."""
+    if isinstance(v, Tensor):
+        return v._array, not v.stop_gradient
+    return _arr(v), False
+
+
+def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
+            fresh: tuple[bool, bool] = (True, True)) -> Tensor:
+    """``f(a, b)`` of two operands (Tensors, arrays or Python scalars) with broadcasting.
+
+    ``f`` is a NumPy ufunc (large arrays are split over threads, see :func:`_ew`) or any
+    function of two arrays; ``ga(g, a, b, out)`` / ``gb(...)`` give the gradients before
+    they are summed back to each operand's shape. ``fresh``: whether each returns a new
+    array (not ``g`` itself), which the engine may then keep as a leaf's gradient.
+    """
+    a, rx = _operand(x)
+    b, ry = _operand(y)
+    if type(f) is not _ufunc:
+        out = f(a, b)
+    elif type(b) is _ndarray and (type(a) is int or type(a) is float):
+        if b.size < parallel.PARALLEL_MIN_ELEMENTS:
+            s = _SCALARS.get((a, b.dtype))  # a hit skips the call below
+            out = f(_typed_scalar(a, b.dtype) if s is None else s, b)
+        else:
+            out = _ew(f, a, b)
+    elif type(a) is _ndarray and (type(b) is int or type(b) is float):
+        if a.size < parallel.PARALLEL_MIN_ELEMENTS:
+            s = _SCALARS.get((b, a.dtype))
+            out = f(a, _typed_scalar(b, a.dtype) if s is None else s)
+        else:
+            out = _ew(f, a, b)
+    elif (type(a) is not _ndarray or a.size < parallel.PARALLEL_MIN_ELEMENTS) and (
+            type(b) is not _ndarray or b.size < parallel.PARALLEL_MIN_ELEMENTS):
+        out = f(a, b)  # small operands: no threads, decided in two checks
+    else:
+        out = _ew(f, a, b)
+    if not ((rx or ry) and STATE.enabled):
         return _wrap(out)
     sa, sb = _shape(a), _shape(b)
+    so = out.shape
 
     def fn(g):
         return (_unbroadcast(ga(g, a, b, out), sa) if rx else None,
                 _unbroadcast(gb(g, a, b, out), sb) if ry else None)
 
-    return _make(out, (x if rx else None, y if ry else None), fn)
+    t = _wrap(out)
+    t.stop_gradient = False
+    t._node = Node(fn, (x if rx else None, y if ry else None), 1,
+                   (fresh[0] or sa != so, fresh[1] or sb != so))
+    return t
+
+
+def _pass(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return g
+
+
+def _negated(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return -g
+
+
+def _times_b(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return _ew(np.multiply, g, b)
+
+
+def _times_a(g: Any, a: Any, b: Any, o: Any) -> Any:
+    return _ew(np.multiply, g, a)
 
 
 # --- arithmetic ----------------------------------------------------------------------
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x + y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: _ew(np.add, a, b), lambda g, a, b, o: g,
-                   lambda g, a, b, o: g)
+    return _binary(x, y, np.add, _pass, _pass, (False, False))
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x - y`` with broadcasting."""
-    return _binary(x, y, lambda a, b: _ew(np.subtract, a, b), lambda g, a, b, o: g,
-                   lambda g, a, b, o: -g)
+    return _binary(x, y, np.subtract, _pass, _negated, (False, True))
 
 
 def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x * y``; d/dx = y, d/dy = x."""
-    return _binary(x, y, lambda a, b: _ew(np.multiply, a, b),
-                   lambda g, a, b, o: _ew(np.multiply, g, b),
-                   lambda g, a, b, o: _ew(np.multiply, g, a))
+    return _binary(x, y, np.multiply, _times_b, _times_a)
 
 
 def _true_divide(a: Any, b: Any) -> Any:
@@ -198,6 +273,29 @@ greater_equal = _compare(lambda a, b: a >= b)
 
 
 # --- activations (kernels from sculler.math.activation) ---------------------------------
+# the NumPy ufunc each kernel below applies to a NumPy array (same values, one call less);
+# arrays from PARALLEL_MIN_ELEMENTS on take the kernel's threaded path instead
+_ZERO_ROWS: dict = {}
+
+
+def _np_relu(a: np.ndarray) -> np.ndarray:
+    """``max(a, 0)`` against a cached read-only row of zeros: NumPy vectorises ``maximum``
+    of two arrays but not of an array and a scalar (about 3x faster; same values, a -0.0
+    input may come out as +0.0)."""
+    n = a.shape[-1] if a.ndim else 0
+    if not 0 < n <= 65536:
+        return np.maximum(a, 0)
+    key = (n, a.dtype.char)
+    zeros = _ZERO_ROWS.get(key)
+    if zeros is None:
+        zeros = _ZERO_ROWS[key] = np.zeros(n, a.dtype)
+        zeros.flags.writeable = False
+    return np.maximum(a, zeros)
+
+
+_SMALL_FORWARD = {"tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+                  "abs": np.abs, "square": np.square, "relu": _np_relu}
+_OWNED = (True,)  # every activation gradient below is a new array
 def _unary(kernel: str) -> Any:
     f = getattr(act, kernel)
     f_grad = getattr(act, kernel + "_grad")
@@ -227,15 +325,22 @@ def _unary(kernel: str) -> Any:
             return out
         return f_grad(a, y, g)
 
-    if kernel in act.NEEDS_INPUT:
-        def op(x: Tensor, name: str | None = None) -> Tensor:
-            a = x._array
-            return _make(forward(a), (x,), lambda g: (grad(a, None, g),))
-    else:
-        def op(x: Tensor, name: str | None = None) -> Tensor:
-            a = x._array
+    small = _SMALL_FORWARD.get(kernel, f)
+    needs_input = kernel in act.NEEDS_INPUT
+
+    def op(x: Tensor, name: str | None = None) -> Tensor:
+        a = x._array
+        if type(a) is np.ndarray and a.size < parallel.PARALLEL_MIN_ELEMENTS:
+            y = small(a)
+        else:
             y = forward(a)
-            return _make(y, (x,), lambda g: (grad(a, y, g),))
+        t = _wrap(y)
+        if STATE.enabled and not x.stop_gradient:
+            ys = None if needs_input else y
+            t.stop_gradient = False
+            t._node = Node(lambda g: (grad(a, ys, g),), (x,), 1, _OWNED)
+        return t
+
     op.__name__ = op.__qualname__ = kernel
     op.__doc__ = (f"Elementwise ``{kernel}`` (kernel ``sculler.math.activation.{kernel}``, "
                   f"gradient ``{kernel}_grad``).")
@@ -614,18 +719,47 @@ def assign(x: Any, output: Tensor | None = None) -> Tensor:
 
 
 # --- binding onto Tensor ------------------------------------------------------------
+def _operator(name: str, ufunc: Any, op: Any, reflected: bool = False) -> Any:
+    """The operator method (``__mul__``, ``__rsub__``, ...) of the elementwise ``op``.
+
+    Operands that need nothing recorded (grad mode off, or no operand needs a gradient) and
+    are small NumPy arrays or Python numbers are combined here, as ``op`` would combine
+    them (``ufunc`` of the arrays; a number as a cached 0-d array of the array's float
+    dtype); every other case, and anything to record, goes to ``op`` itself.
+    """
+    def method(self: Tensor, other: Any) -> Tensor:
+        a = self._array
+        if type(a) is _ndarray and a.size < parallel.PARALLEL_MIN_ELEMENTS and (
+                self.stop_gradient or not STATE.enabled):
+            kind = type(other)
+            if kind is Tensor:
+                b = other._array
+                if type(b) is _ndarray and b.size < parallel.PARALLEL_MIN_ELEMENTS and (
+                        other.stop_gradient or not STATE.enabled):
+                    return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
+            elif kind is int or kind is float:
+                b = _SCALARS.get((other, a.dtype))
+                if b is None:
+                    b = _typed_scalar(other, a.dtype)
+                return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
+        return op(other, self) if reflected else op(self, other)
+
+    method.__name__ = method.__qualname__ = f"__r{name}__" if reflected else f"__{name}__"
+    return method
+
+
 def _bind() -> None:
     T = Tensor
 
     def swap(f: Any) -> Any:
         return lambda self, other: f(other, self)
 
-    T.__add__ = add
-    T.__radd__ = swap(add)
-    T.__sub__ = subtract
-    T.__rsub__ = swap(subtract)
-    T.__mul__ = multiply
-    T.__rmul__ = swap(multiply)
+    T.__add__ = _operator("add", np.add, add)
+    T.__radd__ = _operator("add", np.add, add, reflected=True)
+    T.__sub__ = _operator("sub", np.subtract, subtract)
+    T.__rsub__ = _operator("sub", np.subtract, subtract, reflected=True)
+    T.__mul__ = _operator("mul", np.multiply, multiply)
+    T.__rmul__ = _operator("mul", np.multiply, multiply, reflected=True)
     T.__truediv__ = divide
     T.__rtruediv__ = swap(divide)
     T.__pow__ = pow

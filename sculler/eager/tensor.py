@@ -18,6 +18,7 @@ from sculler.backend import get_array_module, to_numpy
 from sculler.eager import engine
 
 _name_ids = itertools.count()
+_new = object.__new__
 
 
 class Tensor:
@@ -45,9 +46,10 @@ class Tensor:
         self._name = name
         self.persistable = False
 
-    @classmethod
-    def _from_array(cls, array: Any) -> Tensor:
-        t = object.__new__(Tensor)
+    @staticmethod
+    def _from_array(array: Any) -> Tensor:
+        """A Tensor over ``array`` as is (no conversion, no copy): the ops' cheap wrap."""
+        t = _new(Tensor)
         t._array = array
         t.stop_gradient = True
         t.grad = None
@@ -155,15 +157,21 @@ class Tensor:
                 stacklevel=2)
             return
         if grad_tensor is None:
-            g = get_array_module(self._array).ones_like(self._array)
+            a = self._array
+            if type(a) is np.ndarray:
+                g = np.empty_like(a)
+                g.fill(1)  # two C calls; np.ones_like costs several times more
+            else:
+                g = get_array_module(a).ones_like(a)
         else:
             g = grad_tensor._array if isinstance(grad_tensor, Tensor) else np.asarray(
                 grad_tensor, dtype=self._array.dtype)
-            if tuple(g.shape) != tuple(self._array.shape):
+            if g.shape != self._array.shape and tuple(g.shape) != tuple(self._array.shape):
                 raise ValueError(
                     f"grad_tensor has shape {list(g.shape)}, expected the tensor's shape "
                     f"{self.shape}")
-        engine.run_backward((self,), (g,), retain_graph)
+        if not engine.single_node_backward(self, g, retain_graph):
+            engine.run_backward((self,), (g,), retain_graph)
 
     def clear_grad(self, set_to_zero: bool = False) -> None:
         """Drop the accumulated gradient (or zero it in place with ``set_to_zero``)."""

@@ -29,10 +29,17 @@ class Linear(Layer):
             [out_features], attr=bias_attr, is_bias=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.in_features:
+        shape = x._array.shape
+        if not shape or shape[-1] != self.in_features:
             raise ValueError(f"Linear expects inputs of shape [..., {self.in_features}], got "
                              f"{x.shape}")
-        return F.linear(x, self.weight, self.bias)
+        params = self._parameters  # read directly: no __getattr__ call per parameter
+        weight, bias = params.get("weight"), params.get("bias")
+        if weight is None:
+            weight = self.weight  # replaced by a plain Tensor
+        if bias is None:
+            bias = self.__dict__.get("bias")  # None (no bias) or a plain Tensor
+        return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}"

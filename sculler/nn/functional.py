@@ -21,9 +21,11 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     tanh,
 )
 from sculler.eager.tensor import Tensor
+from sculler.math.blas import col_sum
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
+_OWNED_ONE = (True,)  # the op's one input gradient is a new array
 
 
 def _check_reduction(reduction: str) -> None:
@@ -33,7 +35,56 @@ def _check_reduction(reduction: str) -> None:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
            name: str | None = None) -> Tensor:
-    """``x @ weight + bias`` with weight of shape [in, out] (Paddle's layout)."""
+    """``x @ weight + bias`` with weight of shape [in, out] (Paddle's layout).
+
+    One op: x [..., in] is multiplied as a [rows, in] matrix and the bias is added in place
+    into the product; backward gives dx = dy W^T, dW = x^T dy, db = column sums of dy, each
+    a new array (so leaves keep them as ``.grad`` without a copy).
+    """
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
+            and (bias is None or isinstance(bias, Tensor))):
+        return _matmul_add(x, weight, bias)  # array operands: the general ops convert them
+    a, w = x._array, weight._array
+    b = None if bias is None else bias._array
+    if w.ndim != 2 or a.ndim < 1 or (b is not None and b.shape != (w.shape[1],)):
+        return _matmul_add(x, weight, bias)
+    if a.shape[-1] != w.shape[0]:
+        raise ValueError(f"linear: x has shape {list(a.shape)} but weight has shape "
+                         f"{list(w.shape)}; x's last dim must equal weight's first")
+    a2 = a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
+    out = a2 @ w
+    if b is not None:
+        if b.dtype == out.dtype:
+            out += b
+        else:
+            out = out + b  # the promoted dtype, as matmul then add
+    if a.ndim != 2:
+        out = out.reshape(a.shape[:-1] + (w.shape[1],))
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    need_x, need_w = not x.stop_gradient, not weight.stop_gradient
+    need_b = bias is not None and not bias.stop_gradient
+
+    def fn(g):
+        g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
+        gx = gw = gb = None
+        if need_x:
+            gx = g2 @ w.T
+            if a.ndim != 2:
+                gx = gx.reshape(a.shape)
+        if need_w:
+            gw = a2.T @ g2
+        if need_b:  # the engine's bias-gradient kernel (a GEMV with ones on NumPy)
+            gb = col_sum(g2, get_array_module(g2).empty(g2.shape[1], g2.dtype), 0.0)
+        return gx, gw, gb
+
+    return ops._make(out, inputs, fn, _LINEAR_OWNED)
+
+
+_LINEAR_OWNED = (True, True, True)  # linear's gradients are new arrays
+
+
+def _matmul_add(x: Any, weight: Any, bias: Any) -> Tensor:
+    """``linear`` as the general ops (broadcast bias shapes, array operands)."""
     out = ops.matmul(x, weight)
     return out if bias is None else ops.add(out, bias)
 
@@ -62,7 +113,7 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
         xp.add.at(gw, ids, g)
         return (gw,)
 
-    return ops._make(out, (weight,), fn)
+    return ops._make(out, (weight,), fn, _OWNED_ONE)
 
 
 def dropout(x: Tensor, p: float = 0.5, axis: Any = None, training: bool = True,
@@ -141,34 +192,47 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         raise ValueError(f"cross_entropy label shape {list(lab.shape)} does not fit input "
                          f"shape {list(a.shape)}")
     n_cls = a.shape[-1]
-    valid = lab != ignore_index
-    safe = xp.where(valid, lab, 0)
-    if safe.size and (safe.min() < 0 or safe.max() >= n_cls):
-        raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values in "
-                         f"[{int(safe.min())}, {int(safe.max())}]")
-    shifted = a - a.max(axis=-1, keepdims=True)
-    logz = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = xp.take_along_axis(shifted, safe[..., None], axis=-1)
-    loss = (logz - picked)[..., 0] * valid
-    count = max(int(valid.sum()), 1)
+    a2 = a.reshape(-1, n_cls)
+    lab = lab.reshape(-1)
+    masked = False
+    safe = lab
+    if lab.size and (0 <= ignore_index < n_cls or not (
+            0 <= xp.minimum.reduce(lab) and xp.maximum.reduce(lab) < n_cls)):
+        # (otherwise no label can equal ignore_index and all are in range)
+        ignored = lab == ignore_index
+        masked = bool(ignored.any())
+        if masked:
+            safe = xp.where(ignored, 0, lab)
+        if safe.min() < 0 or safe.max() >= n_cls:
+            raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values "
+                             f"in [{int(safe.min())}, {int(safe.max())}]")
+    rows = xp.arange(a2.shape[0])
+    shifted = a2 - xp.maximum.reduce(a2, axis=-1, keepdims=True)
+    e = xp.exp(shifted)
+    total = xp.add.reduce(e, axis=-1, keepdims=True)
+    loss = xp.log(total)[:, 0]
+    loss -= shifted[rows, safe]
+    if masked:
+        loss[ignored] = 0
+    count = max(lab.size - int(ignored.sum()), 1) if masked else max(lab.size, 1)
     if reduction == "mean":
-        out = xp.asarray(loss.sum() / count, dtype=a.dtype)
+        out = xp.asarray(xp.add.reduce(loss) / count, dtype=a.dtype)
     elif reduction == "sum":
-        out = xp.asarray(loss.sum(), dtype=a.dtype)
+        out = xp.asarray(xp.add.reduce(loss), dtype=a.dtype)
     else:
-        out = loss.reshape(label_shape).astype(a.dtype)
+        out = loss.reshape(label_shape).astype(a.dtype, copy=False)
 
     def fn(g):
-        probs = xp.exp(shifted - logz)
-        xp.put_along_axis(probs, safe[..., None],
-                          xp.take_along_axis(probs, safe[..., None], axis=-1) - 1.0, axis=-1)
-        if reduction == "mean":
-            scale = (g / count) * valid
-        elif reduction == "sum":
-            scale = g * valid
+        probs = e / total  # softmax from the forward's exponentials, a new array
+        probs[rows, safe] -= 1.0
+        if reduction == "none":
+            scale = g.reshape(-1, 1)
+            probs *= scale
         else:
-            scale = g.reshape(valid.shape) * valid
-        return (probs * scale[..., None],)
+            probs *= g / count if reduction == "mean" else g
+        if masked:
+            probs[ignored] = 0
+        return (probs.reshape(a.shape),)
 
-    return ops._make(out, (input,), fn)
+    return ops._make(out, (input,), fn, _OWNED_ONE)
 from sculler.nn.conv import avg_pool2d, conv2d, max_pool2d  # noqa: E402,F401
