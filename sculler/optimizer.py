@@ -661,8 +661,8 @@ class Momentum(Optimizer):
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
         bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
-        clipping: :func:`sculler.eager.blas.heavy_ball` (2 passes, BLAS-threaded) for large
-        parameters while a CPU is idle, else :func:`~sculler.math.optim.heavy_ball`."""
+        clipping: :func:`sculler.eager.blas.heavy_ball` (2 BLAS passes, threaded while a CPU is
+        idle) for large parameters, else :func:`~sculler.math.optim.heavy_ball`."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray

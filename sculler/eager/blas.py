@@ -9,14 +9,16 @@ thread keeps spinning after a threaded call and took a core from the next GEMM.)
 The routines are looked up once, through threadpoolctl, among the 64-bit-integer symbols
 of NumPy's bundled OpenBLAS (``scipy_cblas_saxpy64_``, ``cblas_saxpy64_``, the ``axpby``
 and the ``d`` forms); with any other BLAS behind NumPy :func:`heavy_ball` returns False and
-the caller uses the NumPy kernel. It is also used only while other processes leave a CPU
-idle (the rule of :mod:`sculler.math.parallel`, ``_cpu_to_spare``; the ``perf4-conv``
-branch makes it public as ``cpu_to_spare``): on a busy machine a threaded BLAS call waits
-for the second core and is far slower than the single-threaded NumPy passes.
+the caller uses the NumPy kernel. Whether a parameter takes this path depends only on the
+arrays, never on the machine's load, so a run's values do not change with what else runs:
+while other processes leave no CPU idle (the rule of :mod:`sculler.math.parallel`) the two
+calls run on one BLAS thread (the thread count is set for them and restored), because a
+threaded BLAS call on a busy machine waits for the second core (8-18 ms per batch measured).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from sculler.math import parallel
+from sculler.math.blas import blas_threads
 
 # below this many elements the NumPy kernel is as fast (OpenBLAS splits axpy from 10k)
 MIN_ELEMENTS = 1 << 16
@@ -79,20 +82,21 @@ def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: fl
     (``axpby`` then ``axpy``): the values of :func:`sculler.math.optim.heavy_ball` up to a
     rounding (BLAS may fuse a multiply into the add). False, with nothing changed, unless
     all three are C-contiguous NumPy arrays of one float dtype with at least
-    :data:`MIN_ELEMENTS` elements, NumPy's BLAS has both routines and a CPU is idle."""
+    :data:`MIN_ELEMENTS` elements and NumPy's BLAS has the routines (on one thread while
+    the machine is busy: the values are the same either way)."""
     n = value.size
     if (n < MIN_ELEMENTS or type(value) is not np.ndarray or type(grad) is not np.ndarray
             or type(velocity) is not np.ndarray
             or not (grad.dtype == value.dtype == velocity.dtype)
             or not (grad.shape == value.shape == velocity.shape)
             or not (value.flags.c_contiguous and grad.flags.c_contiguous
-                    and velocity.flags.c_contiguous)
-            or not parallel._cpu_to_spare()):  # (cached; threads() reads the CPU count)
+                    and velocity.flags.c_contiguous)):
         return False
     axpby, axpy = routine("axpby", value.dtype), routine("axpy", value.dtype)
     if axpby is None or axpy is None:
         return False
-    v_at = velocity.ctypes.data
-    axpby(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
-    axpy(n, -lr, v_at, 1, value.ctypes.data, 1)
+    with contextlib.nullcontext() if parallel.cpu_to_spare() else blas_threads(1):
+        v_at = velocity.ctypes.data
+        axpby(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
+        axpy(n, -lr, v_at, 1, value.ctypes.data, 1)
     return True

@@ -296,9 +296,8 @@ def test_blas_heavy_ball_matches_the_numpy_kernel(idle_cpu, dtype):
     np.testing.assert_allclose(w, w2, rtol=tol, atol=tol)
 
 
-def test_blas_heavy_ball_declines_and_leaves_arrays_alone(idle_cpu, monkeypatch):
+def test_blas_heavy_ball_declines_and_leaves_arrays_alone(idle_cpu):
     from sculler.eager import blas
-    from sculler.math import parallel
 
     n = blas.MIN_ELEMENTS
     w, g, v = _momentum_arrays(n, np.float32)
@@ -307,9 +306,41 @@ def test_blas_heavy_ball_declines_and_leaves_arrays_alone(idle_cpu, monkeypatch)
     assert not blas.heavy_ball(w, g.astype(np.float64), v, 0.1, 0.9)  # dtypes differ
     w2d, g2d, v2d = (a.reshape(256, -1) for a in (w, g, v))
     assert not blas.heavy_ball(w2d.T, g2d.T, v2d.T, 0.1, 0.9)  # not C-contiguous
-    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: False)
-    assert not blas.heavy_ball(w, g, v, 0.1, 0.9)  # a busy machine: the NumPy kernel
     for a, b in zip((w, g, v), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_blas_heavy_ball_gives_the_same_values_on_a_busy_machine(monkeypatch):
+    """The machine's load picks the BLAS thread count, never the kernel: a busy machine
+    runs the same two calls on one thread (and restores the count), with identical values."""
+    from threadpoolctl import threadpool_info
+
+    from sculler.eager import blas
+    from sculler.math import parallel
+
+    if None in (blas.routine("axpy", np.float32), blas.routine("axpby", np.float32)):
+        pytest.skip("NumPy's BLAS has no 64-bit axpy/axpby symbols here")
+
+    def get_threads():
+        return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    if get_threads() < 2:
+        pytest.skip("one BLAS thread: nothing to lower")
+    seen = []
+    axpy = blas.routine("axpy", np.float32)
+    monkeypatch.setitem(blas._found, ("axpy", "f"),
+                        lambda *a: (seen.append(get_threads()), axpy(*a)))
+    results = {}
+    for idle in (True, False):
+        monkeypatch.setattr(parallel, "_cpu_to_spare", lambda idle=idle: idle)
+        w, g, v = _momentum_arrays(blas.MIN_ELEMENTS * 3, np.float32)
+        threads = get_threads()
+        for _ in range(3):
+            assert blas.heavy_ball(w, g, v, 0.05, 0.9)
+        assert get_threads() == threads
+        results[idle] = (w, v)
+    assert seen[-1] == 1
+    for a, b in zip(results[True], results[False]):
         np.testing.assert_array_equal(a, b)
 
 
