@@ -11,22 +11,19 @@ of NumPy's bundled OpenBLAS (``scipy_cblas_saxpy64_``, ``cblas_saxpy64_``, the `
 and the ``d`` forms); with any other BLAS behind NumPy :func:`heavy_ball` returns False and
 the caller uses the NumPy kernel. Whether a parameter takes this path depends only on the
 arrays, never on the machine's load, so a run's values do not change with what else runs:
-while other processes leave no CPU idle (the rule of :mod:`sculler.math.parallel`) the two
-calls run on one BLAS thread (the thread count is set for them and restored), because a
-threaded BLAS call on a busy machine waits for the second core (8-18 ms per batch measured).
+while other processes leave no CPU idle the two calls run on one BLAS thread
+(:func:`sculler.math.blas.blas_threads_while_busy`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 from typing import Any
 
 import numpy as np
 
-from sculler.math import parallel
-from sculler.math.blas import blas_threads
+from sculler.math.blas import blas_threads_while_busy
 
 # below this many elements the NumPy kernel is as fast (OpenBLAS splits axpy from 10k)
 MIN_ELEMENTS = 1 << 16
@@ -95,7 +92,7 @@ def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: fl
     axpby, axpy = routine("axpby", value.dtype), routine("axpy", value.dtype)
     if axpby is None or axpy is None:
         return False
-    with contextlib.nullcontext() if parallel.cpu_to_spare() else blas_threads(1):
+    with blas_threads_while_busy():
         v_at = velocity.ctypes.data
         axpby(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
         axpy(n, -lr, v_at, 1, value.ctypes.data, 1)
