@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.core.layer import Layer, ids_out_of_range, register_layer
+from sculler.math.activation import row_starts
 
 
 class CostLayer(Layer):
@@ -91,18 +92,10 @@ class MultiClassCrossEntropy(CostLayer):
 
     first_write = True
 
-    def _label_positions(self, x, ids):
-        """Flat positions in ``x.ravel()`` of each row's label entry (row offsets cached)."""
-        cached = getattr(self, "_label_offsets", None)
-        if cached is None or cached[0] != x.shape:
-            n, k = x.shape
-            cached = self._label_offsets = (x.shape, np.arange(0, n * k, k))
-        return cached[1] + ids
-
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
         if type(x) is np.ndarray and x.flags.c_contiguous and x.size:
-            p = x.ravel().take(self._label_positions(x, ids))
+            p = x.ravel().take(row_starts(*x.shape) + ids)
         else:
             p = x[np.arange(x.shape[0]), ids]
         np.log(p, out=out)
@@ -144,7 +137,7 @@ class MultiClassCrossEntropy(CostLayer):
             self.input_grad_beta(0)  # the first write: overwrite
             np.multiply(x, dcost, out=dx)
             flat = dx.ravel()
-            at = self._label_positions(x, self.get_input(1).ids)
+            at = row_starts(*x.shape) + self.get_input(1).ids
             flat[at] -= dcost[:, 0]
             src.grad_is_preact = True
             return

@@ -12,6 +12,7 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import parallel, segment
+from sculler.math.blas import ones_vector
 
 BRELU_MAX = 24.0
 SOFTRELU_CLIP = 40.0
@@ -88,47 +89,47 @@ def stanh_grad(x, y, dy):
 
 # widest rows the small-row softmax path takes (above it the reductions are SIMD-fast anyway)
 SMALL_ROW = 2048
-_row_aux: dict[tuple, tuple] = {}
+_row_starts: dict[tuple[int, int], np.ndarray] = {}
 
 
-def _small_rows(x) -> tuple | None:
-    """``(flat offsets of the row starts, a ones column)`` for a C-contiguous 2-D numpy array
-    of narrow rows, cached per shape; None when the array does not qualify. NumPy reduces a
-    short last axis one row at a time (a (128, 10) max costs ~7 us), while ``argmax`` and a
-    GEMV with a ones column (the row sums) cost ~1 us each."""
-    if type(x) is not np.ndarray or x.ndim != 2 or not x.flags.c_contiguous or not x.size:
-        return None
-    n, k = x.shape
-    if k > SMALL_ROW:
-        return None
-    key = (n, k, x.dtype.str)
-    aux = _row_aux.get(key)
-    if aux is None:
-        if len(_row_aux) > 64:
-            _row_aux.clear()
-        aux = _row_aux[key] = (np.arange(0, n * k, k), np.ones((k, 1), dtype=x.dtype))
-    return aux
+def row_starts(n: int, k: int) -> np.ndarray:
+    """Flat offsets ``[0, k, 2k, ...]`` of the ``n`` rows of a C-contiguous ``(n, k)`` array,
+    cached read-only: ``x.ravel().take(row_starts(n, k) + j)`` picks ``x[i, j[i]]``."""
+    starts = _row_starts.get((n, k))
+    if starts is None:
+        if len(_row_starts) > 64:
+            _row_starts.clear()
+        starts = _row_starts[(n, k)] = np.arange(0, n * k, k)
+        starts.flags.writeable = False
+    return starts
 
 
-def row_max(x, aux):
+def _small_rows(x) -> bool:
+    """Whether ``x`` is a C-contiguous 2-D numpy array of narrow rows. NumPy reduces a short
+    last axis one row at a time (a (128, 10) max costs ~7 us), while ``argmax`` and a GEMV
+    with a ones column (the row sums) cost ~1 us each."""
+    return (type(x) is np.ndarray and x.ndim == 2 and x.flags.c_contiguous and x.size > 0
+            and x.shape[1] <= SMALL_ROW)
+
+
+def row_max(x):
     """The (n, 1) row maxima of a :func:`_small_rows` array (NaN where a row holds one)."""
     idx = x.argmax(axis=1)
-    idx += aux[0]
+    idx += row_starts(*x.shape)
     return x.ravel().take(idx).reshape(-1, 1)
 
 
 def softmax(x, out=None):
     """Row-wise softmax, shifted by the row max for stability."""
-    aux = _small_rows(x)
-    xp = get_array_module(x)
-    if aux is None:
+    if not _small_rows(x):
+        xp = get_array_module(x)
         out = xp.subtract(x, x.max(axis=-1, keepdims=True), out=out)
         xp.exp(out, out=out)
         out /= out.sum(axis=-1, keepdims=True)
         return out
-    out = np.subtract(x, row_max(x, aux), out=out)
+    out = np.subtract(x, row_max(x), out=out)
     np.exp(out, out=out)
-    out /= np.matmul(out, aux[1])
+    out /= np.matmul(out, ones_vector(x.shape[1], x.dtype).reshape(-1, 1))
     return out
 
 
