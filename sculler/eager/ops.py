@@ -145,21 +145,15 @@ def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
     b, ry = _operand(y)
     if type(f) is not _ufunc:
         out = f(a, b)
-    elif type(b) is _ndarray and (type(a) is int or type(a) is float):
-        if b.size < parallel.PARALLEL_MIN_ELEMENTS:
-            s = _SCALARS.get((a, b.dtype))  # a hit skips the call below
-            out = f(_typed_scalar(a, b.dtype) if s is None else s, b)
-        else:
-            out = _ew(f, a, b)
-    elif type(a) is _ndarray and (type(b) is int or type(b) is float):
-        if a.size < parallel.PARALLEL_MIN_ELEMENTS:
-            s = _SCALARS.get((b, a.dtype))
-            out = f(a, _typed_scalar(b, a.dtype) if s is None else s)
-        else:
-            out = _ew(f, a, b)
     elif (type(a) is not _ndarray or a.size < parallel.PARALLEL_MIN_ELEMENTS) and (
             type(b) is not _ndarray or b.size < parallel.PARALLEL_MIN_ELEMENTS):
-        out = f(a, b)  # small operands: no threads, decided in two checks
+        # small operands: no threads; a Python number meets a small array as a typed scalar
+        if type(b) is _ndarray and (type(a) is int or type(a) is float):
+            out = f(_typed_scalar(a, b.dtype), b)
+        elif type(a) is _ndarray and (type(b) is int or type(b) is float):
+            out = f(a, _typed_scalar(b, a.dtype))
+        else:
+            out = f(a, b)
     else:
         out = _ew(f, a, b)
     if not ((rx or ry) and STATE.enabled):
@@ -738,9 +732,7 @@ def _operator(name: str, ufunc: Any, op: Any, reflected: bool = False) -> Any:
                         other.stop_gradient or not STATE.enabled):
                     return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
             elif kind is int or kind is float:
-                b = _SCALARS.get((other, a.dtype))
-                if b is None:
-                    b = _typed_scalar(other, a.dtype)
+                b = _typed_scalar(other, a.dtype)
                 return _wrap(ufunc(b, a) if reflected else ufunc(a, b))
         return op(other, self) if reflected else op(self, other)
 
