@@ -28,7 +28,8 @@ class CostLayer(Layer):
         raise NotImplementedError
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
-        """Add ``dcost_i * d cost_i / d x_i`` into ``dx``."""
+        """Add ``dcost_i * d cost_i / d x_i`` into ``dx`` (read ``dcost`` only: it may be the
+        output gradient itself)."""
         raise NotImplementedError
 
     def forward(self, pass_type: str) -> None:
@@ -47,18 +48,45 @@ class CostLayer(Layer):
 
     def backward(self, callback=None) -> None:
         self.backward_activation()
-        if len(self.inputs) == 3 and self.get_input_grad(2) is not None:
-            self.get_input_grad(2)[...] += self.output.grad * self._bufs["raw_cost"][
-                : self.output.grad.size
-            ].reshape(self.output.grad.shape)
+        self._backward_weight_input()
         dx = self.get_input_grad(0)
         if dx is None:
             return
-        dcost = self.scratch("dcost", self.output.grad.shape)
-        np.multiply(self.output.grad, self.attr("coeff", 1.0), out=dcost)
-        if len(self.inputs) == 3:
-            dcost *= self._weight_column()
+        dcost = self._scaled_dcost()
+        if self.write_fused_grad(dx, dcost):
+            return
+        if self.first_write and self.input_grad_beta(0) == 0.0:
+            dx[...] = 0
         self.sample_grad(self.get_input_value(0), self.get_input(1), dcost[:, 0], dx)
+
+    def write_fused_grad(self, dx, dcost) -> bool:
+        """Hook for a cost that can write its input's gradient in one fused step (e.g. past
+        a softmax): True when it did, else :meth:`sample_grad` runs."""
+        return False
+
+    def _backward_weight_input(self) -> None:
+        """``dL/dw_i = dL/dcost_i * raw cost_i`` for the optional third (weight) input."""
+        if len(self.inputs) != 3 or self.get_input_grad(2) is None:
+            return
+        grad = self.output.grad
+        raw = self._bufs["raw_cost"][: grad.size].reshape(grad.shape)
+        if self.first_write and self.input_grad_beta(2) == 0.0:
+            np.multiply(grad, raw, out=self.get_input_grad(2))
+        else:
+            self.get_input_grad(2)[...] += grad * raw
+
+    def _scaled_dcost(self):
+        """``dL/dcost_i * coeff * w_i``: the output gradient itself when neither changes it
+        (``sample_grad`` only reads it), else a scratch buffer."""
+        coeff = self.attr("coeff", 1.0)
+        weighted = len(self.inputs) == 3
+        if coeff == 1.0 and not weighted:
+            return self.output.grad
+        dcost = self.scratch("dcost", self.output.grad.shape)
+        np.multiply(self.output.grad, coeff, out=dcost)
+        if weighted:
+            dcost *= self._weight_column()
+        return dcost
 
     def _weight_column(self):
         w = self.get_input_value(2)
@@ -106,44 +134,21 @@ class MultiClassCrossEntropy(CostLayer):
         ids = label_arg.ids
         dx[rows, ids] -= dcost / x[rows, ids]
 
-    def backward(self, callback=None) -> None:
-        """As :meth:`CostLayer.backward`, writing first where it may; when the input is a
-        softmax whose only reader this is, writes ``dL/dz = dcost * (p - onehot(label))``
-        past the softmax (fused: no ``1/p``, no softmax backward; the input layer skips its
-        activation backward for this pass)."""
-        self.backward_activation()
-        weighted = len(self.inputs) == 3
-        if weighted and self.get_input_grad(2) is not None:
-            raw = self._bufs["raw_cost"][: self.output.grad.size].reshape(self.output.grad.shape)
-            if self.input_grad_beta(2) == 0.0:
-                np.multiply(self.output.grad, raw, out=self.get_input_grad(2))
-            else:
-                self.get_input_grad(2)[...] += self.output.grad * raw
-        dx = self.get_input_grad(0)
-        if dx is None:
-            return
-        coeff = self.attr("coeff", 1.0)
-        if coeff == 1.0 and not weighted:
-            dcost = self.output.grad  # read only below
-        else:
-            dcost = self.scratch("dcost", self.output.grad.shape)
-            np.multiply(self.output.grad, coeff, out=dcost)
-            if weighted:
-                dcost *= self._weight_column()
+    def write_fused_grad(self, dx, dcost) -> bool:
+        """When the input is a softmax whose only reader this is, write
+        ``dL/dz = dcost * (p - onehot(label))`` past the softmax (fused: no ``1/p``, no
+        softmax backward; the input layer skips its activation backward for this pass)."""
         x, src = self.get_input_value(0), self.inputs[0]
-        if (src.activation.name == "softmax" and type(dx) is np.ndarray and x.size
+        if not (src.activation.name == "softmax" and type(dx) is np.ndarray and x.size
                 and dx.flags.c_contiguous and x.flags.c_contiguous
                 and src.preact_grad_writable(self)):
-            self.input_grad_beta(0)  # the first write: overwrite
-            np.multiply(x, dcost, out=dx)
-            flat = dx.ravel()
-            at = row_starts(*x.shape) + self.get_input(1).ids
-            flat[at] -= dcost[:, 0]
-            src.grad_is_preact = True
-            return
-        if self.input_grad_beta(0) == 0.0:
-            dx[...] = 0
-        self.sample_grad(x, self.get_input(1), dcost[:, 0], dx)
+            return False
+        self.input_grad_beta(0)  # the first write: overwrite
+        np.multiply(x, dcost, out=dx)
+        flat = dx.ravel()
+        flat[row_starts(*x.shape) + self.get_input(1).ids] -= dcost[:, 0]
+        src.grad_is_preact = True
+        return True
 
 
 @register_layer("square_error")
