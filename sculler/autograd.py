@@ -280,13 +280,7 @@ def _make_backward(cls: type, ctx: PyLayerContext, outs: list, nd_flags: list,
         shape = ins[0]._array.shape
 
         def fn_one(g: Any) -> Any:  # one tensor in, one out: the common case, checked inline
-            state = STATE
-            enabled = state.enabled
-            state.enabled = False
-            try:
-                res = cls.backward(ctx, _wrap(g))
-            finally:
-                state.enabled = enabled
+            res = _run_backward(cls, ctx, (_wrap(g),))
             if isinstance(res, Tensor) and res._array.shape == shape:
                 return (res._array,)
             return _check_grads(cls, res, ins, groups)
