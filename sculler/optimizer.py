@@ -337,9 +337,12 @@ class Optimizer:
     def _dense_step(self, key: str, value: Any, grad: Any, st: dict[str, Any], lr: float,
                     mu: float, l1: float, l2: float, clip: Any) -> None:
         """Clip, update and regularize one dense array (a parameter or a packed run)."""
+        post = bool(l1) or not self._decay_in_kernel
+        if not clip and not post and not self._lr_vec and self._blas_step(
+                value, grad, st, lr, mu, l2):
+            return
         tmp = self._buffer(key, "tmp", value)
         lr_vec = self._buffer(key, "lr", value) if self._lr_vec else None
-        post = bool(l1) or not self._decay_in_kernel
         coef_new = 1.0 if self._batches == 0 else 1.0 - self.rho
         names = list(st)
 
@@ -499,6 +502,13 @@ class Optimizer:
                decay: float, tmp: Any, lr_vec: Any, rho_old: Any, coef_new: Any) -> None:
         raise NotImplementedError
 
+    def _blas_step(self, value: Any, grad: Any, st: dict[str, Any], lr: float, mu: float,
+                   decay: float) -> bool:
+        """The whole dense update (no clipping, L1 or per-element rate) in a few threaded
+        BLAS passes instead of ``_apply``'s NumPy ones, True when done; False (the default,
+        nothing changed) where the method or the arrays have no such path."""
+        return False
+
     def _step_count(self) -> int:
         return self._batches + 1
 
@@ -634,10 +644,10 @@ class Optimizer:
         self.load_state_dict(d)
 
 
-def _blas_heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, mu: float) -> bool:
-    from sculler.eager.blas import heavy_ball  # eager only: loaded by the first eager step
+def _openblas() -> Any:
+    from sculler.math import openblas  # ctypes and threadpoolctl: loaded by the first update
 
-    return heavy_ball(value, grad, velocity, lr, mu)
+    return openblas
 
 
 class Momentum(Optimizer):
@@ -661,8 +671,8 @@ class Momentum(Optimizer):
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
         bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
-        clipping: :func:`sculler.eager.blas.heavy_ball` (2 BLAS passes, threaded while a CPU is
-        idle) for large parameters, else :func:`~sculler.math.optim.heavy_ball`."""
+        clipping: :func:`sculler.math.openblas.heavy_ball` (2 BLAS passes, threaded while a
+        CPU is idle) for large parameters, else :func:`~sculler.math.optim.heavy_ball`."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray
@@ -673,9 +683,15 @@ class Momentum(Optimizer):
         v = None if st is None else st.get("moment")
         if v is None:
             v = self._state(key, value, mu)["moment"]
-        if not _blas_heavy_ball(value, grad, v, lr, mu):
+        if not _openblas().heavy_ball(value, grad, v, lr, mu):
             K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
         return True
+
+    def _blas_step(self, value, grad, st, lr, mu, decay):
+        mom = st.get("moment")
+        if self.eager and mom is not None:
+            return _openblas().heavy_ball(value, grad, mom, lr, mu)
+        return _openblas().momentum_step(value, grad, mom, lr, mu, decay)
 
     def _apply(self, value, grad, st, lr, mu, decay, tmp, lr_vec, rho_old, coef_new):
         mom = st.get("moment")

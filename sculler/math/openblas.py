@@ -1,0 +1,126 @@
+"""Momentum updates on BLAS ``axpby``/``axpy`` of the OpenBLAS NumPy itself links.
+
+NumPy has no fused multiply-add, so a momentum step (v1's ``m = mu*m - lr*g;  w += m`` or
+2.x's ``v = mu*v + g;  w -= lr*v``) makes four passes over each parameter, on one core.
+OpenBLAS's ``axpby`` and ``axpy`` make it two, each split over the threads of the pool NumPy's
+GEMMs already use: on a 1.86M-element float32 run 0.43 ms against NumPy's 1.18-1.67 ms. (SciPy's
+``axpy`` was tried first: SciPy ships a second OpenBLAS whose worker thread keeps spinning
+after a threaded call and took a core from the next GEMM.)
+
+The routines are looked up once, through threadpoolctl, among the 64-bit-integer symbols
+of NumPy's bundled OpenBLAS (``scipy_cblas_saxpy64_``, ``cblas_saxpy64_``, the ``axpby``
+and the ``d`` forms); with any other BLAS behind NumPy the functions here return False and
+the caller uses the NumPy kernels of :mod:`sculler.math.optim`. Whether an update takes this
+path depends only on the arrays, never on the machine's load, so a run's values do not change
+with what else runs: while other processes leave no CPU idle the calls run on one BLAS thread
+(:func:`sculler.math.blas.blas_threads_while_busy`). The values equal the NumPy kernels' up to
+a rounding (BLAS may fuse a multiply into the add).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+import numpy as np
+
+from sculler.math.blas import blas_threads_while_busy
+
+# below this many elements the NumPy kernel is as fast (OpenBLAS splits axpy from 10k)
+MIN_ELEMENTS = 1 << 16
+_SYMBOLS = ("scipy_cblas_{}64_", "cblas_{}64_")
+_found: dict[tuple[str, str], Any] = {}
+
+
+def _numpy_openblas() -> ctypes.CDLL | None:
+    """NumPy's own OpenBLAS library (the one its GEMMs run on), or None."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    numpy_dir = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+    for info in threadpool_info():
+        path = info.get("filepath") or ""
+        if info.get("internal_api") == "openblas" and os.path.basename(
+                os.path.dirname(path)) in ("numpy.libs", ".dylibs") and path.startswith(
+                numpy_dir):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                return None
+    return None
+
+
+def routine(name: str, dtype: np.dtype) -> Any:
+    """NumPy's OpenBLAS ``cblas_?axpy`` (``name`` 'axpy': ``f(n, a, x, 1, y, 1)`` does
+    ``y += a*x``) or ``cblas_?axpby`` ('axpby': ``f(n, a, x, 1, b, y, 1)`` does
+    ``y = a*x + b*y``) for float32 ('f') or float64 ('d') vectors at the given addresses;
+    None where NumPy's BLAS has no such 64-bit-integer symbol."""
+    char = np.dtype(dtype).char
+    key = (name, char)
+    if key not in _found:
+        lib = _numpy_openblas() if char in "fd" else None
+        fn = None
+        for pattern in _SYMBOLS if lib is not None else ():
+            fn = getattr(lib, pattern.format(("s" if char == "f" else "d") + name), None)
+            if fn is not None:
+                real = ctypes.c_float if char == "f" else ctypes.c_double
+                fn.restype = None
+                fn.argtypes = ([ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64]
+                               + ([real] if name == "axpby" else [])
+                               + [ctypes.c_void_p, ctypes.c_int64])
+                break
+        _found[key] = fn
+    return _found[key]
+
+
+def _vectors(*arrays: Any) -> bool:
+    """All C-contiguous NumPy arrays of one float dtype and shape, of at least
+    :data:`MIN_ELEMENTS` elements, whose dtype has the BLAS routines."""
+    first = arrays[0]
+    if type(first) is not np.ndarray or first.size < MIN_ELEMENTS:
+        return False
+    for a in arrays:
+        if (type(a) is not np.ndarray or a.dtype != first.dtype or a.shape != first.shape
+                or not a.flags.c_contiguous):
+            return False
+    return routine("axpby", first.dtype) is not None and routine("axpy", first.dtype) \
+        is not None
+
+
+def momentum_step(value: np.ndarray, grad: np.ndarray, mom: np.ndarray | None, lr: float,
+                  momentum: float, decay: float) -> bool:
+    """Paddle v1's ``m = momentum*m - lr*(g + decay*w);  w += m`` (``w -= lr*(g + decay*w)``
+    without a momentum buffer): the values of :func:`sculler.math.optim.momentum_step` in
+    one to three BLAS passes. False, with nothing changed, where :func:`_vectors` refuses."""
+    if not _vectors(value, grad, *(() if mom is None else (mom,))):
+        return False
+    n, dtype = value.size, value.dtype
+    axpby, axpy = routine("axpby", dtype), routine("axpy", dtype)
+    w_at, g_at = value.ctypes.data, grad.ctypes.data
+    with blas_threads_while_busy():
+        if mom is None:
+            axpby(n, -lr, g_at, 1, 1.0 - lr * decay, w_at, 1)
+            return True
+        m_at = mom.ctypes.data
+        axpby(n, -lr, g_at, 1, momentum, m_at, 1)
+        if decay:
+            axpy(n, -lr * decay, w_at, 1, m_at, 1)
+        axpy(n, 1.0, m_at, 1, w_at, 1)
+    return True
+
+
+def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: float,
+               momentum: float) -> bool:
+    """Paddle 2.x momentum ``v = momentum*v + g;  w -= lr*v``: the values of
+    :func:`sculler.math.optim.heavy_ball` in two BLAS passes (``axpby`` then ``axpy``).
+    False, with nothing changed, where :func:`_vectors` refuses."""
+    if not _vectors(value, grad, velocity):
+        return False
+    n, dtype = value.size, value.dtype
+    with blas_threads_while_busy():
+        v_at = velocity.ctypes.data
+        routine("axpby", dtype)(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
+        routine("axpy", dtype)(n, -lr, v_at, 1, value.ctypes.data, 1)
+    return True
