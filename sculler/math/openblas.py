@@ -75,18 +75,19 @@ def routine(name: str, dtype: np.dtype) -> Any:
     return _found[key]
 
 
-def _vectors(*arrays: Any) -> bool:
-    """All C-contiguous NumPy arrays of one float dtype and shape, of at least
-    :data:`MIN_ELEMENTS` elements, whose dtype has the BLAS routines."""
+def _vectors(*arrays: Any) -> tuple[Any, Any] | None:
+    """``(axpby, axpy)`` for the arrays' dtype when they are all C-contiguous NumPy arrays of
+    one float dtype and shape, of at least :data:`MIN_ELEMENTS` elements, and NumPy's BLAS has
+    both routines; else None."""
     first = arrays[0]
     if type(first) is not np.ndarray or first.size < MIN_ELEMENTS:
-        return False
+        return None
     for a in arrays:
         if (type(a) is not np.ndarray or a.dtype != first.dtype or a.shape != first.shape
                 or not a.flags.c_contiguous):
-            return False
-    return routine("axpby", first.dtype) is not None and routine("axpy", first.dtype) \
-        is not None
+            return None
+    axpby, axpy = routine("axpby", first.dtype), routine("axpy", first.dtype)
+    return None if axpby is None or axpy is None else (axpby, axpy)
 
 
 def momentum_step(value: np.ndarray, grad: np.ndarray, mom: np.ndarray | None, lr: float,
@@ -94,11 +95,11 @@ def momentum_step(value: np.ndarray, grad: np.ndarray, mom: np.ndarray | None, l
     """Paddle v1's ``m = momentum*m - lr*(g + decay*w);  w += m`` (``w -= lr*(g + decay*w)``
     without a momentum buffer): the values of :func:`sculler.math.optim.momentum_step` in
     one to three BLAS passes. False, with nothing changed, where :func:`_vectors` refuses."""
-    if not _vectors(value, grad, *(() if mom is None else (mom,))):
+    found = _vectors(value, grad, *(() if mom is None else (mom,)))
+    if found is None:
         return False
-    n, dtype = value.size, value.dtype
-    axpby, axpy = routine("axpby", dtype), routine("axpy", dtype)
-    w_at, g_at = value.ctypes.data, grad.ctypes.data
+    axpby, axpy = found
+    n, w_at, g_at = value.size, value.ctypes.data, grad.ctypes.data
     with blas_threads_while_busy():
         if mom is None:
             axpby(n, -lr, g_at, 1, 1.0 - lr * decay, w_at, 1)
@@ -116,11 +117,12 @@ def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: fl
     """Paddle 2.x momentum ``v = momentum*v + g;  w -= lr*v``: the values of
     :func:`sculler.math.optim.heavy_ball` in two BLAS passes (``axpby`` then ``axpy``).
     False, with nothing changed, where :func:`_vectors` refuses."""
-    if not _vectors(value, grad, velocity):
+    found = _vectors(value, grad, velocity)
+    if found is None:
         return False
-    n, dtype = value.size, value.dtype
+    axpby, axpy = found
+    n, v_at = value.size, velocity.ctypes.data
     with blas_threads_while_busy():
-        v_at = velocity.ctypes.data
-        routine("axpby", dtype)(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
-        routine("axpy", dtype)(n, -lr, v_at, 1, value.ctypes.data, 1)
+        axpby(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
+        axpy(n, -lr, v_at, 1, value.ctypes.data, 1)
     return True
