@@ -10,6 +10,7 @@ gradient: for ``y = f(x)``, ``dL/dx = sum over consumers of dL/dy * dy/dx``.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -109,12 +110,48 @@ FREED_MSG = (
 )
 
 
+class _Holder:
+    __slots__ = ("_spare_grad",)
+
+
+def _refs_of_spare(t: Any) -> int:
+    spare = t._spare_grad
+    return sys.getrefcount(spare)
+
+
+_probe = _Holder()
+_probe._spare_grad = np.empty(1)
+# references to a spare that only its parameter holds, counted as spare_grad counts them
+# (measured rather than assumed: interpreters differ in what a local variable adds)
+_SOLE_REFS = _refs_of_spare(_probe)
+del _probe
+
+
+def spare_grad(t: Any, like: Any) -> Any:
+    """The array of the gradient ``t.clear_grad()`` dropped last, handed over (once) to be
+    overwritten by t's next first gradient instead of allocating one; None unless ``t`` has no
+    gradient now and the spare is a writable C-contiguous NumPy array of ``like``'s shape and
+    dtype that nothing but ``t`` references (``sys.getrefcount``: a gradient or view of it
+    that a caller kept is never overwritten)."""
+    spare = getattr(t, "_spare_grad", None)
+    if spare is None or t.grad is not None:
+        return None
+    if (sys.getrefcount(spare) != _SOLE_REFS or type(spare) is not np.ndarray
+            or type(like) is not np.ndarray or spare.shape != like.shape
+            or spare.dtype != like.dtype or not spare.flags.c_contiguous
+            or not spare.flags.writeable):
+        return None
+    t._spare_grad = None
+    return spare
+
+
 def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
     """dL/dt += g for a leaf tensor.
 
     The first gradient becomes ``t.grad``: ``g`` itself when it is ``owned`` (a new array
     nothing else references, see :class:`Node`) of t's dtype, shape and C order, else a copy
-    (so t never shares memory with another tensor's data or gradient).
+    (into t's :func:`spare_grad` when it has one, so t never shares memory with another
+    tensor's data or gradient).
     """
     cur = t.grad
     if cur is not None:
@@ -124,7 +161,12 @@ def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
     if type(g) is type(a) and (g.dtype is a.dtype or g.dtype == a.dtype) and (
             g.shape == a.shape):
         if not owned or not g.flags.c_contiguous:
-            g = g.copy()
+            spare = spare_grad(t, a)
+            if spare is None:
+                g = g.copy()
+            else:
+                np.copyto(spare, g)
+                g = spare
     elif isinstance(g, np.ndarray | np.generic):
         g = np.array(g, dtype=a.dtype, copy=True).reshape(a.shape)
     else:

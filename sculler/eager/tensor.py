@@ -209,7 +209,7 @@ class Parameter(Tensor):
     ``trainable=False`` freezes it (sets ``stop_gradient``).
     """
 
-    __slots__ = ("optimize_attr", "regularizer", "need_clip", "_trainable")
+    __slots__ = ("optimize_attr", "regularizer", "need_clip", "_trainable", "_spare_grad")
 
     def __init__(self, array: Any, name: str | None = None, trainable: bool = True,
                  learning_rate: float = 1.0, regularizer: Any = None,
@@ -221,6 +221,22 @@ class Parameter(Tensor):
         self.regularizer = regularizer
         self.need_clip = need_clip
         self._trainable = trainable
+        self._spare_grad = None
+
+    def clear_grad(self, set_to_zero: bool = False) -> None:
+        """Drop the accumulated gradient (or zero it in place with ``set_to_zero``).
+
+        The dropped gradient's array is kept as a spare: the next backward may write this
+        parameter's first gradient into it instead of a new array
+        (:func:`sculler.eager.engine.spare_grad`), but only if nothing else references it
+        by then, so a gradient a caller kept never changes.
+        """
+        g = self.grad
+        if g is not None and not set_to_zero:
+            self._spare_grad = g._array
+        Tensor.clear_grad(self, set_to_zero)
+
+    clear_gradient = clear_grad
 
     @property
     def trainable(self) -> bool:

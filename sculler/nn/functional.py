@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
+from sculler.eager.engine import spare_grad
 from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     log_softmax,
     relu,
@@ -39,7 +42,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
 
     One op: x [..., in] is multiplied as a [rows, in] matrix and the bias is added in place
     into the product; backward gives dx = dy W^T, dW = x^T dy, db = column sums of dy, each
-    a new array (so leaves keep them as ``.grad`` without a copy).
+    a new array (so leaves keep them as ``.grad`` without a copy) or, for dW and db, the
+    gradient array the parameter's last ``clear_grad()`` dropped (``engine.spare_grad``).
     """
     if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
             and (bias is None or isinstance(bias, Tensor))):
@@ -71,10 +75,15 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
             gx = g2 @ w.T
             if a.ndim != 2:
                 gx = gx.reshape(a.shape)
+        # the parameters' spare gradients (their dtype) are written only where the product
+        # has that dtype anyway, so the values are those of a new array
         if need_w:
-            gw = a2.T @ g2
+            spare = spare_grad(weight, w) if g2.dtype == a2.dtype == w.dtype else None
+            gw = a2.T @ g2 if spare is None else np.matmul(a2.T, g2, out=spare)
         if need_b:  # the engine's bias-gradient kernel (a GEMV with ones on NumPy)
-            gb = col_sum(g2, get_array_module(g2).empty(g2.shape[1], g2.dtype), 0.0)
+            spare = spare_grad(bias, b) if g2.dtype == b.dtype else None
+            gb = col_sum(g2, get_array_module(g2).empty(g2.shape[1], g2.dtype)
+                         if spare is None else spare, 0.0)
         return gx, gw, gb
 
     return ops._make(out, inputs, fn, _LINEAR_OWNED)
