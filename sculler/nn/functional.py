@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.core.layer import ids_out_of_range
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
 from sculler.eager.engine import spare_grad
@@ -24,7 +25,8 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     tanh,
 )
 from sculler.eager.tensor import Tensor
-from sculler.math.blas import col_sum
+from sculler.math.activation import SMALL_ROW, row_max, row_starts
+from sculler.math.blas import col_sum, ones_vector
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -205,8 +207,7 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
     lab = lab.reshape(-1)
     masked = False
     safe = lab
-    if lab.size and (0 <= ignore_index < n_cls or not (
-            0 <= xp.minimum.reduce(lab) and xp.maximum.reduce(lab) < n_cls)):
+    if lab.size and (0 <= ignore_index < n_cls or ids_out_of_range(lab, n_cls)):
         # (otherwise no label can equal ignore_index and all are in range)
         ignored = lab == ignore_index
         masked = bool(ignored.any())
@@ -215,12 +216,24 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         if safe.min() < 0 or safe.max() >= n_cls:
             raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values "
                              f"in [{int(safe.min())}, {int(safe.max())}]")
-    rows = xp.arange(a2.shape[0])
-    shifted = a2 - xp.maximum.reduce(a2, axis=-1, keepdims=True)
-    e = xp.exp(shifted)
-    total = xp.add.reduce(e, axis=-1, keepdims=True)
+    rows = picks = None
+    if (type(a2) is np.ndarray and a2.flags.c_contiguous and a2.size and n_cls <= SMALL_ROW
+            and safe.dtype == np.int64):
+        # NumPy reduces a short last axis row by row (~7 us for a (128, 10) max): the row
+        # max by argmax + take, the row sums as a GEMV, the labels' entries by flat offsets
+        picks = row_starts(*a2.shape) + safe
+        shifted = a2 - row_max(a2)
+        e = np.exp(shifted)
+        total = np.matmul(e, ones_vector(n_cls, e.dtype).reshape(-1, 1))
+        picked = shifted.reshape(-1).take(picks)
+    else:
+        rows = xp.arange(a2.shape[0])
+        shifted = a2 - xp.maximum.reduce(a2, axis=-1, keepdims=True)
+        e = xp.exp(shifted)
+        total = xp.add.reduce(e, axis=-1, keepdims=True)
+        picked = shifted[rows, safe]
     loss = xp.log(total)[:, 0]
-    loss -= shifted[rows, safe]
+    loss -= picked
     if masked:
         loss[ignored] = 0
     count = max(lab.size - int(ignored.sum()), 1) if masked else max(lab.size, 1)
@@ -233,7 +246,10 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
 
     def fn(g):
         probs = e / total  # softmax from the forward's exponentials, a new array
-        probs[rows, safe] -= 1.0
+        if picks is None:
+            probs[rows, safe] -= 1.0
+        else:
+            probs.reshape(-1)[picks] -= 1.0  # one entry per row: no repeated offset
         if reduction == "none":
             scale = g.reshape(-1, 1)
             probs *= scale
