@@ -35,17 +35,25 @@ class Node:
     no gradient reached. ``fn`` is None once the graph has been freed. ``owned`` (None or
     one bool per input) promises that the gradient ``fn`` returns for input ``i`` is a new
     array that nothing else references: a leaf without a gradient then keeps that array as
-    its ``.grad`` instead of a copy of it.
+    its ``.grad`` instead of a copy of it, and a node with ``fn_inplace`` (None or a
+    single-output ``fn`` that may overwrite its gradient argument, e.g. an activation's
+    backward) gets such an array through it, when it is the only gradient that node gets.
     """
 
-    __slots__ = ("fn", "inputs", "n_out", "owned")
+    __slots__ = ("fn", "inputs", "n_out", "owned", "fn_inplace")
 
     def __init__(self, fn: Callable, inputs: tuple, n_out: int = 1,
-                 owned: tuple | None = None) -> None:
+                 owned: tuple | None = None, fn_inplace: Callable | None = None) -> None:
         self.fn = fn
         self.inputs = inputs
         self.n_out = n_out
         self.owned = owned
+        self.fn_inplace = fn_inplace
+
+    def free(self) -> None:
+        """Drop the closures and inputs (the graph's buffers) after a backward."""
+        self.fn = self.fn_inplace = None
+        self.inputs = ()
 
 
 def is_grad_enabled() -> bool:
@@ -195,8 +203,7 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
         buf[t._out_idx] = g
         in_grads = fn(buf)
     if not retain_graph:
-        n.fn = None
-        n.inputs = ()
+        n.free()
     owned = n.owned
     if len(inputs) == 1:
         x, gx = inputs[0], in_grads[0]
@@ -206,6 +213,49 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
     for i, (x, gx) in enumerate(zip(inputs, in_grads)):
         if x is not None and gx is not None and not x.stop_gradient:
             _accumulate_leaf(x, gx, owned is not None and owned[i])
+    return True
+
+
+def chain_backward(t: Any, g: Any, retain_graph: bool) -> bool:
+    """The backward of a root whose graph is a chain (every node single-output with at most
+    one input that has a node, so each node has one consumer: an MLP's layers, a loss on
+    them): run the nodes in order, each one's gradient handed straight to the next (through
+    its ``fn_inplace`` when the producer owns it, see :class:`Node`), without the
+    dependency count of :func:`run_backward`. False (nothing done) for any other graph."""
+    nodes = []
+    n = t._node
+    while n is not None:
+        if n.n_out != 1 or n.fn is None:
+            return False
+        nodes.append(n)
+        nxt = None
+        for x in n.inputs:
+            if x is not None and x._node is not None:
+                if nxt is not None:
+                    return False
+                nxt = x._node
+        n = nxt
+    if not nodes:
+        return False
+    g_owned = False
+    for n in nodes:
+        inputs, owned = n.inputs, n.owned
+        if g is None:  # no gradient reached this part of the chain
+            if not retain_graph:
+                n.free()
+            continue
+        fn = n.fn_inplace if g_owned and n.fn_inplace is not None else n.fn
+        in_grads = fn(g)
+        if not retain_graph:
+            n.free()
+        g = None
+        for i, (x, gx) in enumerate(zip(inputs, in_grads)):
+            if x is None:
+                continue
+            if x._node is not None:
+                g, g_owned = gx, owned is not None and owned[i]
+            elif gx is not None and not x.stop_gradient:
+                _accumulate_leaf(x, gx, owned is not None and owned[i])
     return True
 
 
@@ -222,8 +272,9 @@ def run_backward(
     :func:`grad`) only the captured tensors' gradients are summed there; ``.grad`` is left
     untouched. Unless ``retain_graph`` the visited nodes are freed.
     """
-    if capture is None and len(roots) == 1 and single_node_backward(
-            roots[0], root_grads[0], retain_graph):
+    if capture is None and len(roots) == 1 and (
+            single_node_backward(roots[0], root_grads[0], retain_graph)
+            or chain_backward(roots[0], root_grads[0], retain_graph)):
         return
     node_grads: dict[Node, list] = {}
     roots_nodes: list[Node] = []
@@ -287,8 +338,7 @@ def run_backward(
         else:
             in_grads = fn(buf)
         if not retain_graph:
-            n.fn = None
-            n.inputs = ()
+            n.free()
         owned = n.owned
         for i, (x, g) in enumerate(zip(inputs, in_grads)):
             if x is None:

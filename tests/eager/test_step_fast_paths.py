@@ -1,12 +1,16 @@
 """Fast paths of an eager training step give the values of the general code they bypass:
 cross entropy on narrow C-ordered rows (row max by argmax, row sums as a GEMV, label
-entries by flat offsets) against the general path and a float64 formula."""
+entries by flat offsets) against the general path and a float64 formula; the chain walk of
+the backward (``engine.chain_backward``) against the dependency-counting walk, and
+activation backwards that overwrite a gradient only when the engine owns it."""
 
 import numpy as np
 import pytest
 
 import sculler as paddle
 import sculler.nn.functional as F
+from sculler.autograd import PyLayer
+from sculler.eager import engine
 
 
 def _reference(x, labels, ignore_index, reduction):
@@ -76,3 +80,86 @@ def test_cross_entropy_int32_labels_take_the_general_path_with_equal_values():
     for a, b in zip(_loss_and_grad(x, labels, "sum"),
                     _loss_and_grad(x, labels.astype(np.int32), "sum")):
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
+
+
+# --- the chain walk and in-place activation gradients -------------------------------------
+def _general_walk(monkeypatch):
+    monkeypatch.setattr(engine, "chain_backward", lambda t, g, r: False)
+    monkeypatch.setattr(engine, "single_node_backward", lambda t, g, r: False)
+
+
+def _mlp_grads(act, dtype="float32"):
+    paddle.seed(5)
+    layers = [paddle.nn.Linear(4, 6), paddle.nn.Linear(6, 6), paddle.nn.Linear(6, 3)]
+    x = paddle.to_tensor(np.random.default_rng(5).standard_normal((8, 4)).astype(dtype))
+    for p in (p for layer in layers for p in layer.parameters()):
+        p._array = p._array.astype(dtype)
+    h = x
+    for layer in layers[:-1]:
+        h = act(layer(h))
+    loss = F.cross_entropy(layers[-1](h), paddle.to_tensor(np.arange(8) % 3))
+    loss.backward()
+    return [p.grad.numpy() for layer in layers for p in layer.parameters()]
+
+
+@pytest.mark.parametrize("act", [F.relu, F.tanh, F.sigmoid, paddle.exp])
+def test_chain_walk_with_in_place_activation_gradients_equals_the_general_walk(
+        act, monkeypatch):
+    calls = []
+    chain = engine.chain_backward
+    monkeypatch.setattr(engine, "chain_backward",
+                        lambda t, g, r: calls.append(1) or chain(t, g, r))
+    fast = _mlp_grads(act)
+    assert calls  # the MLP's graph is a chain
+    monkeypatch.undo()
+    _general_walk(monkeypatch)
+    for a, b in zip(fast, _mlp_grads(act)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_chain_walk_declines_graphs_with_a_shared_node_and_leaves_them_untouched():
+    x = paddle.to_tensor(np.linspace(-1, 1, 6).reshape(2, 3))
+    x.stop_gradient = False
+    h = F.relu(x * 2.0)
+    y = h * h  # h feeds one node twice: not a chain
+    assert not engine.chain_backward(y, np.ones((2, 3)), False)
+    assert y._node.fn is not None and h._node.fn is not None
+    y.backward(paddle.ones([2, 3], dtype="float64"))
+    np.testing.assert_allclose(x.grad.numpy(), 8 * x.numpy() * (x.numpy() > 0))
+
+
+def test_in_place_activation_gradient_never_writes_into_an_array_it_does_not_own():
+    seen = {}
+
+    class Keep(PyLayer):  # returns (and keeps) the gradient it gets: not owned upstream
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, dy):
+            seen["dy"], seen["copy"] = dy._array, dy._array.copy()
+            return dy
+
+    x = paddle.to_tensor(np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32))
+    x.stop_gradient = False
+    w = paddle.to_tensor(np.array([1.5, -2.0, 3.0], np.float32))
+    (Keep.apply(F.relu(F.relu(x))) * w).sum().backward()
+    np.testing.assert_array_equal(seen["dy"], seen["copy"])  # relu did not overwrite it
+    np.testing.assert_array_equal(x.grad.numpy(), np.tile(w.numpy(), (2, 1)) * (x.numpy() > 0))
+    g = np.full((2, 3), 2.0, np.float32)
+    x.clear_grad()
+    F.relu(F.tanh(x)).backward(paddle.to_tensor(g))  # the caller's gradient: not owned
+    np.testing.assert_array_equal(g, np.full((2, 3), 2.0, np.float32))
+
+
+def test_chain_walk_frees_the_graph_and_keeps_it_with_retain_graph():
+    x = paddle.to_tensor(np.array([0.5, -0.25]))
+    x.stop_gradient = False
+    y = F.relu(F.tanh(x * 3.0))
+    y.backward(paddle.ones([2], dtype="float64"), retain_graph=True)
+    y.backward(paddle.ones([2], dtype="float64"))
+    want = 2 * 3 * (1 - np.tanh(1.5) ** 2)
+    np.testing.assert_allclose(x.grad.numpy(), [want, 0.0])
+    with pytest.raises(RuntimeError, match="already freed"):
+        y.backward(paddle.ones([2], dtype="float64"))
