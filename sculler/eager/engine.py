@@ -246,8 +246,9 @@ def chain_backward(t: Any, g: Any, retain_graph: bool) -> bool:
             continue
         fn = n.fn_inplace if g_owned and n.fn_inplace is not None else n.fn
         in_grads = fn(g)
-        if not retain_graph:
-            n.free()
+        if not retain_graph:  # n.free() inline
+            n.fn = n.fn_inplace = None
+            n.inputs = ()
         g = None
         for i, (x, gx) in enumerate(zip(inputs, in_grads)):
             if x is None:

@@ -233,9 +233,13 @@ class Parameter(Tensor):
         by then, so a gradient a caller kept never changes.
         """
         g = self.grad
-        if g is not None and not set_to_zero:
+        if g is None:
+            return
+        if set_to_zero:
+            g._array[...] = 0
+        else:
             self._spare_grad = g._array
-        Tensor.clear_grad(self, set_to_zero)
+            self.grad = None
 
     clear_gradient = clear_grad
 

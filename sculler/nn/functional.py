@@ -15,7 +15,7 @@ from sculler.backend import get_array_module
 from sculler.core.layer import ids_out_of_range
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
-from sculler.eager.engine import spare_grad
+from sculler.eager.engine import STATE, Node, spare_grad
 from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     log_softmax,
     relu,
@@ -66,9 +66,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
             out = out + b  # the promoted dtype, as matmul then add
     if a.ndim != 2:
         out = out.reshape(a.shape[:-1] + (w.shape[1],))
-    inputs = (x, weight) if bias is None else (x, weight, bias)
+    t = Tensor._from_array(out)
     need_x, need_w = not x.stop_gradient, not weight.stop_gradient
     need_b = bias is not None and not bias.stop_gradient
+    if not (STATE.enabled and (need_x or need_w or need_b)):
+        return t
 
     def fn(g):
         g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
@@ -88,7 +90,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
                          if spare is None else spare, 0.0)
         return gx, gw, gb
 
-    return ops._make(out, inputs, fn, _LINEAR_OWNED)
+    t.stop_gradient = False
+    t._node = Node(fn, (x if need_x else None, weight if need_w else None)
+                   + ((bias if need_b else None,) if bias is not None else ()),
+                   1, _LINEAR_OWNED)
+    return t
 
 
 _LINEAR_OWNED = (True, True, True)  # linear's gradients are new arrays
