@@ -259,8 +259,10 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         if reduction == "none":
             scale = g.reshape(-1, 1)
             probs *= scale
-        else:
-            probs *= g / count if reduction == "mean" else g
+        elif reduction == "mean":
+            probs *= g / count
+        elif not (type(g) is np.ndarray and g.shape == () and g.item() == 1.0):
+            probs *= g  # (a summed loss's backward() from ones: nothing to scale)
         if masked:
             probs[ignored] = 0
         return (probs.reshape(a.shape),)

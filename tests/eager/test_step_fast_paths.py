@@ -56,6 +56,19 @@ def test_cross_entropy_fast_path_equals_general_path_and_formula(reduction, igno
         np.testing.assert_allclose(got_fast, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("upstream", [None, 1.0, 2.5, -0.0])
+def test_summed_cross_entropy_gradient_scales_by_the_upstream_gradient(upstream):
+    rng = np.random.default_rng(6)
+    x = paddle.to_tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    x.stop_gradient = False
+    labels = rng.integers(0, 4, 5)
+    loss = F.cross_entropy(x, paddle.to_tensor(labels), reduction="sum")
+    loss.backward(None if upstream is None else paddle.to_tensor(np.float32(upstream)))
+    want = _reference(x.numpy(), labels, -100, "sum")[1] * (1.0 if upstream is None
+                                                             else upstream)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_cross_entropy_fast_path_keeps_nan_rows_and_label_shapes():
     x = np.array([[0.0, 1.0, 2.0], [np.nan, 0.0, 1.0], [5.0, 5.0, 5.0]], np.float32)
     labels = np.array([[2], [0], [1]])  # [N, 1] labels: 'none' keeps that shape
