@@ -176,3 +176,19 @@ def test_chain_walk_frees_the_graph_and_keeps_it_with_retain_graph():
     np.testing.assert_allclose(x.grad.numpy(), [want, 0.0])
     with pytest.raises(RuntimeError, match="already freed"):
         y.backward(paddle.ones([2], dtype="float64"))
+
+
+def test_multi_output_nodes_and_paddle_grad_take_the_general_walk():
+    x = paddle.to_tensor(np.array([[1.0, -2.0, 3.0, -4.0]]))
+    x.stop_gradient = False
+    left, right = paddle.split(F.relu(x * 2.0), 2, axis=1)
+    y = F.tanh(left)  # a chain down to split's two-output node
+    assert not engine.chain_backward(y, np.ones((1, 2)), False)
+    y.backward(paddle.ones([1, 2], dtype="float64"))
+    np.testing.assert_allclose(x.grad.numpy(), [[2 * (1 - np.tanh(2.0) ** 2), 0, 0, 0]])
+    w = paddle.to_tensor(np.array([[0.5], [-1.0], [2.0], [1.5]]))
+    w.stop_gradient = False
+    out = F.relu(F.relu(x) @ w)
+    (dw,) = paddle.grad(out, [w])  # captured: .grad untouched, same values
+    assert w.grad is None
+    np.testing.assert_allclose(dw.numpy(), np.maximum(x.numpy(), 0).T)
