@@ -202,8 +202,9 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
         buf = [None] * n.n_out
         buf[t._out_idx] = g
         in_grads = fn(buf)
-    if not retain_graph:
-        n.free()
+    if not retain_graph:  # n.free() inline
+        n.fn = n.fn_inplace = None
+        n.inputs = ()
     owned = n.owned
     if len(inputs) == 1:
         x, gx = inputs[0], in_grads[0]
