@@ -3,8 +3,10 @@ entropy, momentum SGD: forward, backward, ``step()``, ``clear_grad()``): Sculler
 against PyTorch 2.13 and PaddlePaddle 3.3.1 dygraph when importable.
 
 Prints the median microseconds per step of each (contenders interleaved, several rounds),
-the ratio ``torch / sculler`` (above 1: Sculler is faster) and the other processes' load
-during the run (figures taken under load are flagged). Run: ``python bench/bench_eager_mlp.py``
+the ratio ``torch / sculler`` (above 1: Sculler is faster), the median of the per-round
+ratios (each round's contenders run seconds apart, so a drift of the machine between rounds
+moves both) and the other processes' load during the run (figures taken under load are
+flagged). Run: ``python bench/bench_eager_mlp.py``
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def step_time(step: Callable[[], None], n: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
     makers = {"sculler": sculler_step, "torch": torch_step, "paddle": paddle_step}
     steps = {}
@@ -132,8 +134,12 @@ def main() -> None:
     print(f"eager MLP {'-'.join(map(str, SIZES))} batch {BATCH}, us per training step "
           f"(median of {args.rounds} rounds) [{m.note}]")
     for name, us in med.items():
-        print(f"  {name:8s} {us:9.0f} us   {name}/sculler time x{us / med['sculler']:.2f}")
-
+        line = f"  {name:8s} {us:9.0f} us   {name}/sculler time x{us / med['sculler']:.2f}"
+        if name != "sculler":
+            ratios = [a / b for a, b in zip(got[name], got["sculler"])]
+            line += (f"   (per round: median x{statistics.median(ratios):.2f}, "
+                     f"{min(ratios):.2f}-{max(ratios):.2f})")
+        print(line)
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ gradient: for ``y = f(x)``, ``dL/dx = sum over consumers of dL/dy * dy/dx``.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,17 +35,25 @@ class Node:
     no gradient reached. ``fn`` is None once the graph has been freed. ``owned`` (None or
     one bool per input) promises that the gradient ``fn`` returns for input ``i`` is a new
     array that nothing else references: a leaf without a gradient then keeps that array as
-    its ``.grad`` instead of a copy of it.
+    its ``.grad`` instead of a copy of it, and a node with ``fn_inplace`` (None or a
+    single-output ``fn`` that may overwrite its gradient argument, e.g. an activation's
+    backward) gets such an array through it, when it is the only gradient that node gets.
     """
 
-    __slots__ = ("fn", "inputs", "n_out", "owned")
+    __slots__ = ("fn", "inputs", "n_out", "owned", "fn_inplace")
 
     def __init__(self, fn: Callable, inputs: tuple, n_out: int = 1,
-                 owned: tuple | None = None) -> None:
+                 owned: tuple | None = None, fn_inplace: Callable | None = None) -> None:
         self.fn = fn
         self.inputs = inputs
         self.n_out = n_out
         self.owned = owned
+        self.fn_inplace = fn_inplace
+
+    def free(self) -> None:
+        """Drop the closures and inputs (the graph's buffers) after a backward."""
+        self.fn = self.fn_inplace = None
+        self.inputs = ()
 
 
 def is_grad_enabled() -> bool:
@@ -109,12 +118,48 @@ FREED_MSG = (
 )
 
 
+class _Holder:
+    __slots__ = ("_spare_grad",)
+
+
+def _refs_of_spare(t: Any) -> int:
+    spare = t._spare_grad
+    return sys.getrefcount(spare)
+
+
+_probe = _Holder()
+_probe._spare_grad = np.empty(1)
+# references to a spare that only its parameter holds, counted as spare_grad counts them
+# (measured rather than assumed: interpreters differ in what a local variable adds)
+_SOLE_REFS = _refs_of_spare(_probe)
+del _probe
+
+
+def spare_grad(t: Any, like: Any) -> Any:
+    """The array of the gradient ``t.clear_grad()`` dropped last, handed over (once) to be
+    overwritten by t's next first gradient instead of allocating one; None unless ``t`` has no
+    gradient now and the spare is a writable C-contiguous NumPy array of ``like``'s shape and
+    dtype that nothing but ``t`` references (``sys.getrefcount``: a gradient or view of it
+    that a caller kept is never overwritten)."""
+    spare = getattr(t, "_spare_grad", None)
+    if spare is None or t.grad is not None:
+        return None
+    if (sys.getrefcount(spare) != _SOLE_REFS or type(spare) is not np.ndarray
+            or type(like) is not np.ndarray or spare.shape != like.shape
+            or spare.dtype != like.dtype or not spare.flags.c_contiguous
+            or not spare.flags.writeable):
+        return None
+    t._spare_grad = None
+    return spare
+
+
 def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
     """dL/dt += g for a leaf tensor.
 
     The first gradient becomes ``t.grad``: ``g`` itself when it is ``owned`` (a new array
     nothing else references, see :class:`Node`) of t's dtype, shape and C order, else a copy
-    (so t never shares memory with another tensor's data or gradient).
+    (into t's :func:`spare_grad` when it has one, so t never shares memory with another
+    tensor's data or gradient).
     """
     cur = t.grad
     if cur is not None:
@@ -124,7 +169,12 @@ def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
     if type(g) is type(a) and (g.dtype is a.dtype or g.dtype == a.dtype) and (
             g.shape == a.shape):
         if not owned or not g.flags.c_contiguous:
-            g = g.copy()
+            spare = spare_grad(t, a)
+            if spare is None:
+                g = g.copy()
+            else:
+                np.copyto(spare, g)
+                g = spare
     elif isinstance(g, np.ndarray | np.generic):
         g = np.array(g, dtype=a.dtype, copy=True).reshape(a.shape)
     else:
@@ -152,8 +202,8 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
         buf = [None] * n.n_out
         buf[t._out_idx] = g
         in_grads = fn(buf)
-    if not retain_graph:
-        n.fn = None
+    if not retain_graph:  # n.free() inline
+        n.fn = n.fn_inplace = None
         n.inputs = ()
     owned = n.owned
     if len(inputs) == 1:
@@ -164,6 +214,50 @@ def single_node_backward(t: Any, g: Any, retain_graph: bool) -> bool:
     for i, (x, gx) in enumerate(zip(inputs, in_grads)):
         if x is not None and gx is not None and not x.stop_gradient:
             _accumulate_leaf(x, gx, owned is not None and owned[i])
+    return True
+
+
+def chain_backward(t: Any, g: Any, retain_graph: bool) -> bool:
+    """The backward of a root whose graph is a chain (every node single-output with at most
+    one input that has a node, so each node has one consumer: an MLP's layers, a loss on
+    them): run the nodes in order, each one's gradient handed straight to the next (through
+    its ``fn_inplace`` when the producer owns it, see :class:`Node`), without the
+    dependency count of :func:`run_backward`. False (nothing done) for any other graph."""
+    nodes = []
+    n = t._node
+    while n is not None:
+        if n.n_out != 1 or n.fn is None:
+            return False
+        nodes.append(n)
+        nxt = None
+        for x in n.inputs:
+            if x is not None and x._node is not None:
+                if nxt is not None:
+                    return False
+                nxt = x._node
+        n = nxt
+    if not nodes:
+        return False
+    g_owned = False
+    for n in nodes:
+        inputs, owned = n.inputs, n.owned
+        if g is None:  # no gradient reached this part of the chain
+            if not retain_graph:
+                n.free()
+            continue
+        fn = n.fn_inplace if g_owned and n.fn_inplace is not None else n.fn
+        in_grads = fn(g)
+        if not retain_graph:  # n.free() inline
+            n.fn = n.fn_inplace = None
+            n.inputs = ()
+        g = None
+        for i, (x, gx) in enumerate(zip(inputs, in_grads)):
+            if x is None:
+                continue
+            if x._node is not None:
+                g, g_owned = gx, owned is not None and owned[i]
+            elif gx is not None and not x.stop_gradient:
+                _accumulate_leaf(x, gx, owned is not None and owned[i])
     return True
 
 
@@ -180,8 +274,9 @@ def run_backward(
     :func:`grad`) only the captured tensors' gradients are summed there; ``.grad`` is left
     untouched. Unless ``retain_graph`` the visited nodes are freed.
     """
-    if capture is None and len(roots) == 1 and single_node_backward(
-            roots[0], root_grads[0], retain_graph):
+    if capture is None and len(roots) == 1 and (
+            single_node_backward(roots[0], root_grads[0], retain_graph)
+            or chain_backward(roots[0], root_grads[0], retain_graph)):
         return
     node_grads: dict[Node, list] = {}
     roots_nodes: list[Node] = []
@@ -245,8 +340,7 @@ def run_backward(
         else:
             in_grads = fn(buf)
         if not retain_graph:
-            n.fn = None
-            n.inputs = ()
+            n.free()
         owned = n.owned
         for i, (x, g) in enumerate(zip(inputs, in_grads)):
             if x is None:

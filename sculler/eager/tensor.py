@@ -170,7 +170,8 @@ class Tensor:
                 raise ValueError(
                     f"grad_tensor has shape {list(g.shape)}, expected the tensor's shape "
                     f"{self.shape}")
-        if not engine.single_node_backward(self, g, retain_graph):
+        if not (engine.single_node_backward(self, g, retain_graph)
+                or engine.chain_backward(self, g, retain_graph)):
             engine.run_backward((self,), (g,), retain_graph)
 
     def clear_grad(self, set_to_zero: bool = False) -> None:
@@ -209,7 +210,7 @@ class Parameter(Tensor):
     ``trainable=False`` freezes it (sets ``stop_gradient``).
     """
 
-    __slots__ = ("optimize_attr", "regularizer", "need_clip", "_trainable")
+    __slots__ = ("optimize_attr", "regularizer", "need_clip", "_trainable", "_spare_grad")
 
     def __init__(self, array: Any, name: str | None = None, trainable: bool = True,
                  learning_rate: float = 1.0, regularizer: Any = None,
@@ -221,6 +222,26 @@ class Parameter(Tensor):
         self.regularizer = regularizer
         self.need_clip = need_clip
         self._trainable = trainable
+        self._spare_grad = None
+
+    def clear_grad(self, set_to_zero: bool = False) -> None:
+        """Drop the accumulated gradient (or zero it in place with ``set_to_zero``).
+
+        The dropped gradient's array is kept as a spare: the next backward may write this
+        parameter's first gradient into it instead of a new array
+        (:func:`sculler.eager.engine.spare_grad`), but only if nothing else references it
+        by then, so a gradient a caller kept never changes.
+        """
+        g = self.grad
+        if g is None:
+            return
+        if set_to_zero:
+            g._array[...] = 0
+        else:
+            self._spare_grad = g._array
+            self.grad = None
+
+    clear_gradient = clear_grad
 
     @property
     def trainable(self) -> bool:
