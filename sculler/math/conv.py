@@ -470,12 +470,14 @@ def conv2d_forward(
         in_gemm = cols.shape[0] == rows + 1
         a = xp.concatenate([w2[0], bias.reshape(nf, 1)], axis=1) if in_gemm else w2[0]
         per_sample = cols.reshape(a.shape[1], n, oh * ow).transpose(1, 0, 2)
-        xp.matmul(a, per_sample, out=y.reshape(n, nf, oh * ow))
+        with blas_threads_while_busy():
+            xp.matmul(a, per_sample, out=y.reshape(n, nf, oh * ow))
         if bias is not None and not in_gemm:
             y += bias.reshape(1, nf, 1, 1)
         return y
     c3 = cols[:rows].reshape(groups, cg * kh * kw, oh * ow * n)  # (no bias row)
-    y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
+    with blas_threads_while_busy():
+        y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
     if last:
         y = y.reshape(nf, oh, ow, n).transpose(3, 0, 1, 2)
     else:
@@ -549,9 +551,11 @@ def conv2d_backward_data(
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
     if _batch_last(dy.shape[2:]):
-        dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
+        with blas_threads_while_busy():
+            dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
     else:
-        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
+        with blas_threads_while_busy():
+            dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
         dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
                     dy.shape[2:])
     if out is None:
@@ -604,12 +608,20 @@ def conv2d_backward_filter(
         cols = cols[:rows]  # the bias row of conv2d_unfold(bias_row=True)
     else:
         _check_cols(cols, rows, n_cols, "conv2d_backward_filter")
+    with blas_threads_while_busy():
+        return _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols)
+
+
+def _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols):
+    """The GEMMs of :func:`conv2d_backward_filter` on checked ``cols`` (no bias row)."""
+    nf, cg, kh, kw = w_shape
+    n = dy.shape[0]
     if _per_sample_filter_grad(out_hw, groups):
         # columns ordered (n, p): one GEMM per sample on dy's own NCHW layout, then a sum
         # over the samples (OpenBLAS runs the single (F, N*P) x (N*P, C*kh*kw) product with
         # its huge inner dimension about 3x slower, and dy needs no transposing copy)
-        per_sample = cols.reshape(cg * kh * kw, x.shape[0], -1).transpose(1, 2, 0)
-        prods = xp.matmul(dy.reshape(x.shape[0], nf, -1), per_sample)
+        per_sample = cols.reshape(cg * kh * kw, n, -1).transpose(1, 2, 0)
+        prods = xp.matmul(dy.reshape(n, nf, -1), per_sample)
         if out is not None and beta == 0.0 and out.shape == w_shape:
             prods.sum(axis=0, out=out.reshape(nf, -1))
             return out

@@ -42,7 +42,9 @@ PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 20))
 _LOAD_CHECK_S = 1.0
 
 _local = threading.local()
-_spare = [0.0, False, None]  # time of the last check, its verdict, the counters read then
+# CPU time (jiffies, all CPUs together) a /proc/stat difference must span to decide: a tick is
+# 10 ms, so shorter spans are too coarse to tell one busy CPU from a moment of work
+_MIN_SPAN_PER_CPU = 10
 
 
 def cpu_counters() -> tuple[int, int, float] | None:
@@ -73,8 +75,10 @@ def other_busy_cpus(before: tuple[int, int, float], after: tuple[int, int, float
 def _cpu_to_spare() -> bool:
     """Whether other processes left a CPU idle since the last check (checked at most once a
     second): the busy time ``/proc/stat`` counts minus this process's own CPU time, so the
-    work being split does not count against itself (the load average would). Without
-    ``/proc/stat`` (or on the first check) the one-minute load average decides. On a
+    work being split does not count against itself (the load average would); the first
+    check compares with the counters read at import. Without ``/proc/stat``, or when less
+    than ``_MIN_SPAN_PER_CPU`` ticks per CPU passed since the reading compared with (which
+    is then kept), the one-minute load average decides. On a
     machine busy with other work the handoff to a second thread waits for a core and costs
     far more than it saves, so large work then stays on one."""
     now = time.monotonic()
@@ -82,7 +86,8 @@ def _cpu_to_spare() -> bool:
         cpus = os.cpu_count() or 1
         counters = cpu_counters()
         others = None
-        if counters is not None and _spare[2] is not None:
+        if (counters is not None and _spare[2] is not None
+                and counters[0] - _spare[2][0] >= _MIN_SPAN_PER_CPU * cpus):
             others = other_busy_cpus(_spare[2], counters, cpus)
         if others is not None:
             _spare[1] = others <= cpus - 1.5  # our thread plus at least half a CPU more
@@ -91,8 +96,17 @@ def _cpu_to_spare() -> bool:
                 _spare[1] = os.getloadavg()[0] <= cpus - 1
             except OSError:
                 _spare[1] = True
-        _spare[0], _spare[2] = now, counters
+        _spare[0] = now
+        if others is not None or _spare[2] is None:
+            _spare[2] = counters
     return _spare[1]
+
+
+# time of the last check, its verdict, the counters read then: the first check compares with
+# the counters read at import, so a short-lived process is judged on the other processes' use
+# since it started rather than on the one-minute load average, which counts the processes that
+# ran just before it (a benchmark's previous contender, say) as if they were still running
+_spare = [float("-inf"), False, cpu_counters()]
 
 
 def cpu_to_spare() -> bool:

@@ -256,3 +256,42 @@ def test_bias_row_puts_the_bias_inside_the_gemm_of_large_outputs():
         conv2d_unfold(x[:, :, :8, :8], w.shape, bias_row=True)
     with pytest.raises(ValueError, match="cols has shape"):  # a bias row but no bias
         conv2d_forward(x, w, cols=cols)
+
+
+class _FakeBlas:
+    """A BLAS thread-pool controller that records what the kernels set."""
+
+    def __init__(self):
+        self.num_threads, self.calls = 2, []
+
+    def set_num_threads(self, n):
+        self.calls.append(n)
+        self.num_threads = n
+
+
+@pytest.mark.parametrize("hw", [(10, 10), (20, 20)])  # (p, n) columns and per-sample GEMMs
+@pytest.mark.parametrize("spare", [True, False])
+def test_conv_gemms_use_one_blas_thread_while_the_machine_is_busy(hw, spare, monkeypatch):
+    # a threaded GEMM on a busy machine waits for a descheduled helper thread (LeNet's conv2
+    # forward took 24 ms instead of 2): every conv kernel drops to one thread then
+    from sculler.math import blas, parallel
+    from sculler.math.conv import conv2d_unfold
+
+    fake = _FakeBlas()
+    monkeypatch.setattr(blas, "_controllers", lambda: [fake])
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: spare)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3) + hw)
+    w = rng.standard_normal((4, 3, 3, 3))
+    cols = conv2d_unfold(x, w.shape)
+    y = conv2d_forward(x, w, cols=cols)
+    dy = rng.standard_normal(y.shape)
+    calls = []
+    for fn in (lambda: conv2d_forward(x, w, cols=cols),
+               lambda: conv2d_backward_data(dy, w, x.shape),
+               lambda: conv2d_backward_filter(x, dy, w.shape, cols=cols)):
+        fake.calls = []
+        fn()
+        calls.append(fake.calls)
+    assert calls == ([[]] * 3 if spare else [[1, 2]] * 3)
+    np.testing.assert_allclose(y, conv_loop(x, w, 1, 0, 1, 1), rtol=1e-10, atol=1e-10)

@@ -164,3 +164,23 @@ def test_a_split_inside_a_split_runs_in_its_callers_thread(split):
     # its three pieces one after another in the thread that asked for it
     assert len(set(outers)) == 3
     assert sorted(inner_pieces) == sorted((name, 10) for name in outers for _ in range(3))
+
+
+def test_split_gate_first_judges_the_time_since_import_not_the_load_average(monkeypatch):
+    # a short-lived process (a benchmark run of a second) is judged on what other processes
+    # did since it imported sculler, not on the load average of the processes before it
+    tick = parallel.os.sysconf("SC_CLK_TCK")
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (1.9, 1.9, 1.9))
+    clock = iter([5.0, 7.0])
+    monkeypatch.setattr(parallel.time, "monotonic", lambda: next(clock))
+    at_import = (1000, 600, 5.0)
+    monkeypatch.setattr(parallel, "_spare", [float("-inf"), False, at_import])
+    # 40 jiffies, 20 busy, all of them this process's: a CPU to spare
+    readings = iter([(1040, 620, 5.0 + 20 / tick), (1043, 620, 5.0 + 20 / tick)])
+    monkeypatch.setattr(parallel, "cpu_counters", lambda: next(readings))
+    assert parallel._cpu_to_spare()
+    # 3 jiffies since the last reading: too short to tell, the load average decides and the
+    # earlier reading stays the one to compare with
+    assert not parallel._cpu_to_spare()
+    assert parallel._spare[2] == (1040, 620, 5.0 + 20 / tick)
