@@ -132,8 +132,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    print(f"LeNet-5, batch {BATCH}, {args.batches} batches, {os.cpu_count()} CPUs; best of "
-          f"{args.repeats} runs (samples/s)")
+    print(f"LeNet-5, batch {BATCH}, {args.batches} batches, {os.cpu_count()} CPUs; "
+          f"{args.repeats} interleaved rounds (samples/s)")
     runs = {"sculler": bench_sculler, "paddle": bench_paddle, "torch": bench_torch}
     speeds: dict[str, list[float]] = {name: [] for name in runs}
     round_loads = []
