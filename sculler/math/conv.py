@@ -111,6 +111,23 @@ def _tap_slices(i: int, j: int, dil, stride, out_hw) -> tuple[slice, slice]:
     )
 
 
+def _tap_view(xp, xpad, axes, kernel, st, dil, out_hw):
+    """A read-only view of every filter tap of the padded images ``xpad``: its two image
+    ``axes`` become the output grid ``(oh, ow)`` and two axes ``(kh, kw)`` are appended, so
+    ``view[..., oy, ox, ..., i, j] = xpad[..., oy*sy + i*dy, ox*sx + j*dx, ...]``.
+
+    The unfolds copy it in one call: faster than one strided copy per tap at every shape
+    measured (LeNet's conv2, ``(p, n)`` columns: 0.31 -> 0.26 ms; its conv1, per sample:
+    0.27 -> 0.25 ms; padded, strided and dilated inputs 1-17 % faster)."""
+    span = ((kernel[0] - 1) * dil[0] + 1, (kernel[1] - 1) * dil[1] + 1)
+    view = xp.lib.stride_tricks.sliding_window_view(xpad, span, axis=axes)
+    index = [slice(None)] * view.ndim
+    for a, axis in enumerate(axes):
+        index[axis] = slice(0, st[a] * (out_hw[a] - 1) + 1, st[a])
+        index[view.ndim - 2 + a] = slice(None, None, dil[a])
+    return view[tuple(index)]
+
+
 def _out_hw(h, w, k, st, pad, dil, output_size):
     oh = conv_output_size(h, k[0], pad[0], st[0], dil[0])
     ow = conv_output_size(w, k[1], pad[1], st[1], dil[1])
@@ -171,10 +188,8 @@ def im2col(
         cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
     else:
         cols = out.reshape(c, kh, kw, n, oh, ow)
-    for i in range(kh):
-        for j in range(kw):
-            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
-            cols[:, i, j] = xpad[:, :, sy, sx].transpose(1, 0, 2, 3)
+    # (n, c, oh, ow, kh, kw) taps -> (c, kh, kw, n, oh, ow)
+    cols[...] = _tap_view(xp, xpad, (2, 3), (kh, kw), st, dil, (oh, ow)).transpose(1, 4, 5, 0, 2, 3)
     return cols.reshape(c * kh * kw, n * oh * ow)
 
 
@@ -246,12 +261,8 @@ def _unfold(x, kernel, st, pad, dil, out_hw, out=None):
         cols = xp.empty((c, kh, kw, oh, ow, n), dtype=x.dtype)
     else:
         cols = out.reshape(c, kh, kw, oh, ow, n)
-    # every tap in one copy from a window view: (c, oh, ow, n, kh, kw) -> (c, kh, kw, oh, ow, n)
-    # (LeNet's conv2: 0.31 -> 0.26 ms against one copy per tap, no slower elsewhere)
-    span = ((kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1)
-    taps = xp.lib.stride_tricks.sliding_window_view(xt, span, axis=(1, 2))[
-        :, : st[0] * (oh - 1) + 1 : st[0], : st[1] * (ow - 1) + 1 : st[1], :, :: dil[0], :: dil[1]]
-    cols[...] = taps.transpose(0, 4, 5, 1, 2, 3)
+    # (c, oh, ow, n, kh, kw) taps -> (c, kh, kw, oh, ow, n)
+    cols[...] = _tap_view(xp, xt, (1, 2), kernel, st, dil, out_hw).transpose(0, 4, 5, 1, 2, 3)
     return cols.reshape(c * kh * kw, oh * ow * n)
 
 
