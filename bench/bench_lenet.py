@@ -2,16 +2,20 @@
 
 Network: conv 5x5x20 - maxpool 2 - conv 5x5x50 - maxpool 2 - fc 500 relu - fc 10 softmax on
 1x28x28 random inputs, batch 64, cross entropy, momentum SGD. Each framework trains the same
-number of batches after a short warm-up, the three interleaved ``--repeats`` times (best run
-of each kept); a peer that cannot be imported is skipped with a message. Each ratio carries
-the other processes' load during the run (``bench/_load.py``); above 5 % it is flagged
-UNRELIABLE. Run: ``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
+number of batches after a short warm-up, the three interleaved ``--repeats`` times; the ratios
+are printed for the best run of each (the headline figure) and for the medians of the runs
+paired round by round (one round's three runs see the same machine), so that a single lucky
+or unlucky run shows. A peer that cannot be imported is skipped with a message. Each ratio
+carries the other processes' load during the run (``bench/_load.py``); above 5 % it is flagged
+UNRELIABLE, and so is each round whose own load was. Run:
+``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 import warnings
 
@@ -126,26 +130,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    print(f"LeNet-5, batch {BATCH}, {args.batches} batches, {os.cpu_count()} CPUs; best of "
-          f"{args.repeats} runs (samples/s)")
+    print(f"LeNet-5, batch {BATCH}, {args.batches} batches, {os.cpu_count()} CPUs; "
+          f"{args.repeats} interleaved rounds (samples/s)")
     runs = {"sculler": bench_sculler, "paddle": bench_paddle, "torch": bench_torch}
     speeds: dict[str, list[float]] = {name: [] for name in runs}
+    round_loads = []
     with LoadMeter() as m:
         for _ in range(args.repeats):  # contenders interleaved: a load change hits all
-            for name, fn in runs.items():
-                v = fn(args.batches, args.warmup)
-                if v is not None:
-                    speeds[name].append(v)
+            with LoadMeter() as round_load:
+                for name, fn in runs.items():
+                    v = fn(args.batches, args.warmup)
+                    if v is not None:
+                        speeds[name].append(v)
+            round_loads.append(round_load.note)
     best = {name: max(v) if v else None for name, v in speeds.items()}
     for name, v in speeds.items():
         if v:
             print(f"  {name:8s} " + " ".join(f"{s:8.0f}" for s in v), flush=True)
+    print("  rounds' load: " + ", ".join(round_loads))
     s = best["sculler"]
     for peer in ("paddle", "torch"):
         if best[peer]:
-            print(f"sculler/{peer}: {s / best[peer]:.2f}  [{m.note}]")
+            paired = statistics.median(a / b for a, b in zip(speeds["sculler"], speeds[peer]))
+            print(f"sculler/{peer}: {s / best[peer]:.2f} (best runs), {paired:.2f} (median of "
+                  f"the rounds' ratios)  [{m.note}]")
 
 
 if __name__ == "__main__":

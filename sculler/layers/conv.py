@@ -182,6 +182,9 @@ class ConvLayer(ImageLayer):
                                                   self.input_grad_image(i) is not None)
                 if needed and cf["groups"] not in dy_cols:
                     dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
+        # a shared bias's gradient comes out of input 0's filter GEMM (the row of ones its
+        # kept columns carry, see conv2d_unfold) when that GEMM runs
+        bias_beta = None
         if self.bias is not None and self.bias.w_grad is not None:
             beta = self.param_grad_beta(self.bias)
             if self.bias.w.size != self.out_geom[0]:
@@ -189,9 +192,12 @@ class ConvLayer(ImageLayer):
                 if beta == 0.0:
                     gb[...] = 0
                 gb += self.output.grad.sum(axis=0)
-            else:
+            elif self.trans or self.weights[0].w_grad is None:
                 channel_sums(dy, self.bias.w_grad, beta, next(iter(dy_cols.values()), None))
-            self.bias.parameter.inc_update(callback)
+            else:
+                bias_beta = beta
+            if bias_beta is None:
+                self.bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             shape = self.w_shapes[i]
@@ -204,9 +210,14 @@ class ConvLayer(ImageLayer):
                         gw[...] = 0
                     conv2d_transpose_backward_filter(x, dy, shape, *self._args(i), out=gw)
                 else:
+                    with_bias = i == 0 and bias_beta is not None
                     conv2d_backward_filter(x, dy, shape, *self._args(i), out=gw, beta=beta,
                                            cols=self._cols[i],
-                                           dy_cols=dy_cols.get(self.confs[i]["groups"]))
+                                           dy_cols=dy_cols.get(self.confs[i]["groups"]),
+                                           bias_grad=self.bias.w_grad if with_bias else None,
+                                           bias_beta=bias_beta if with_bias else 1.0)
+                    if with_bias:
+                        self.bias.parameter.inc_update(callback)
             gx = self.input_grad_image(i)
             if gx is not None:
                 beta = self.input_grad_beta(i)

@@ -42,7 +42,9 @@ PARALLEL_MIN_ELEMENTS = int(os.environ.get("SCULLER_PARALLEL_MIN", 1 << 20))
 _LOAD_CHECK_S = 1.0
 
 _local = threading.local()
-_spare = [0.0, False, None]  # time of the last check, its verdict, the counters read then
+# ticks per CPU a /proc/stat difference must span to decide (a tick is 10 ms: over fewer, a
+# tick of someone else's work would look like a busy CPU)
+_MIN_SPAN_PER_CPU = 5
 
 
 def cpu_counters() -> tuple[int, int, float] | None:
@@ -73,19 +75,22 @@ def other_busy_cpus(before: tuple[int, int, float], after: tuple[int, int, float
 def _cpu_to_spare() -> bool:
     """Whether other processes left a CPU idle since the last check (checked at most once a
     second): the busy time ``/proc/stat`` counts minus this process's own CPU time, so the
-    work being split does not count against itself (the load average would). Without
-    ``/proc/stat`` (or on the first check) the one-minute load average decides. On a
-    machine busy with other work the handoff to a second thread waits for a core and costs
-    far more than it saves, so large work then stays on one."""
+    work being split does not count against itself (the load average would). The first
+    check compares with the counters read at import; while less than ``_MIN_SPAN_PER_CPU``
+    ticks per CPU have passed since the reading compared with, the verdict stays as it is
+    (at first: a CPU to spare) and the next call checks again. Without ``/proc/stat`` the
+    one-minute load average decides. On a machine busy with other work the handoff to a
+    second thread waits for a core and costs far more than it saves, so large work then
+    stays on one."""
     now = time.monotonic()
     if now - _spare[0] > _LOAD_CHECK_S:
         cpus = os.cpu_count() or 1
         counters = cpu_counters()
-        others = None
         if counters is not None and _spare[2] is not None:
+            if counters[0] - _spare[2][0] < _MIN_SPAN_PER_CPU * cpus:
+                return _spare[1]  # too short to tell: keep the verdict, check next call
             others = other_busy_cpus(_spare[2], counters, cpus)
-        if others is not None:
-            _spare[1] = others <= cpus - 1.5  # our thread plus at least half a CPU more
+            _spare[1] = others is None or others <= cpus - 1.5  # ours plus half a CPU more
         else:
             try:
                 _spare[1] = os.getloadavg()[0] <= cpus - 1
@@ -93,6 +98,13 @@ def _cpu_to_spare() -> bool:
                 _spare[1] = True
         _spare[0], _spare[2] = now, counters
     return _spare[1]
+
+
+# time of the last check, its verdict, the counters read then: the first check compares with
+# the counters read at import, so a short-lived process is judged on the other processes' use
+# since it started rather than on the one-minute load average, which counts the processes that
+# ran just before it (a benchmark's previous contender, say) as if they were still running
+_spare = [float("-inf"), True, cpu_counters()]
 
 
 def cpu_to_spare() -> bool:

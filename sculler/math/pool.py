@@ -174,22 +174,24 @@ def max_pool2d_forward(
     else:
         _check_out(out, shape, "max_pool2d_forward")
         y = out
-    argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1]))
+    argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1] + 1))
     better = xp.empty(shape, dtype=bool)
     step = xp.empty(shape, dtype=argmax.dtype)
-    # tap 0 against the start value (-inf): y = max(start, tap 0) = tap 0 (NaN included), and
-    # argmax = 0 where tap 0 beats the start, else -1
+    # while the taps run, argmax holds the winning tap + 1 (0: none yet). Tap 0 against the
+    # start value (-inf): y = max(start, tap 0) = tap 0 (NaN included), and argmax + 1 = 1
+    # where tap 0 beats the start, else 0
     y[...] = xpad[(slice(None), slice(None)) + _tap(0, 0, st, shape[2:])]
     xp.greater(y, start, out=better)
-    xp.add(better, -1, out=argmax, dtype=argmax.dtype)
+    argmax[...] = better
     for t in range(1, k[0] * k[1]):
-        # argmax = t where tap t beats y: integer arithmetic, no (branchy) masked writes
+        # argmax + 1 = t + 1 where tap t beats y: the taps so far are all below t + 1, so a
+        # maximum with (t + 1) * better sets it; integer arithmetic, no (branchy) masked writes
         tap = taps[t - 1]
         xp.greater(tap, y, out=better)
-        xp.subtract(t, argmax, out=step)
-        xp.multiply(step, better, out=step)
-        argmax += step
+        xp.multiply(better, t + 1, out=step, dtype=step.dtype)
+        xp.maximum(argmax, step, out=argmax)
         xp.maximum(y, tap, out=y)
+    argmax -= 1
     if x.dtype.kind == "f" and int(argmax.min()) < 0:
         y[argmax < 0] = low
     return y, argmax

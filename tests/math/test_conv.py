@@ -224,35 +224,90 @@ def test_channel_sums_is_the_shared_bias_gradient(hw, spare, monkeypatch):
     np.testing.assert_allclose(out[0], 2 * want, rtol=1e-12)
 
 
-def test_bias_row_puts_the_bias_inside_the_gemm_of_large_outputs():
+@pytest.mark.parametrize("hw", [(19, 18), (10, 10)])  # 17x16 output: per sample; 8x8: (p, n)
+def test_bias_row_puts_the_bias_inside_the_gemms(hw):
     from sculler.math.conv import (
+        channel_sums,
         conv2d_backward_filter,
         conv2d_bias_in_gemm,
         conv2d_forward,
         conv2d_unfold,
-        im2col,
     )
 
     rng = np.random.default_rng(13)
-    x = rng.standard_normal((2, 3, 19, 18)).astype(np.float32)  # 17x16 output: per sample
+    x = rng.standard_normal((2, 3) + hw).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     b = rng.standard_normal((1, 4)).astype(np.float32)
-    assert conv2d_bias_in_gemm((17, 16), 1) and not conv2d_bias_in_gemm((8, 8), 1)
-    assert not conv2d_bias_in_gemm((17, 16), 3)
-    buf = np.full(28 * 2 * 17 * 16, np.nan, np.float32)
+    oh, ow = hw[0] - 2, hw[1] - 2
+    assert conv2d_bias_in_gemm((oh, ow), 1) and not conv2d_bias_in_gemm((oh, ow), 3)
+    plain_cols = conv2d_unfold(x, w.shape)
+    buf = np.full(28 * 2 * oh * ow, np.nan, np.float32)
     cols = conv2d_unfold(x, w.shape, out=buf, bias_row=True)
-    assert cols.shape == (28, 2 * 17 * 16) and np.shares_memory(cols, buf)
-    np.testing.assert_array_equal(cols[:27], im2col(x, 3))
+    assert cols.shape == (28, 2 * oh * ow) and np.shares_memory(cols, buf)
+    np.testing.assert_array_equal(cols[:27], plain_cols)
     assert (cols[27] == 1).all()
     plain = conv2d_forward(x, w)
     y = conv2d_forward(x, w, cols=cols, bias=b)
     np.testing.assert_allclose(y, plain + b.reshape(1, 4, 1, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(conv2d_forward(x, w, cols=cols[:27], bias=b),
                                   plain + b.reshape(1, 4, 1, 1))  # no row: added after
+    out = np.full((2, 4, oh, ow), np.nan, np.float32)
+    assert conv2d_forward(x, w, cols=cols, bias=b, out=out) is out
+    np.testing.assert_array_equal(out, y)
     dy = rng.standard_normal(y.shape).astype(np.float32)
-    np.testing.assert_array_equal(conv2d_backward_filter(x, dy, w.shape, cols=cols),
-                                  conv2d_backward_filter(x, dy, w.shape))
-    with pytest.raises(ValueError, match="bias_row"):  # small outputs have no such row
-        conv2d_unfold(x[:, :, :8, :8], w.shape, bias_row=True)
+    want_w = conv2d_backward_filter(x, dy, w.shape)
+    want_b = dy.astype(np.float64).sum(axis=(0, 2, 3))
+    np.testing.assert_array_equal(conv2d_backward_filter(x, dy, w.shape, cols=cols), want_w)
+    # the bias gradient from the GEMM's row of ones, written (beta 0) then added (beta 1)
+    gw, gb = np.full(w.shape, np.nan, np.float32), np.full((1, 4), np.nan, np.float32)
+    assert conv2d_backward_filter(x, dy, w.shape, out=gw, beta=0.0, cols=cols, bias_grad=gb,
+                                  bias_beta=0.0) is gw
+    np.testing.assert_allclose(gw, want_w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gb[0], want_b, rtol=1e-5, atol=1e-5)
+    conv2d_backward_filter(x, dy, w.shape, out=gw, cols=cols, bias_grad=gb)
+    np.testing.assert_allclose(gw, 2 * want_w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gb[0], 2 * want_b, rtol=1e-5, atol=1e-5)
+    # without the row (columns not kept) the bias gradient is channel_sums'
+    gb2 = np.zeros((1, 4), np.float32)
+    conv2d_backward_filter(x, dy, w.shape, bias_grad=gb2, bias_beta=0.0)
+    np.testing.assert_array_equal(gb2, channel_sums(dy, np.zeros((1, 4), np.float32), 0.0))
     with pytest.raises(ValueError, match="cols has shape"):  # a bias row but no bias
         conv2d_forward(x, w, cols=cols)
+
+class _FakeBlas:
+    """A BLAS thread-pool controller that records what the kernels set."""
+
+    def __init__(self):
+        self.num_threads, self.calls = 2, []
+
+    def set_num_threads(self, n):
+        self.calls.append(n)
+        self.num_threads = n
+
+
+@pytest.mark.parametrize("hw", [(10, 10), (20, 20)])  # (p, n) columns and per-sample GEMMs
+@pytest.mark.parametrize("spare", [True, False])
+def test_conv_gemms_use_one_blas_thread_while_the_machine_is_busy(hw, spare, monkeypatch):
+    # a threaded GEMM on a busy machine waits for a descheduled helper thread (LeNet's conv2
+    # forward took 24 ms instead of 2): every conv kernel drops to one thread then
+    from sculler.math import blas, parallel
+    from sculler.math.conv import conv2d_unfold
+
+    fake = _FakeBlas()
+    monkeypatch.setattr(blas, "_controllers", lambda: [fake])
+    monkeypatch.setattr(parallel, "_cpu_to_spare", lambda: spare)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3) + hw)
+    w = rng.standard_normal((4, 3, 3, 3))
+    cols = conv2d_unfold(x, w.shape)
+    y = conv2d_forward(x, w, cols=cols)
+    dy = rng.standard_normal(y.shape)
+    calls = []
+    for fn in (lambda: conv2d_forward(x, w, cols=cols),
+               lambda: conv2d_backward_data(dy, w, x.shape),
+               lambda: conv2d_backward_filter(x, dy, w.shape, cols=cols)):
+        fake.calls = []
+        fn()
+        calls.append(fake.calls)
+    assert calls == ([[]] * 3 if spare else [[1, 2]] * 3)
+    np.testing.assert_allclose(y, conv_loop(x, w, 1, 0, 1, 1), rtol=1e-10, atol=1e-10)

@@ -164,3 +164,36 @@ def test_a_split_inside_a_split_runs_in_its_callers_thread(split):
     # its three pieces one after another in the thread that asked for it
     assert len(set(outers)) == 3
     assert sorted(inner_pieces) == sorted((name, 10) for name in outers for _ in range(3))
+
+
+def test_split_gate_first_judges_the_time_since_import_not_the_load_average(monkeypatch):
+    # a short-lived process (a benchmark run of a second) is judged on what other processes
+    # did since it imported sculler, not on the load average of the processes before it
+    tick = parallel.os.sysconf("SC_CLK_TCK")
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (1.9, 1.9, 1.9))
+    clock = iter([5.0, 5.01, 5.1, 5.2])
+    monkeypatch.setattr(parallel.time, "monotonic", lambda: next(clock))
+    at_import = (1000, 600, 5.0)
+    monkeypatch.setattr(parallel, "_spare", [float("-inf"), True, at_import])
+    readings = iter([
+        (1004, 601, 5.0),  # 4 jiffies: too short to tell, the verdict stays, no check made
+        (1040, 620, 5.0 + 20 / tick),  # 40 jiffies, 20 busy, all this process's: spare
+        (1060, 620, 5.0 + 20 / tick),  # (a second has not passed: not read)
+    ])
+    monkeypatch.setattr(parallel, "cpu_counters", lambda: next(readings))
+    assert parallel._cpu_to_spare()
+    assert parallel._spare[0] == float("-inf") and parallel._spare[2] == at_import
+    assert parallel._cpu_to_spare()
+    assert parallel._spare == [5.01, True, (1040, 620, 5.0 + 20 / tick)]
+    assert parallel._cpu_to_spare()  # cached for a second
+
+
+def test_split_gate_first_check_sees_a_busy_machine_since_import(monkeypatch):
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(parallel.time, "monotonic", lambda: 5.0)
+    # 40 jiffies since import, 20 busy, none of them this process's: a CPU taken
+    monkeypatch.setattr(parallel, "_spare", [float("-inf"), True, (1000, 600, 5.0)])
+    monkeypatch.setattr(parallel, "cpu_counters", lambda: (1040, 620, 5.0))
+    assert not parallel._cpu_to_spare()
