@@ -109,6 +109,9 @@ def small_gemms(multiply_adds: int) -> contextlib.AbstractContextManager:
 def blas_threads_while_busy() -> contextlib.AbstractContextManager:
     """Every BLAS thread while other processes leave a CPU idle, else one
     (:func:`sculler.math.parallel.cpu_to_spare`): on a busy machine a threaded BLAS call
-    waits for a descheduled helper thread (a GEMV of 0.09 ms took 2.3 ms; a threaded
-    momentum step 8-18 ms per batch)."""
+    waits for a descheduled helper thread (a threaded momentum step took 8-18 ms per batch).
+
+    Only for routines whose values do not depend on the thread count (elementwise ``axpy``,
+    ``axpby``): OpenBLAS rounds some GEMMs and GEMVs differently on one and two threads, and a
+    run's values must not depend on what else runs on the machine."""
     return contextlib.nullcontext() if parallel.cpu_to_spare() else blas_threads(1)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.math.blas import blas_threads_while_busy, gemm, ones_vector
+from sculler.math.blas import gemm, ones_vector
 
 IntPair = int | Sequence[int]
 
@@ -409,8 +409,7 @@ def channel_sums(dy: Any, out: Any, beta: float = 1.0, dy_cols: Any = None) -> A
     rows = dy.reshape(n * c, -1) if dy_cols is None else dy_cols.reshape(c, -1)
     ones = ones_vector(rows.shape[1], rows.dtype) if type(rows) is np.ndarray else (
         get_array_module(dy).ones(rows.shape[1], dtype=rows.dtype))
-    with blas_threads_while_busy():
-        sums = rows @ ones
+    sums = rows @ ones
     if dy_cols is None:
         sums = sums.reshape(n, c).sum(axis=0)
     _accumulate(out.reshape(-1), sums, "channel_sums", beta)
@@ -482,14 +481,12 @@ def conv2d_forward(
         # into the NCHW output (no transposing copy of the result)
         y = xp.empty(shape, dtype=xp.result_type(w, cols)) if out is None else out
         per_sample = cols.reshape(w2.shape[2], n, oh * ow).transpose(1, 0, 2)
-        with blas_threads_while_busy():
-            xp.matmul(w2[0], per_sample, out=y.reshape(n, nf, oh * ow))
+        xp.matmul(w2[0], per_sample, out=y.reshape(n, nf, oh * ow))
         if bias is not None and not in_gemm:
             y += bias.reshape(1, nf, 1, 1)
         return y
     c3 = cols.reshape(groups, w2.shape[2], oh * ow * n)
-    with blas_threads_while_busy():
-        y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
+    y = _grouped_gemm(xp, w2, c3, False, False)  # (groups, F/groups, P*N or N*P)
     if last:
         y = y.reshape(nf, oh, ow, n).transpose(3, 0, 1, 2)
     else:
@@ -563,11 +560,9 @@ def conv2d_backward_data(
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
     if _batch_last(dy.shape[2:]):
-        with blas_threads_while_busy():
-            dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
+        dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
     else:
-        with blas_threads_while_busy():
-            dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
+        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
         dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
                     dy.shape[2:])
     if out is None:
@@ -630,9 +625,8 @@ def conv2d_backward_filter(
     if bias_grad is not None and cols.shape[0] == rows:  # no row of ones to sum dy with
         channel_sums(dy, bias_grad, bias_beta, dy_cols)
         bias_grad = None
-    with blas_threads_while_busy():
-        return _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols,
-                             bias_grad, bias_beta)
+    return _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols,
+                         bias_grad, bias_beta)
 
 
 def _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols, bias_grad,

@@ -287,11 +287,13 @@ class _FakeBlas:
 
 @pytest.mark.parametrize("hw", [(10, 10), (20, 20)])  # (p, n) columns and per-sample GEMMs
 @pytest.mark.parametrize("spare", [True, False])
-def test_conv_gemms_use_one_blas_thread_while_the_machine_is_busy(hw, spare, monkeypatch):
-    # a threaded GEMM on a busy machine waits for a descheduled helper thread (LeNet's conv2
-    # forward took 24 ms instead of 2): every conv kernel drops to one thread then
+def test_conv_kernels_leave_the_blas_thread_count_alone_on_a_busy_machine(hw, spare,
+                                                                           monkeypatch):
+    # OpenBLAS rounds some products differently on one and two threads (LeNet's conv2
+    # forward GEMM, a GEMV over 36864 columns), so a kernel that dropped to one thread while
+    # the machine is busy would make a run's values depend on what else runs: none does
     from sculler.math import blas, parallel
-    from sculler.math.conv import conv2d_unfold
+    from sculler.math.conv import channel_sums, conv2d_unfold
 
     fake = _FakeBlas()
     monkeypatch.setattr(blas, "_controllers", lambda: [fake])
@@ -302,12 +304,8 @@ def test_conv_gemms_use_one_blas_thread_while_the_machine_is_busy(hw, spare, mon
     cols = conv2d_unfold(x, w.shape)
     y = conv2d_forward(x, w, cols=cols)
     dy = rng.standard_normal(y.shape)
-    calls = []
-    for fn in (lambda: conv2d_forward(x, w, cols=cols),
-               lambda: conv2d_backward_data(dy, w, x.shape),
-               lambda: conv2d_backward_filter(x, dy, w.shape, cols=cols)):
-        fake.calls = []
-        fn()
-        calls.append(fake.calls)
-    assert calls == ([[]] * 3 if spare else [[1, 2]] * 3)
+    conv2d_backward_data(dy, w, x.shape)
+    conv2d_backward_filter(x, dy, w.shape, cols=cols)
+    channel_sums(dy, np.zeros(4), 0.0)
+    assert fake.calls == []
     np.testing.assert_allclose(y, conv_loop(x, w, 1, 0, 1, 1), rtol=1e-10, atol=1e-10)
