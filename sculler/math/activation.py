@@ -104,7 +104,7 @@ def row_starts(n: int, k: int) -> np.ndarray:
     return starts
 
 
-def _small_rows(x) -> bool:
+def small_rows(x) -> bool:
     """Whether ``x`` is a C-contiguous 2-D numpy array of narrow rows. NumPy reduces a short
     last axis one row at a time (a (128, 10) max costs ~7 us), while ``argmax`` and a GEMV
     with a ones column (the row sums) cost ~1 us each."""
@@ -113,15 +113,20 @@ def _small_rows(x) -> bool:
 
 
 def row_max(x):
-    """The (n, 1) row maxima of a :func:`_small_rows` array (NaN where a row holds one)."""
+    """The (n, 1) row maxima of a :func:`small_rows` array (NaN where a row holds one)."""
     idx = x.argmax(axis=1)
     idx += row_starts(*x.shape)
     return x.ravel().take(idx).reshape(-1, 1)
 
 
+def row_sums(x):
+    """The (n, 1) row sums of a :func:`small_rows` array, as a GEMV with a ones column."""
+    return np.matmul(x, ones_vector(x.shape[1], x.dtype).reshape(-1, 1))
+
+
 def softmax(x, out=None):
     """Row-wise softmax, shifted by the row max for stability."""
-    if not _small_rows(x):
+    if not small_rows(x):
         xp = get_array_module(x)
         out = xp.subtract(x, x.max(axis=-1, keepdims=True), out=out)
         xp.exp(out, out=out)
@@ -129,7 +134,7 @@ def softmax(x, out=None):
         return out
     out = np.subtract(x, row_max(x), out=out)
     np.exp(out, out=out)
-    out /= np.matmul(out, ones_vector(x.shape[1], x.dtype).reshape(-1, 1))
+    out /= row_sums(out)
     return out
 
 

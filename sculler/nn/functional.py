@@ -25,8 +25,8 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     tanh,
 )
 from sculler.eager.tensor import Tensor
-from sculler.math.activation import SMALL_ROW, row_max, row_starts
-from sculler.math.blas import col_sum, ones_vector
+from sculler.math.activation import row_max, row_starts, row_sums, small_rows
+from sculler.math.blas import col_sum
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -223,14 +223,13 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
             raise ValueError(f"cross_entropy labels must lie in [0, {n_cls}), got values "
                              f"in [{int(safe.min())}, {int(safe.max())}]")
     rows = picks = None
-    if (type(a2) is np.ndarray and a2.flags.c_contiguous and a2.size and n_cls <= SMALL_ROW
-            and safe.dtype == np.int64):
+    if small_rows(a2) and safe.dtype == np.int64:
         # NumPy reduces a short last axis row by row (~7 us for a (128, 10) max): the row
         # max by argmax + take, the row sums as a GEMV, the labels' entries by flat offsets
         picks = row_starts(*a2.shape) + safe
         shifted = a2 - row_max(a2)
         e = np.exp(shifted)
-        total = np.matmul(e, ones_vector(n_cls, e.dtype).reshape(-1, 1))
+        total = row_sums(e)
         picked = shifted.reshape(-1).take(picks)
     else:
         rows = xp.arange(a2.shape[0])
