@@ -670,21 +670,24 @@ class Momentum(Optimizer):
 
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """Eager heavy ball without ``update``'s per-parameter settings, plans and thread-split
-        bookkeeping, for NumPy arrays below the thread-split size, without L1 decay or
-        clipping: :func:`sculler.math.openblas.heavy_ball` (2 BLAS passes, threaded while a
-        CPU is idle) for large parameters, else :func:`~sculler.math.optim.heavy_ball`."""
+        bookkeeping, for NumPy arrays without L1 decay or clipping:
+        :func:`sculler.math.openblas.heavy_ball` (2 BLAS passes, threaded while a CPU is idle)
+        for large parameters, else :func:`~sculler.math.optim.heavy_ball` below the
+        thread-split size (from it ``update`` splits that kernel over threads)."""
         mu = self.momentum
         if (not mu or self._l1 or self.gradient_clipping_threshold
                 or type(value) is not np.ndarray or type(grad) is not np.ndarray
-                or grad.shape != value.shape
-                or value.size >= parallel.PARALLEL_MIN_ELEMENTS):
+                or grad.shape != value.shape):
             return False
         st = self._states.get(key)
         v = None if st is None else st.get("moment")
         if v is None:
             v = self._state(key, value, mu)["moment"]
-        if not _openblas().heavy_ball(value, grad, v, lr, mu):
-            K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
+        if _openblas().heavy_ball(value, grad, v, lr, mu):
+            return True
+        if value.size >= parallel.PARALLEL_MIN_ELEMENTS:
+            return False
+        K.heavy_ball(value, grad, v, lr, mu, self._buffer(key, "tmp", value))
         return True
 
     def _blas_step(self, value, grad, st, lr, mu, decay):
