@@ -45,10 +45,17 @@ class DataFeeder:
 
     ``feeding`` maps data layer names to sample field indices: a dict ``{name: index}``, a list
     of names (field ``i`` feeds ``names[i]``) or None (fields in data-layer order).
+
+    With ``reuse_buffers`` (the trainer's feeder), dense rows that are already 1-D arrays of
+    the feeder's dtype are concatenated into one buffer per data layer that every call
+    overwrites: no batch-sized allocation per batch, but an ``Argument`` returned by one call
+    is only valid until the next.
     """
 
-    def __init__(self, data_types: Sequence[tuple[str, InputType]], feeding: Any = None):
+    def __init__(self, data_types: Sequence[tuple[str, InputType]], feeding: Any = None,
+                 reuse_buffers: bool = False):
         self.data_types = list(data_types)
+        self._buffers: dict[str, np.ndarray] | None = {} if reuse_buffers else None
         names = [n for n, _ in self.data_types]
         if feeding is None:
             feeding = {n: i for i, n in enumerate(names)}
@@ -80,7 +87,7 @@ class DataFeeder:
                 self._check_samples(minibatch)
                 raise
             try:
-                out[name] = self._convert(fields, tp)
+                out[name] = self._convert(fields, tp, name)
             except _BadSample as e:
                 raise ValueError(f"data layer {name!r} (expects {tp}): sample {e.sample} field "
                                  f"{col} does not match: {e}") from None
@@ -101,9 +108,30 @@ class DataFeeder:
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
 
-    def _dense(self, fields: Sequence, dim: int) -> np.ndarray:
+    def _into_buffer(self, fields: Sequence, dim: int, name: str) -> np.ndarray | None:
+        """The rows concatenated into ``name``'s reused buffer as ``(n, dim)`` when each is a
+        1-D array of the feeder's dtype and length ``dim``; None otherwise (the caller takes
+        the general path, whose checks name the bad sample)."""
+        size = len(fields) * dim
+        buf = self._buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self._buffers[name] = np.empty(size, self.dtype)
+        flat = buf[:size]
+        try:  # casting "no": any other dtype fails; a 0-d or 2-D row fails on its ndim
+            np.concatenate(fields, out=flat, casting="no")
+        except (ValueError, TypeError):
+            return None
+        if len(set(map(len, fields))) != 1:  # equal lengths summing to n * dim: all are dim
+            return None
+        return flat.reshape(-1, dim)
+
+    def _dense(self, fields: Sequence, dim: int, name: str | None = None) -> np.ndarray:
         """``(n, dim)`` float array of the rows (one copy; none more when they already have
         the feeder's dtype)."""
+        if self._buffers is not None and name is not None:
+            value = self._into_buffer(fields, dim, name)
+            if value is not None:
+                return value
         value = np.asarray(fields)
         if value.dtype.kind not in "iuf":
             raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
@@ -134,7 +162,7 @@ class DataFeeder:
             raise ValueError(f"id {int(ids[(ids < 0) | (ids >= dim)][0])} outside [0, {dim})")
         return ids
 
-    def _convert(self, fields: Sequence, tp: InputType) -> Argument:
+    def _convert(self, fields: Sequence, tp: InputType, name: str | None = None) -> Argument:
         xp = backend.xp()
         seq_starts = sub_starts = None
         if tp.seq_type == 2:
@@ -146,7 +174,7 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            value = self._dense(fields, tp.dim)
+            value = self._dense(fields, tp.dim, name)
             arg = Argument(value=value if xp is np else xp.asarray(value))
         elif tp.type == DataType.Index:
             try:

@@ -98,7 +98,7 @@ class SGD:
 
             train_sgd(self, reader, num_passes, handler, feeding, immutable_parameters)
             return
-        feeder = DataFeeder(self.topology.data_type(), feeding)
+        feeder = DataFeeder(self.topology.data_type(), feeding, reuse_buffers=True)
         frozen = set(immutable_parameters or ())
         unknown = frozen - set(self.parameters.names())
         if unknown:

@@ -81,7 +81,7 @@ class TrainerWorker:
                  capacity: int = 1024) -> None:
         self.trainer_id = trainer_id
         self.base_config = config
-        self.feeder = DataFeeder(data_types, feeding)
+        self.feeder = DataFeeder(data_types, feeding, reuse_buffers=True)
         self.reader = reader
         self.map = shard_map
         self.shards = shards

@@ -66,3 +66,51 @@ def test_dense_rows_become_one_float32_batch():
     value = f.convert([(x[i],) for i in range(6)])["x"].value
     assert value.dtype == np.float32 and not np.shares_memory(value, x)
     np.testing.assert_array_equal(value, x)
+
+
+def test_reused_buffer_is_overwritten_and_never_accepts_what_asarray_rejects():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    f = DataFeeder([("x", dt.dense_vector(2))], reuse_buffers=True)
+    first = f.convert([(x[i],) for i in range(6)])["x"].value
+    np.testing.assert_array_equal(first, x)
+    second = f.convert([(x[i] + 100,) for i in range(2)])["x"].value  # a shorter last batch
+    assert second.shape == (2, 2) and np.shares_memory(first, second)
+    np.testing.assert_array_equal(second, x[:2] + 100)
+    # rows the buffer path cannot take fall back to the checked path, values unchanged
+    mixed = [(x[0].astype(np.float64),), (x[1],)]
+    np.testing.assert_array_equal(f.convert(mixed)["x"].value, x[:2])
+    np.testing.assert_array_equal(f.convert([([1, 2],), ([3, 4],)])["x"].value, [[1, 2], [3, 4]])
+    # equal total size, unequal rows: never silently re-cut into rows of 2
+    with pytest.raises(ValueError, match=r"data layer 'x'.*sample"):
+        f.convert([(np.ones(1, np.float32),), (np.ones(3, np.float32),)])
+    with pytest.raises(ValueError, match=r"data layer 'x'.*expected \(n, 2\)"):
+        f.convert([(np.ones((2, 1), np.float32),), (np.ones((2, 1), np.float32),)])
+    with pytest.raises(ValueError, match=r"data layer 'x'.*dtype bool"):
+        f.convert([(np.ones(2, bool),), (np.ones(2, bool),)])
+
+
+def test_the_trainer_feeds_through_one_reused_buffer():
+    """Steady-state training allocates no batch-sized input array: the data layer's value
+    is the same buffer every batch."""
+    import sculler as paddle
+
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=dt.dense_vector(3))
+    y = paddle.layer.data(name="y", type=dt.integer_value(2))
+    cost = paddle.layer.classification_cost(
+        input=paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax()), label=y)
+    params = paddle.parameters.create(cost)
+    tr = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.1))
+    rows = np.random.RandomState(0).rand(8, 3).astype(np.float32)
+    seen = []
+
+    def handler(event):
+        if isinstance(event, paddle.event.EndForwardBackward):
+            value = tr.network.layers["x"].output.value
+            seen.append((value.__array_interface__["data"][0], value.copy()))
+
+    tr.train(lambda: iter([[(rows[i], i % 2) for i in range(4)],
+                           [(rows[i], i % 2) for i in range(4, 8)]]), event_handler=handler)
+    assert seen[0][0] == seen[1][0]
+    np.testing.assert_array_equal(seen[0][1], rows[:4])
+    np.testing.assert_array_equal(seen[1][1], rows[4:])
