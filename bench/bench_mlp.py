@@ -1,19 +1,24 @@
 """Training throughput (samples/s) of an MLP: Sculler's v2 trainer vs a hand-written NumPy
 reference (same math: relu hidden layers, softmax + cross entropy, momentum SGD, preallocated
 buffers), plus PaddlePaddle / PyTorch CPU when importable. The issue-11 target is judged on
-that reference; a second figure, for information, adds to it what the trainer computes and
-reports every batch and the reference otherwise skips (the summed cost, the error count).
+that reference, which starts each batch from one ready (batch, 784) array. A second figure, for
+information, is the same loop doing what the trainer does and the reference skips: it reads
+the same minibatches of per-sample ``(row, label)`` tuples (one ``np.asarray`` per field) and
+computes what the trainer reports every batch (the summed cost, the error count).
 
 Each line ends with the other processes' load during its runs (``bench/_load.py``); above
 5 % the figures are flagged UNRELIABLE.
 
-Run: ``PYTHONPATH=. python bench/bench_mlp.py [--batches N] [--repeats R]`` (contenders
-interleaved ``R`` times, the best run of each kept).
+Run: ``PYTHONPATH=. python bench/bench_mlp.py [--batches N] [--repeats R]``: the contenders
+run interleaved ``R`` times. The ratios are given for the best run of each and, after them, as
+the median of the ratios round by round (a round's runs are a few milliseconds apart and see
+the same machine, whose speed on its own drifts by up to 2x over seconds).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import numpy as np
@@ -51,9 +56,10 @@ def bench_sculler(sizes, batch, batches):
     return batch * batches / (time.perf_counter() - t)
 
 
-def bench_numpy(sizes, batch, batches, report=False):
-    """The hand-written loop; with ``report`` it also computes what the trainer reports every
-    batch and the loop otherwise skips: the summed cost and the classification errors."""
+def bench_numpy(sizes, batch, batches, like_trainer=False):
+    """The hand-written loop; with ``like_trainer`` it also stacks each batch from per-sample
+    tuples and computes what the trainer reports every batch: the summed cost and the
+    classification errors."""
     rng = np.random.RandomState(0)
     Ws = [(rng.randn(a, b) / np.sqrt(a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])]
     bs = [np.zeros((1, b), np.float32) for b in sizes[1:]]
@@ -66,9 +72,15 @@ def bench_numpy(sizes, batch, batches, report=False):
     Y = rng.randint(0, sizes[-1], batch)
     rows = np.arange(batch)
     lr, mu = 1e-4, 0.9
+    minibatch = [(X[i], int(Y[i])) for i in range(batch)]  # what the trainer's reader yields
+    labels = Y
     t = time.perf_counter()
     for _ in range(batches):
-        acts[0][...] = X  # the feeder's copy
+        if like_trainer:
+            acts[0] = np.asarray([sample[0] for sample in minibatch])
+            labels = np.asarray([sample[1] for sample in minibatch])
+        else:
+            acts[0][...] = X  # the feeder's copy
         for i, (w, b) in enumerate(zip(Ws, bs)):
             np.matmul(acts[i], w, out=acts[i + 1])
             acts[i + 1] += b
@@ -78,13 +90,13 @@ def bench_numpy(sizes, batch, batches, report=False):
         p -= p.max(axis=1, keepdims=True)
         np.exp(p, out=p)
         p /= p.sum(axis=1, keepdims=True)
-        if report:
-            cost = -float(np.log(p[rows, Y]).sum())
-            errors = int(np.count_nonzero(p.argmax(axis=1) != Y))
+        if like_trainer:
+            cost = -float(np.log(p[rows, labels]).sum())
+            errors = int(np.count_nonzero(p.argmax(axis=1) != labels))
             assert np.isfinite(cost) and errors >= 0
         g = grads[-1]
         np.copyto(g, p)
-        g[rows, Y] -= 1.0
+        g[rows, labels] -= 1.0
         for i in range(len(Ws) - 1, -1, -1):
             np.matmul(acts[i].T, grads[i + 1], out=gW[i])
             gb = grads[i + 1].sum(axis=0, keepdims=True)
@@ -150,32 +162,45 @@ def bench_paddle(sizes, batch, batches):
     return batch * batches / (time.perf_counter() - t)
 
 
+def ratios(mine: list[float], theirs: list[float]) -> str:
+    """``best / paired``: the ratio of the best runs, and the median of the round-by-round
+    ratios."""
+    paired = statistics.median(a / b for a, b in zip(mine, theirs))
+    return f"{max(mine) / max(theirs):.2f} / {paired:.2f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=30)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
     for sizes, batch in CONFIGS:
         bench_numpy(sizes, batch, 2)  # warm-up (BLAS threads, page faults)
         runs = {"sculler": bench_sculler, "numpy": bench_numpy, "torch": bench_torch,
                 "paddle": bench_paddle,
-                "numpy_reports": lambda *a: bench_numpy(*a, report=True)}
-        best: dict[str, float | None] = dict.fromkeys(runs)
+                "numpy_like_trainer": lambda *a: bench_numpy(*a, like_trainer=True)}
+        speeds: dict[str, list[float]] = {name: [] for name in runs}
         with LoadMeter() as m:
-            for _ in range(args.repeats):  # interleaved, best of each: a load change hits all
+            for _ in range(args.repeats):  # interleaved: a load change hits all
                 for name, fn in runs.items():
                     v = fn(sizes, batch, args.batches)
                     if v is not None:
-                        best[name] = max(v, best[name] or 0.0)
+                        speeds[name].append(v)
+        best = {k: max(v) if v else None for k, v in speeds.items()}
+
+        def ratio(peer: str, speeds: dict = speeds) -> str:
+            return ratios(speeds["sculler"], speeds[peer])
+
         s, n, t, p = best["sculler"], best["numpy"], best["torch"], best["paddle"]
         name = "-".join(map(str, sizes))
-        line = f"MLP {name} batch {batch}: sculler {s:,.0f}/s, numpy ref {n:,.0f}/s, " \
-               f"sculler/numpy {s / n:.2f} (numpy ref with the cost and error the trainer " \
-               f"reports {best['numpy_reports']:,.0f}/s, {s / best['numpy_reports']:.2f})"
+        line = f"MLP {name} batch {batch} (ratios: best runs / median of rounds): sculler " \
+               f"{s:,.0f}/s, numpy ref {n:,.0f}/s, sculler/numpy {ratio('numpy')} (numpy ref " \
+               f"fed per-sample tuples and computing the cost and error the trainer reports " \
+               f"{best['numpy_like_trainer']:,.0f}/s, {ratio('numpy_like_trainer')})"
         if p is not None:
-            line += f", paddle {p:,.0f}/s, sculler/paddle {s / p:.2f}"
+            line += f", paddle {p:,.0f}/s, sculler/paddle {ratio('paddle')}"
         if t is not None:
-            line += f", torch {t:,.0f}/s, sculler/torch {s / t:.2f}"
+            line += f", torch {t:,.0f}/s, sculler/torch {ratio('torch')}"
         print(line + f" [{m.note}]", flush=True)
 
 
