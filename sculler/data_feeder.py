@@ -11,6 +11,7 @@ non-integral numbers for ids are errors.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -127,7 +128,7 @@ class DataFeeder:
 
     def _dense(self, fields: Sequence, dim: int, name: str | None = None) -> np.ndarray:
         """``(n, dim)`` float array of the rows (one copy; none more when they already have
-        the feeder's dtype)."""
+        the feeder's dtype). Samples may also be 2-D or 3-D arrays of ``dim`` values."""
         if self._buffers is not None and name is not None:
             value = self._into_buffer(fields, dim, name)
             if value is not None:
@@ -138,8 +139,13 @@ class DataFeeder:
         value = value.astype(self.dtype, copy=False)
         if value.ndim == 1 and dim == 1:
             value = value.reshape(-1, 1)
+        elif value.ndim in (3, 4) and math.prod(value.shape[1:]) == dim:
+            # samples of 2 or 3 dimensions (an image's HW or CHW) are read in C order, as
+            # PaddlePaddle's feeder does
+            value = value.reshape(value.shape[0], dim)
         if value.ndim != 2 or value.shape[1] != dim:
-            raise ValueError(f"got values of shape {value.shape}, expected (n, {dim})")
+            raise ValueError(f"got values of shape {value.shape}, expected (n, {dim}) or "
+                             f"samples of 2 or 3 dimensions holding {dim} values")
         return value
 
     def _ids(self, fields: Sequence, dim: int) -> np.ndarray:

@@ -84,7 +84,7 @@ def test_reused_buffer_is_overwritten_and_never_accepts_what_asarray_rejects():
     with pytest.raises(ValueError, match=r"data layer 'x'.*sample"):
         f.convert([(np.ones(1, np.float32),), (np.ones(3, np.float32),)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*expected \(n, 2\)"):
-        f.convert([(np.ones((2, 1), np.float32),), (np.ones((2, 1), np.float32),)])
+        f.convert([(np.ones((2, 2), np.float32),), (np.ones((2, 2), np.float32),)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*dtype bool"):
         f.convert([(np.ones(2, bool),), (np.ones(2, bool),)])
 
@@ -114,3 +114,19 @@ def test_the_trainer_feeds_through_one_reused_buffer():
     assert seen[0][0] == seen[1][0]
     np.testing.assert_array_equal(seen[0][1], rows[:4])
     np.testing.assert_array_equal(seen[1][1], rows[4:])
+
+
+def test_image_samples_are_read_in_c_order_as_paddle_does():
+    """PaddlePaddle's feeder takes HW or CHW arrays for a dense_vector of their size."""
+    images = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    for reuse in (False, True):
+        f = DataFeeder([("img", dt.dense_vector(60)), ("y", dt.integer_value(2))],
+                       reuse_buffers=reuse)
+        value = f.convert([(images[0], 0), (images[1], 1)])["img"].value
+        np.testing.assert_array_equal(value, images.reshape(2, 60))
+        hw = f.convert([(images[0, 0].tolist() * 3, 0)])  # a 12 x 5 nested list
+        np.testing.assert_array_equal(hw["img"].value, np.tile(images[0, 0], (3, 1)).reshape(1, 60))
+        with pytest.raises(ValueError, match=r"data layer 'img'.*\(2, 3, 4, 4\).*60 values"):
+            f.convert([(images[0, :, :, :4], 0), (images[1, :, :, :4], 1)])
+        with pytest.raises(ValueError, match=r"data layer 'img'.*sample 1"):
+            f.convert([(images[0], 0), (images[1, :, :, :4], 1)])
