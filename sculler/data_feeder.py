@@ -20,7 +20,7 @@ import numpy as np
 
 from sculler import backend
 from sculler.core.argument import Argument
-from sculler.core.layer import ids_out_of_range
+from sculler.core.layer import first_id_out_of_range
 from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
 
@@ -164,8 +164,9 @@ class DataFeeder:
         if ids.shape[0] != len(fields):
             raise ValueError(f"expected one integer per step, got {len(ids)} values for "
                              f"{len(fields)} steps")
-        if ids_out_of_range(ids, dim):
-            raise ValueError(f"id {int(ids[(ids < 0) | (ids >= dim)][0])} outside [0, {dim})")
+        bad = first_id_out_of_range(ids, dim)
+        if bad is not None:
+            raise ValueError(f"id {bad} outside [0, {dim})")
         return ids
 
     def _convert(self, fields: Sequence, tp: InputType, name: str | None = None) -> Argument:

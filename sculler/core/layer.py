@@ -97,6 +97,14 @@ def ids_out_of_range(ids, bound: int) -> bool:
     return bool(ids.min() < 0 or ids.max() >= bound)
 
 
+def first_id_out_of_range(ids, bound: int) -> int | None:
+    """The first id outside ``[0, bound)`` (for an error message), None when every id lies
+    inside: the common case costs :func:`ids_out_of_range`'s one reduction."""
+    if not ids_out_of_range(ids, bound):
+        return None
+    return int(ids[(ids < 0) | (ids >= bound)][0])
+
+
 def layer_types() -> list[str]:
     """Every registered layer type name, sorted."""
     return sorted(_REGISTRY)

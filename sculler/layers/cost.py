@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.core.layer import Layer, ids_out_of_range, register_layer
+from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 from sculler.math.activation import row_starts
 
 
@@ -104,10 +104,10 @@ class CostLayer(Layer):
                 f"layer {self.name!r} ({self.type_name}): label input ({self.inputs[1].name!r}) "
                 f"must carry integer ids, got {label_arg.describe()}"
             )
-        if ids_out_of_range(ids, num_classes):
-            bad = ids[(ids < 0) | (ids >= num_classes)][0]
+        bad = first_id_out_of_range(ids, num_classes)
+        if bad is not None:
             raise ValueError(
-                f"layer {self.name!r} ({self.type_name}): label id {int(bad)} is out of range "
+                f"layer {self.name!r} ({self.type_name}): label id {bad} is out of range "
                 f"[0, {num_classes}) for input {self.inputs[0].name!r} of width {num_classes}"
             )
         return ids

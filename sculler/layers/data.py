@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sculler.core.argument import Argument
-from sculler.core.layer import Layer, ids_out_of_range, register_layer
+from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 
 
 @register_layer("data")
@@ -19,10 +19,10 @@ class DataLayer(Layer):
             raise ValueError(
                 f"data layer {self.name!r} expects width {self.size}, got {arg.describe()}"
             )
-        if arg.ids is not None and ids_out_of_range(arg.ids, self.size):
-            bad = arg.ids[(arg.ids < 0) | (arg.ids >= self.size)][0]
+        bad = None if arg.ids is None else first_id_out_of_range(arg.ids, self.size)
+        if bad is not None:
             raise ValueError(
-                f"data layer {self.name!r}: id {int(bad)} is out of range [0, {self.size})"
+                f"data layer {self.name!r}: id {bad} is out of range [0, {self.size})"
             )
         out = self.output
         out.value, out.ids = arg.value, arg.ids

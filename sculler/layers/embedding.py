@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 
 
 @register_layer("embedding", "table")
@@ -32,10 +32,10 @@ class EmbeddingLayer(Layer):
             )
         table = self.weights[0].w
         ids = arg.ids
-        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            bad = ids[(ids < 0) | (ids >= table.shape[0])][0]
+        bad = first_id_out_of_range(ids, table.shape[0])
+        if bad is not None:
             raise ValueError(
-                f"layer {self.name!r} (embedding): id {int(bad)} is out of range "
+                f"layer {self.name!r} (embedding): id {bad} is out of range "
                 f"[0, {table.shape[0]})"
             )
         out = self.reserve_output(ids.shape[0], self.size)
