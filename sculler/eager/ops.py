@@ -20,6 +20,7 @@ from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
 from sculler.math import activation as act
 from sculler.math import parallel
+from sculler.math.workspace import constant_array
 
 _wrap = Tensor._from_array
 _ndarray = np.ndarray
@@ -269,7 +270,6 @@ greater_equal = _compare(lambda a, b: a >= b)
 # --- activations (kernels from sculler.math.activation) ---------------------------------
 # the NumPy ufunc each kernel below applies to a NumPy array (same values, one call less);
 # arrays from PARALLEL_MIN_ELEMENTS on take the kernel's threaded path instead
-_ZERO_ROWS: dict = {}
 
 
 def _np_relu(a: np.ndarray) -> np.ndarray:
@@ -279,12 +279,7 @@ def _np_relu(a: np.ndarray) -> np.ndarray:
     n = a.shape[-1] if a.ndim else 0
     if not 0 < n <= 65536:
         return np.maximum(a, 0)
-    key = (n, a.dtype.char)
-    zeros = _ZERO_ROWS.get(key)
-    if zeros is None:
-        zeros = _ZERO_ROWS[key] = np.zeros(n, a.dtype)
-        zeros.flags.writeable = False
-    return np.maximum(a, zeros)
+    return np.maximum(a, constant_array(("zeros", n, a.dtype.char), np.zeros, n, a.dtype))
 
 
 _SMALL_FORWARD = {"tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,

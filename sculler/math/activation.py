@@ -13,6 +13,7 @@ import numpy as np
 from sculler.backend import get_array_module
 from sculler.math import parallel, segment
 from sculler.math.blas import ones_vector
+from sculler.math.workspace import constant_array
 
 BRELU_MAX = 24.0
 SOFTRELU_CLIP = 40.0
@@ -89,19 +90,10 @@ def stanh_grad(x, y, dy):
 
 # widest rows the small-row softmax path takes (above it the reductions are SIMD-fast anyway)
 SMALL_ROW = 2048
-_row_starts: dict[tuple[int, int], np.ndarray] = {}
-
-
 def row_starts(n: int, k: int) -> np.ndarray:
     """Flat offsets ``[0, k, 2k, ...]`` of the ``n`` rows of a C-contiguous ``(n, k)`` array,
     cached read-only: ``x.ravel().take(row_starts(n, k) + j)`` picks ``x[i, j[i]]``."""
-    starts = _row_starts.get((n, k))
-    if starts is None:
-        if len(_row_starts) > 64:
-            _row_starts.clear()
-        starts = _row_starts[(n, k)] = np.arange(0, n * k, k)
-        starts.flags.writeable = False
-    return starts
+    return constant_array(("row_starts", n, k), np.arange, 0, n * k, k)
 
 
 def small_rows(x) -> bool:

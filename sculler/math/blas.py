@@ -9,6 +9,7 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import parallel
+from sculler.math.workspace import constant_array
 
 
 def gemm(a, b, out, beta: float = 0.0, scratch=None):
@@ -26,20 +27,10 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
     return out
 
 
-_ones: dict[tuple, np.ndarray] = {}
-
-
 def ones_vector(n: int, dtype: np.dtype) -> np.ndarray:
     """A cached read-only ``(n,)`` vector of ones of ``dtype`` (for GEMVs that sum rows or
     columns)."""
-    key = (n, dtype)
-    ones = _ones.get(key)
-    if ones is None:
-        if len(_ones) > 64:
-            _ones.clear()
-        ones = _ones[key] = np.ones(n, dtype=dtype)
-        ones.flags.writeable = False
-    return ones
+    return constant_array(("ones", n, dtype), np.ones, n, dtype)
 
 
 def col_sum(m, out, beta: float = 1.0):

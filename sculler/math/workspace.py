@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Alloc", "work_array"]
+__all__ = ["Alloc", "constant_array", "work_array"]
 
 Alloc = Callable[[str, tuple, Any], Any]
 
@@ -16,3 +16,19 @@ def work_array(alloc: Alloc | None, key: str, shape: tuple, dtype):
     """An uninitialised array: ``alloc(key, shape, dtype)`` (e.g. a layer's grow-only
     ``scratch``, so steady-state training allocates nothing) or a new one."""
     return np.empty(shape, dtype=dtype) if alloc is None else alloc(key, shape, dtype)
+
+
+_constants: dict[tuple, np.ndarray] = {}
+
+
+def constant_array(key: tuple, make: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
+    """``make(*args)``, made once per ``key`` and read-only: a constant that kernels use every
+    batch (a ones vector for a GEMV, row offsets, a row of zeros) without allocating it again.
+    ``key`` starts with the constant's kind; the cache is emptied past 256 entries."""
+    a = _constants.get(key)
+    if a is None:
+        if len(_constants) > 256:
+            _constants.clear()
+        a = _constants[key] = make(*args)
+        a.flags.writeable = False
+    return a
