@@ -103,7 +103,9 @@ def conv_image_size(
     return img
 
 
-def _tap_slices(i: int, j: int, dil, stride, out_hw) -> tuple[slice, slice]:
+def tap_slices(i: int, j: int, dil, stride, out_hw) -> tuple[slice, slice]:
+    """The (rows, columns) slices of a padded frame that filter or window tap ``(i, j)``
+    reads for every output position: ``frame[sy, sx][oy, ox] = frame[oy*s + i*d, ...]``."""
     y0, x0 = i * dil[0], j * dil[1]
     return (
         slice(y0, y0 + stride[0] * (out_hw[0] - 1) + 1, stride[0]),
@@ -229,7 +231,7 @@ def col2im(
     xpad = xp.zeros((n, c, h + 2 * pad[0], w + 2 * pad[1]), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            sy, sx = _tap_slices(i, j, dil, st, (oh, ow))
+            sy, sx = tap_slices(i, j, dil, st, (oh, ow))
             xpad[:, :, sy, sx] += c6[:, i, j].transpose(1, 0, 2, 3)
     if pad == (0, 0):
         return xpad
@@ -284,7 +286,7 @@ def _gemm_fold(w, dy_cols, x_shape, kernel, st, pad, dil, out_hw):
             w_row = wg[:, :, i, :].reshape(fg, cg * kw)  # rows (c, j) of filter row i
             part = (w_row.T @ dy_cols[g]).reshape(cg, kw, oh, ow, n)
             for j in range(kw):
-                sy, sx = _tap_slices(i, j, dil, st, out_hw)
+                sy, sx = tap_slices(i, j, dil, st, out_hw)
                 xg[:, sy, sx] += part[:, j]
     return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + width].transpose(3, 0, 1, 2)
 

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.math.conv import IntPair, conv_output_size, pair
+from sculler.math.conv import IntPair, conv_output_size, pair, tap_slices
+
+_NO_DILATION = (1, 1)  # pooling windows are dense: tap (i, j) reads offset (i, j)
 
 
 def pool_output_shape(
@@ -67,13 +69,6 @@ def _padded(x, k, st, pad, out_hw, fill):
     return xpad
 
 
-def _tap(i, j, st, out_hw):
-    return (
-        slice(i, i + st[0] * (out_hw[0] - 1) + 1, st[0]),
-        slice(j, j + st[1] * (out_hw[1] - 1) + 1, st[1]),
-    )
-
-
 def _windows(xpad, k, st, out_hw, first: int = 0):
     """The window taps of a padded frame as one contiguous ``(ky*kx - first, N, C, oh, ow)``
     array.
@@ -86,7 +81,7 @@ def _windows(xpad, k, st, out_hw, first: int = 0):
     n, c = xpad.shape[:2]
     taps = xp.empty((k[0] * k[1] - first, n, c) + tuple(out_hw), dtype=xpad.dtype)
     for t in range(first, k[0] * k[1]):
-        sy, sx = _tap(t // k[1], t % k[1], st, out_hw)
+        sy, sx = tap_slices(t // k[1], t % k[1], _NO_DILATION, st, out_hw)
         taps[t - first] = xpad[:, :, sy, sx]
     return taps
 
@@ -100,7 +95,7 @@ def _scatter_taps(dy_taps, x_shape, k, st, pad, out_hw, out, name):
     gpad = xp.zeros((n, c, hp, wp), dtype=first.dtype)
     for i in range(k[0]):
         for j in range(k[1]):
-            sy, sx = _tap(i, j, st, out_hw)
+            sy, sx = tap_slices(i, j, _NO_DILATION, st, out_hw)
             gpad[:, :, sy, sx] += first if i == j == 0 else dy_taps(i, j)
     return _crop_into(gpad, x_shape, pad, out, name)
 
@@ -180,7 +175,7 @@ def max_pool2d_forward(
     # while the taps run, argmax holds the winning tap + 1 (0: none yet). Tap 0 against the
     # start value (-inf): y = max(start, tap 0) = tap 0 (NaN included), and argmax + 1 = 1
     # where tap 0 beats the start, else 0
-    y[...] = xpad[(slice(None), slice(None)) + _tap(0, 0, st, shape[2:])]
+    y[...] = xpad[(slice(None), slice(None)) + tap_slices(0, 0, _NO_DILATION, st, shape[2:])]
     xp.greater(y, start, out=better)
     argmax[...] = better
     for t in range(1, k[0] * k[1]):
@@ -388,6 +383,6 @@ def avg_pool2d_backward(
     _check_out(out, x_shape, "avg_pool2d_backward")
     for i in range(k[0]):
         for j in range(k[1]):
-            sy, sx = _tap(i, j, st, out_hw)
+            sy, sx = tap_slices(i, j, _NO_DILATION, st, out_hw)
             out[:, :, sy, sx] += g
     return out
