@@ -4,16 +4,24 @@ CPUs while a figure was taken, so a figure taken on a busy machine is flagged, n
 ``other`` is the fraction of all CPUs' time spent by processes other than this one (and its
 children) during the measurement: ``busy jiffies / total jiffies`` from ``/proc/stat`` minus
 this process's own CPU time. Above ``RELIABLE_BELOW`` (5 %) a figure is marked unreliable.
+:func:`paired_ratio` compares contenders run round by round.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 from sculler.math.parallel import cpu_counters, other_busy_cpus
 
 RELIABLE_BELOW = 0.05
+
+
+def paired_ratio(mine: list[float], theirs: list[float]) -> float:
+    """The median of the round-by-round ratios ``mine[i] / theirs[i]``: a round's contenders
+    run seconds apart on the same machine, whose own speed drifts between rounds."""
+    return statistics.median(a / b for a, b in zip(mine, theirs))
 
 
 def bench_threads() -> int:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 import warnings
 
 import numpy as np
-from _load import LoadMeter, same_threads
+from _load import LoadMeter, paired_ratio, same_threads
 
 BATCH, CLASSES = 64, 10
 
@@ -153,7 +152,7 @@ def main() -> None:
     s = best["sculler"]
     for peer in ("paddle", "torch"):
         if best[peer]:
-            paired = statistics.median(a / b for a, b in zip(speeds["sculler"], speeds[peer]))
+            paired = paired_ratio(speeds["sculler"], speeds[peer])
             print(f"sculler/{peer}: {s / best[peer]:.2f} (best runs), {paired:.2f} (median of "
                   f"the rounds' ratios)  [{m.note}]")
 

@@ -18,11 +18,10 @@ the same machine, whose speed on its own drifts by up to 2x over seconds).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
-from _load import LoadMeter, same_threads
+from _load import LoadMeter, paired_ratio, same_threads
 
 import sculler as paddle
 
@@ -165,8 +164,7 @@ def bench_paddle(sizes, batch, batches):
 def ratios(mine: list[float], theirs: list[float]) -> str:
     """``best / paired``: the ratio of the best runs, and the median of the round-by-round
     ratios."""
-    paired = statistics.median(a / b for a, b in zip(mine, theirs))
-    return f"{max(mine) / max(theirs):.2f} / {paired:.2f}"
+    return f"{max(mine) / max(theirs):.2f} / {paired_ratio(mine, theirs):.2f}"
 
 
 def main() -> None:
