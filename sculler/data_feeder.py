@@ -1,4 +1,5 @@
-"""``DataFeeder``: a minibatch (list of sample tuples) -> one core ``Argument`` per data layer.
+"""``DataFeeder``: a minibatch (list of sample tuples, or an :class:`ArrayBatch` of columns)
+-> one core ``Argument`` per data layer.
 
 Each field is converted by its :class:`~sculler.data_type.InputType` with one
 ``np.asarray`` per data layer: dense rows into a (batch, dim) float array, ids into an int64
@@ -6,7 +7,8 @@ vector, sparse rows into a :class:`CsrMatrix`; sequences are packed
 end to end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences). Checks run on
 the whole array; only when one fails is the offending sample looked for, so errors still name
 the data layer and the sample. Nothing is coerced: strings or booleans for dense data and
-non-integral numbers for ids are errors.
+non-integral numbers for ids are errors. A dense or id column of an :class:`ArrayBatch` that
+already has the feeder's dtype is bound as a read-only view: nothing is copied.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sculler.core.argument import Argument
 from sculler.core.layer import first_id_out_of_range
 from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
+from sculler.minibatch import ArrayBatch
 
 __all__ = ["DataFeeder"]
 
@@ -33,6 +36,13 @@ class _BadSample(ValueError):
     def __init__(self, sample: int | None, message: str):
         super().__init__(message)
         self.sample = sample
+
+
+def _describe_column(column: Any) -> str:
+    """``shape (128, 783) float32`` for an array column, its length for a list."""
+    if isinstance(column, np.ndarray):
+        return f"shape {column.shape} {column.dtype}"
+    return f"{type(column).__name__} of {len(column)} samples"
 
 
 def _starts(lengths: list[int]) -> np.ndarray:
@@ -79,23 +89,32 @@ class DataFeeder:
         """One :class:`Argument` per data layer, by name."""
         if len(minibatch) == 0:
             raise ValueError("cannot feed an empty minibatch")
+        columns = minibatch.columns if isinstance(minibatch, ArrayBatch) else None
+        if columns is not None:
+            self._check_columns(columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]
+            if columns is not None:
+                fields = columns[col]
+            else:
+                try:
+                    fields = tuple(map(itemgetter(col), minibatch))  # (asarray: faster)
+                except (IndexError, TypeError, KeyError):
+                    self._check_samples(minibatch)
+                    raise
             try:
-                fields = tuple(map(itemgetter(col), minibatch))  # (asarray: faster than a list)
-            except (IndexError, TypeError, KeyError):
-                self._check_samples(minibatch)
-                raise
-            try:
-                out[name] = self._convert(fields, tp, name)
+                out[name] = self._convert(fields, tp, name, columns is not None)
             except _BadSample as e:
                 raise ValueError(f"data layer {name!r} (expects {tp}): sample {e.sample} field "
                                  f"{col} does not match: {e}") from None
             except (ValueError, TypeError) as e:
-                bad = self._first_bad(fields, tp)
-                raise ValueError(f"data layer {name!r} (expects {tp}): sample {bad} field {col} "
-                                 f"does not match: {e}") from None
+                where = f"field {col}"
+                if columns is not None:
+                    where = f"ArrayBatch column {col} ({_describe_column(fields)})"
+                raise ValueError(f"data layer {name!r} (expects {tp}): sample "
+                                 f"{self._first_bad(fields, tp)} {where} does not match: "
+                                 f"{e}") from None
         return out
 
     def _check_samples(self, minibatch: Sequence[Any]) -> None:
@@ -109,15 +128,27 @@ class DataFeeder:
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
 
+    def _check_columns(self, columns: tuple) -> None:
+        """ValueError when an ArrayBatch has fewer columns than the fields the feeding reads."""
+        need = max(self.feeding.values()) + 1
+        if len(columns) < need:
+            who = [n for n, c in self.feeding.items() if c >= len(columns)]
+            raise ValueError(f"the ArrayBatch has {len(columns)} columns, but data layers {who} "
+                             f"read fields up to index {need - 1} (feeding {self.feeding})")
+
+    def _buffer(self, name: str, size: int) -> np.ndarray:
+        """The first ``size`` entries of ``name``'s reused flat buffer (grown when short)."""
+        buf = self._buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self._buffers[name] = np.empty(size, self.dtype)
+        return buf[:size]
+
     def _into_buffer(self, fields: Sequence, dim: int, name: str) -> np.ndarray | None:
         """The rows concatenated into ``name``'s reused buffer as ``(n, dim)`` when each is a
         1-D array of the feeder's dtype and length ``dim``; None otherwise (the caller takes
         the general path, whose checks name the bad sample)."""
         size = len(fields) * dim
-        buf = self._buffers.get(name)
-        if buf is None or buf.size < size:
-            buf = self._buffers[name] = np.empty(size, self.dtype)
-        flat = buf[:size]
+        flat = self._buffer(name, size)
         try:  # casting "no": any other dtype fails; a 0-d or 2-D row fails on its ndim
             np.concatenate(fields, out=flat, casting="no")
         except (ValueError, TypeError):
@@ -126,16 +157,27 @@ class DataFeeder:
             return None
         return flat.reshape(-1, dim)
 
-    def _dense(self, fields: Sequence, dim: int, name: str | None = None) -> np.ndarray:
+    def _dense(self, fields: Sequence, dim: int, name: str | None = None,
+               column: bool = False) -> np.ndarray:
         """``(n, dim)`` float array of the rows (one copy; none more when they already have
-        the feeder's dtype). Samples may also be 2-D or 3-D arrays of ``dim`` values."""
-        if self._buffers is not None and name is not None:
+        the feeder's dtype). Samples may also be 2-D or 3-D arrays of ``dim`` values. A
+        ``column`` (an ArrayBatch's array of all the rows) of the feeder's dtype is returned as
+        a read-only view: layers never write into their inputs, and the user's data stays
+        safe if one tried."""
+        if self._buffers is not None and name is not None and not column:
             value = self._into_buffer(fields, dim, name)
             if value is not None:
                 return value
         value = np.asarray(fields)
         if value.dtype.kind not in "iuf":
             raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
+        if column and value.dtype == self.dtype:
+            value = value.view()
+            value.flags.writeable = False
+        elif column and self._buffers is not None and name is not None:
+            converted = self._buffer(name, value.size).reshape(value.shape)
+            np.copyto(converted, value, casting="same_kind")
+            value = converted
         value = value.astype(self.dtype, copy=False)
         if value.ndim == 1 and dim == 1:
             value = value.reshape(-1, 1)
@@ -169,7 +211,8 @@ class DataFeeder:
             raise ValueError(f"id {bad} outside [0, {dim})")
         return ids
 
-    def _convert(self, fields: Sequence, tp: InputType, name: str | None = None) -> Argument:
+    def _convert(self, fields: Sequence, tp: InputType, name: str | None = None,
+                 column: bool = False) -> Argument:
         xp = backend.xp()
         seq_starts = sub_starts = None
         if tp.seq_type == 2:
@@ -181,7 +224,7 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            value = self._dense(fields, tp.dim, name)
+            value = self._dense(fields, tp.dim, name, column and seq_starts is None)
             arg = Argument(value=value if xp is np else xp.asarray(value))
         elif tp.type == DataType.Index:
             try:
