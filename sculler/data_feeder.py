@@ -80,6 +80,7 @@ class DataFeeder:
             raise ValueError(f"feeding {dict(feeding)} gives no field for data layers "
                              f"{missing}; data layers are {names}")
         self.feeding = {n: int(feeding[n]) for n in names}
+        self._fields_read = max(self.feeding.values(), default=-1) + 1
         self.dtype = backend.get_default_dtype()
 
     def __call__(self, minibatch: Sequence[Any]) -> dict[str, Argument]:
@@ -90,8 +91,8 @@ class DataFeeder:
         if len(minibatch) == 0:
             raise ValueError("cannot feed an empty minibatch")
         columns = minibatch.columns if isinstance(minibatch, ArrayBatch) else None
-        if columns is not None:
-            self._check_columns(columns)
+        if columns is not None and len(columns) < self._fields_read:
+            self._columns_missing(columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]
@@ -119,7 +120,7 @@ class DataFeeder:
 
     def _check_samples(self, minibatch: Sequence[Any]) -> None:
         """ValueError naming the first sample that is not a tuple/list with enough fields."""
-        need = max(self.feeding.values()) + 1
+        need = self._fields_read
         for i, sample in enumerate(minibatch):
             if not isinstance(sample, (tuple, list)) or len(sample) < need:
                 got = len(sample) if isinstance(sample, (tuple, list)) else type(sample).__name__
@@ -128,9 +129,9 @@ class DataFeeder:
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
 
-    def _check_columns(self, columns: tuple) -> None:
-        """ValueError when an ArrayBatch has fewer columns than the fields the feeding reads."""
-        need = max(self.feeding.values()) + 1
+    def _columns_missing(self, columns: tuple) -> None:
+        """ValueError for an ArrayBatch with fewer columns than the fields the feeding reads."""
+        need = self._fields_read
         if len(columns) < need:
             who = [n for n, c in self.feeding.items() if c >= len(columns)]
             raise ValueError(f"the ArrayBatch has {len(columns)} columns, but data layers {who} "
@@ -234,6 +235,7 @@ class DataFeeder:
                     raise ValueError(str(e)) from None  # the caller locates the sample
                 raise
             arg = Argument(ids=ids if xp is np else xp.asarray(ids))
+            arg.mark_ids_below(tp.dim)  # checked in _ids: the layers skip the check
         else:
             arg = Argument(value=CsrMatrix.from_rows(
                 fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))

@@ -18,7 +18,7 @@ class Argument:
       the sub-sequences of nested sequences.
     """
 
-    __slots__ = ("value", "ids", "grad", "seq_starts", "sub_seq_starts")
+    __slots__ = ("value", "ids", "grad", "seq_starts", "sub_seq_starts", "ids_checked")
 
     def __init__(self, value=None, ids=None, grad=None, seq_starts=None, sub_seq_starts=None):
         self.value = value
@@ -26,6 +26,18 @@ class Argument:
         self.grad = grad
         self.seq_starts = seq_starts
         self.sub_seq_starts = sub_seq_starts
+        self.ids_checked: tuple | None = None  # (ids array, bound) from mark_ids_below
+
+    def mark_ids_below(self, bound: int) -> None:
+        """Record that every id of the current ``ids`` array lies in ``[0, bound)`` (the
+        feeder checked them), so the layers reading it skip their own range check."""
+        self.ids_checked = (self.ids, bound)
+
+    def ids_known_below(self, bound: int) -> bool:
+        """Whether :meth:`mark_ids_below` proved every id below ``bound`` for this very
+        ``ids`` array (a new array, e.g. remapped ids, is not covered)."""
+        checked = self.ids_checked
+        return checked is not None and checked[0] is self.ids and checked[1] <= bound
 
     @property
     def batch_size(self) -> int:

@@ -104,6 +104,8 @@ class CostLayer(Layer):
                 f"layer {self.name!r} ({self.type_name}): label input ({self.inputs[1].name!r}) "
                 f"must carry integer ids, got {label_arg.describe()}"
             )
+        if label_arg.ids_known_below(num_classes):
+            return ids
         bad = first_id_out_of_range(ids, num_classes)
         if bad is not None:
             raise ValueError(

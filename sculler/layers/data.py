@@ -19,13 +19,14 @@ class DataLayer(Layer):
             raise ValueError(
                 f"data layer {self.name!r} expects width {self.size}, got {arg.describe()}"
             )
-        bad = None if arg.ids is None else first_id_out_of_range(arg.ids, self.size)
-        if bad is not None:
-            raise ValueError(
-                f"data layer {self.name!r}: id {bad} is out of range [0, {self.size})"
-            )
+        if arg.ids is not None and not arg.ids_known_below(self.size):
+            bad = first_id_out_of_range(arg.ids, self.size)
+            if bad is not None:
+                raise ValueError(
+                    f"data layer {self.name!r}: id {bad} is out of range [0, {self.size})"
+                )
         out = self.output
-        out.value, out.ids = arg.value, arg.ids
+        out.value, out.ids, out.ids_checked = arg.value, arg.ids, arg.ids_checked
         out.seq_starts, out.sub_seq_starts = arg.seq_starts, arg.sub_seq_starts
 
     def forward(self, pass_type: str) -> None:

@@ -32,7 +32,8 @@ class EmbeddingLayer(Layer):
             )
         table = self.weights[0].w
         ids = arg.ids
-        bad = first_id_out_of_range(ids, table.shape[0])
+        bad = None if arg.ids_known_below(table.shape[0]) else first_id_out_of_range(
+            ids, table.shape[0])
         if bad is not None:
             raise ValueError(
                 f"layer {self.name!r} (embedding): id {bad} is out of range "

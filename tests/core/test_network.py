@@ -144,6 +144,30 @@ def test_label_out_of_range_names_the_cost_layer():
         net.forward({"p": Argument(np.full((2, 3), 0.3)), "y": Argument(ids=np.array([1, 5]))})
 
 
+def test_a_bound_proven_by_the_feeder_covers_only_that_ids_array():
+    """The feeder marks its ids as checked below the data layer's width, so the data and cost
+    layers skip their repeat of the range check; a wider proof, or a different array in the
+    same Argument, is checked again."""
+    b = ModelBuilder()
+    b.add_layer(LayerConfig("p", "data", size=3))
+    b.add_layer(LayerConfig("y", "data", size=10))
+    b.add_layer(LayerConfig("c", "multi-class-cross-entropy",
+                            inputs=[InputConfig("p"), InputConfig("y")]))
+    net = Network(b.build(["c"]))
+    p = Argument(np.full((2, 3), 0.3))
+    labels = Argument(ids=np.array([1, 5]))
+    labels.mark_ids_below(10)  # true, but wider than the cost's 3 classes
+    with pytest.raises(ValueError, match=r"label id 5 is out of range \[0, 3\)"):
+        net.forward({"p": p, "y": labels})
+    labels.ids = np.array([1, 12])  # a new array: the old proof does not cover it
+    with pytest.raises(ValueError, match=r"data layer 'y': id 12 is out of range"):
+        net.forward({"p": p, "y": labels})
+    good = Argument(ids=np.array([1, 2]))
+    good.mark_ids_below(3)
+    assert labels.ids_known_below(10) is False and good.ids_known_below(3)
+    np.testing.assert_allclose(net.forward({"p": p, "y": good})[0].value, -np.log(0.3))
+
+
 def test_wrong_number_of_inputs():
     b = ModelBuilder()
     b.add_layer(LayerConfig("x", "data", size=2))
