@@ -3,8 +3,10 @@
 Each framework runs ``y = Tanh.apply(x); y.backward(dy)`` with the same hand-written
 backward ``dy * (1 - y^2)`` on a [2, 3] tensor (pure dispatch overhead) and on a
 [1024, 1024] tensor (where the math dominates). Paddle and PyTorch are measured only when
-installed (``pip install paddlepaddle==3.3.1 torch==2.13.0``). Prints µs per call (best
-of several repeats) and the ratio to sculler. Run: ``python bench/pylayer_overhead.py``.
+installed (``pip install paddlepaddle==3.3.1 torch==2.13.0``). The contenders run
+interleaved, round by round (``--repeat`` rounds), so that a change of the machine's speed
+hits all of them. Prints µs per call (the best round of each), its ratio to sculler's, and
+the median of the rounds' ratios. Run: ``python bench/pylayer_overhead.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from _load import LoadMeter, same_threads  # noqa: E402
+from _load import LoadMeter, paired_ratio, same_threads  # noqa: E402
 
 
 def _sculler_case(shape: tuple) -> Callable[[], None]:
@@ -93,30 +95,30 @@ def _torch_case(shape: tuple) -> Callable[[], None]:
     return step
 
 
-def _time(step: Callable[[], None], number: int, repeat: int) -> float:
-    step()
-    return min(timeit.repeat(step, number=number, repeat=repeat)) / number * 1e6
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
     cases = [("sculler", _sculler_case), ("paddle", _paddle_case), ("torch", _torch_case)]
     for shape, number in (((2, 3), 2000), ((1024, 1024), 10)):
-        results = {}
+        steps = {}
+        for name, make in cases:
+            try:
+                steps[name] = make(shape)
+            except ImportError:
+                print(f"{name}: not installed, skipped")
+                continue
+            steps[name]()  # warm-up
+        rounds: dict[str, list[float]] = {name: [] for name in steps}
         with LoadMeter() as m:
-            for name, make in cases:
-                try:
-                    step = make(shape)
-                except ImportError:
-                    print(f"{name}: not installed, skipped")
-                    continue
-                results[name] = _time(step, number, args.repeat)
-        base = results["sculler"]
+            for _ in range(args.repeat):
+                for name, step in steps.items():
+                    rounds[name].append(timeit.timeit(step, number=number) / number * 1e6)
+        base = min(rounds["sculler"])
         print(f"tanh PyLayer forward+backward on {list(shape)} [{m.note}]:")
-        for name, us in results.items():
-            print(f"  {name:8s} {us:10.1f} us/call   x{us / base:5.2f} of sculler")
+        for name, us in rounds.items():
+            print(f"  {name:8s} {min(us):10.1f} us/call   x{min(us) / base:5.2f} of sculler"
+                  f"   (median of rounds x{paired_ratio(us, rounds['sculler']):5.2f})")
 
 
 if __name__ == "__main__":
