@@ -126,6 +126,17 @@ def test_input_width_mismatch_names_layer_and_sizes():
         net.forward(bad)
 
 
+def _three_class_cost_over_ten_label_ids() -> Network:
+    """A cross-entropy over 3 probabilities whose label data layer admits ids up to 9."""
+    b = ModelBuilder()
+    b.add_layer(LayerConfig("p", "data", size=3))
+    b.add_layer(LayerConfig("y", "data", size=10))
+    b.add_layer(LayerConfig("c", "multi-class-cross-entropy",
+                            inputs=[InputConfig("p"), InputConfig("y")]))
+    net = Network(b.build(["c"]))
+    return net
+
+
 def test_label_out_of_range_names_the_cost_layer():
     net = Network(mlp())
     bad = batch(4)
@@ -133,12 +144,7 @@ def test_label_out_of_range_names_the_cost_layer():
     with pytest.raises(ValueError, match="id 7 is out of range"):
         net.forward(bad)
     # past the data layer's own check, the cost layer checks the label against its input
-    b = ModelBuilder()
-    b.add_layer(LayerConfig("p", "data", size=3))
-    b.add_layer(LayerConfig("y", "data", size=10))
-    b.add_layer(LayerConfig("c", "multi-class-cross-entropy",
-                            inputs=[InputConfig("p"), InputConfig("y")]))
-    net = Network(b.build(["c"]))
+    net = _three_class_cost_over_ten_label_ids()
     with pytest.raises(ValueError, match=r"layer 'c' \(multi-class-cross-entropy\): label id 5 "
                        r"is out of range \[0, 3\)"):
         net.forward({"p": Argument(np.full((2, 3), 0.3)), "y": Argument(ids=np.array([1, 5]))})
@@ -148,12 +154,7 @@ def test_a_bound_proven_by_the_feeder_covers_only_that_ids_array():
     """The feeder marks its ids as checked below the data layer's width, so the data and cost
     layers skip their repeat of the range check; a wider proof, or a different array in the
     same Argument, is checked again."""
-    b = ModelBuilder()
-    b.add_layer(LayerConfig("p", "data", size=3))
-    b.add_layer(LayerConfig("y", "data", size=10))
-    b.add_layer(LayerConfig("c", "multi-class-cross-entropy",
-                            inputs=[InputConfig("p"), InputConfig("y")]))
-    net = Network(b.build(["c"]))
+    net = _three_class_cost_over_ten_label_ids()
     p = Argument(np.full((2, 3), 0.3))
     labels = Argument(ids=np.array([1, 5]))
     labels.mark_ids_below(10)  # true, but wider than the cost's 3 classes
