@@ -1,14 +1,15 @@
 """LeNet-5 training throughput (samples/s): Sculler (v2 API) vs PaddlePaddle and PyTorch (CPU).
 
 Network: conv 5x5x20 - maxpool 2 - conv 5x5x50 - maxpool 2 - fc 500 relu - fc 10 softmax on
-1x28x28 random inputs, batch 64, cross entropy, momentum SGD. Each framework trains the same
-number of batches after a short warm-up, the three interleaved ``--repeats`` times; the ratios
-are printed for the best run of each (the headline figure) and for the medians of the runs
-paired round by round (one round's three runs see the same machine), so that a single lucky
-or unlucky run shows. A peer that cannot be imported is skipped with a message. Each ratio
-carries the other processes' load during the run (``bench/_load.py``); above 5 % it is flagged
-UNRELIABLE, and so is each round whose own load was. Run:
-``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
+1x28x28 random inputs, batch 64, cross entropy, momentum SGD; every framework takes each batch
+as a slice of the same ready arrays (Sculler through ``paddle.minibatch.array_batches``). Each
+framework trains the same number of batches after a short warm-up, the three interleaved
+``--repeats`` times; the ratios are printed for the best run of each (the headline figure)
+and for the medians of the runs paired round by round (one round's three runs see the same
+machine), so that a single lucky or unlucky run shows. A peer that cannot be imported is
+skipped with a message. Each ratio carries the other processes' load during the run
+(``bench/_load.py``); above 5 % it is flagged UNRELIABLE, and so is each round whose own load
+was. Run: ``PYTHONPATH=. python bench/bench_lenet.py [--batches N] [--repeats R]``
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def bench_sculler(batches: int, warmup: int) -> float:
     tr = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0.9,
                                                                     learning_rate=1e-3 / BATCH))
     x, y = data(batches)
-    minibatches = [[(x[i], int(y[i])) for i in range(b * BATCH, (b + 1) * BATCH)]
-                   for b in range(batches)]
-    tr.train(lambda: iter(minibatches[:warmup]), show_progress=False)
+    # fed as the peers are: each batch a slice of the ready arrays (ArrayBatch views)
+    reader = paddle.minibatch.array_batches(x, y, batch_size=BATCH)
+    tr.train(lambda: iter(list(reader())[:warmup]), show_progress=False)
     t = time.perf_counter()
-    tr.train(lambda: iter(minibatches), show_progress=False)
+    tr.train(reader, show_progress=False)
     return BATCH * batches / (time.perf_counter() - t)
 
 
