@@ -140,3 +140,36 @@ def test_training_on_array_batches_equals_training_on_sample_tuples():
     np.testing.assert_allclose(p1, p2, rtol=1e-6, atol=1e-7)
     for name in w1:
         np.testing.assert_allclose(w1[name], w2[name], rtol=1e-5, atol=1e-7)
+
+
+def test_layers_reading_a_read_only_data_column_train_and_leave_it_unchanged():
+    """Convolution, batch norm, projections and addto read the data layer's value, which
+    is a read-only view of the user's array: none writes into it."""
+    paddle.layer.reset_names()
+    paddle.init(seed=0)
+    img = paddle.layer.data(name="img", type=dt.dense_vector(64), height=8, width=8)
+    lab = paddle.layer.data(name="label", type=dt.integer_value(3))
+    conv = paddle.layer.img_conv(input=img, filter_size=3, num_filters=4, padding=1,
+                                 act=paddle.activation.Relu())
+    norm = paddle.layer.batch_norm(input=img, act=paddle.activation.Linear())
+    mixed = paddle.layer.mixed(size=16, input=[paddle.layer.full_matrix_projection(input=img)])
+    summed = paddle.layer.addto(input=[img, norm], act=paddle.activation.Tanh())
+    joined = paddle.layer.concat(input=[paddle.layer.img_pool(input=conv, pool_size=2,
+                                                              stride=2), mixed, summed])
+    cost = paddle.layer.classification_cost(
+        input=paddle.layer.fc(input=joined, size=3, act=paddle.activation.Softmax()),
+        label=lab)
+    tr = paddle.trainer.SGD(cost, paddle.parameters.create(cost),
+                            paddle.optimizer.Momentum(momentum=0.9, learning_rate=0.01))
+    rng = np.random.RandomState(2)
+    X, y = rng.rand(20, 64).astype(np.float32), rng.randint(0, 3, 20)
+    before = X.copy()
+    costs: list[float] = []
+
+    def handler(event):
+        if isinstance(event, paddle.event.EndIteration):
+            costs.append(event.cost)
+
+    tr.train(array_batches(X, y, batch_size=8), num_passes=4, event_handler=handler)
+    np.testing.assert_array_equal(X, before)
+    assert np.isfinite(costs).all() and len(costs) == 12
