@@ -131,11 +131,10 @@ class DataFeeder:
 
     def _columns_missing(self, columns: tuple) -> None:
         """ValueError for an ArrayBatch with fewer columns than the fields the feeding reads."""
-        need = self._fields_read
-        if len(columns) < need:
-            who = [n for n, c in self.feeding.items() if c >= len(columns)]
-            raise ValueError(f"the ArrayBatch has {len(columns)} columns, but data layers {who} "
-                             f"read fields up to index {need - 1} (feeding {self.feeding})")
+        who = [n for n, c in self.feeding.items() if c >= len(columns)]
+        raise ValueError(f"the ArrayBatch has {len(columns)} columns, but data layers {who} "
+                         f"read fields up to index {self._fields_read - 1} (feeding "
+                         f"{self.feeding})")
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         """The first ``size`` entries of ``name``'s reused flat buffer (grown when short)."""
