@@ -277,18 +277,6 @@ def run_backward(
             single_node_backward(roots[0], root_grads[0], retain_graph)
             or chain_backward(roots[0], root_grads[0], retain_graph)):
         return
-    walk_backward(roots, root_grads, retain_graph, capture)
-
-
-def walk_backward(
-    roots: Sequence[Any],
-    root_grads: Sequence[Any],
-    retain_graph: bool = False,
-    capture: dict | None = None,
-) -> None:
-    """:func:`run_backward` without its fast paths (:func:`single_node_backward`,
-    :func:`chain_backward`): the general walk with dependency counts, for a caller that has
-    already tried them."""
     node_grads: dict[Node, list] = {}
     roots_nodes: list[Node] = []
     cap_nodes: dict[Node, list] = {}
