@@ -81,12 +81,80 @@ class EvaluatorConfig:
 
 
 @dataclass
+class LinkConfig:
+    """A layer of the outer model seen inside a recurrent group (an in-link) or a group layer
+    seen outside (an out-link): PaddlePaddle's ``LinkConfig``."""
+
+    layer_name: str
+    link_name: str
+    has_subseq: bool = False
+
+
+@dataclass
+class MemoryConfig:
+    """A memory of a recurrent group: ``link_name`` at step t reads ``layer_name`` at step t-1;
+    at step 0 it reads ``boot_layer_name`` (or a bias, a constant id, or zeros)."""
+
+    layer_name: str
+    link_name: str
+    boot_layer_name: str | None = None
+    boot_bias_parameter_name: str | None = None
+    boot_bias_active_type: str | None = None
+    boot_with_const_id: int | None = None
+    is_sequence: bool = False
+
+
+@dataclass
+class GeneratorConfig:
+    """How a recurrent group generates (beam search) instead of reading a target sequence."""
+
+    max_num_frames: int
+    eos_layer_name: str
+    num_results_per_sample: int = 1
+    beam_size: int = 1
+    log_prob: bool = True
+
+
+@dataclass
+class SubModelConfig:
+    """A named part of the model; a recurrent layer group is one (PaddlePaddle's
+    ``SubModelConfig``): its step layers are listed in ``layer_names`` (named
+    ``<layer>@<group>``), joined to the outer model by in/out links and memories."""
+
+    name: str
+    layer_names: list[str] = field(default_factory=list)
+    input_layer_names: list[str] = field(default_factory=list)
+    output_layer_names: list[str] = field(default_factory=list)
+    evaluator_names: list[str] = field(default_factory=list)
+    is_recurrent_layer_group: bool = False
+    reversed: bool = False
+    memories: list[MemoryConfig] = field(default_factory=list)
+    in_links: list[LinkConfig] = field(default_factory=list)
+    out_links: list[LinkConfig] = field(default_factory=list)
+    generator: GeneratorConfig | None = None
+    target_inlinkid: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SubModelConfig:
+        gen = d.get("generator")
+        return cls(**{
+            **d,
+            "memories": [MemoryConfig(**m) for m in d.get("memories", [])],
+            "in_links": [LinkConfig(**k) for k in d.get("in_links", [])],
+            "out_links": [LinkConfig(**k) for k in d.get("out_links", [])],
+            "generator": GeneratorConfig(**gen) if gen is not None else None,
+        })
+
+
+@dataclass
 class ModelConfig:
     layers: list[LayerConfig] = field(default_factory=list)
     parameters: list[ParameterConfig] = field(default_factory=list)
     input_layer_names: list[str] = field(default_factory=list)
     output_layer_names: list[str] = field(default_factory=list)
     evaluators: list[EvaluatorConfig] = field(default_factory=list)
+    sub_models: list[SubModelConfig] = field(default_factory=list)
+    type: str = "nn"
 
     def layer(self, name: str) -> LayerConfig:
         for lc in self.layers:
@@ -119,6 +187,8 @@ class ModelConfig:
             input_layer_names=list(d.get("input_layer_names", [])),
             output_layer_names=list(d.get("output_layer_names", [])),
             evaluators=[EvaluatorConfig(**e) for e in d.get("evaluators", [])],
+            sub_models=[SubModelConfig.from_dict(m) for m in d.get("sub_models", [])],
+            type=d.get("type", "nn"),
         )
 
     @classmethod
