@@ -39,7 +39,7 @@ Identity = _act("Identity", "linear", "``y = z``.")
 Linear = _act("Linear", "linear", "``y = z``.")
 SequenceSoftmax = _act("SequenceSoftmax", "sequence_softmax",
                        "Softmax over the steps of each sequence (width-1 input).")
-Exp = _act("Exp", "exp", "``y = exp(z)``.")
+Exp = _act("Exp", "exponential", "``y = exp(z)`` (PaddlePaddle's name: ``exponential``).")
 Relu = _act("Relu", "relu", "``y = max(z, 0)``.")
 BRelu = _act("BRelu", "brelu", "``y = min(max(z, 0), 24)``.")
 SoftRelu = _act("SoftRelu", "softrelu", "``y = log(1 + exp(z))`` (clipped input).")

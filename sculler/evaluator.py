@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sculler.core.expression import LayerOutput
 from sculler.core.model_config import EvaluatorConfig
 from sculler.v2 import evaluators as _more
 from sculler.v2.evaluators import *  # noqa: F401,F403
 from sculler.v2.evaluators import attach as _attach
-from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["classification_error", "sum", "auc"]
 

@@ -1,6 +1,6 @@
 """Image network blocks of the v2 API (``paddle.v2.networks``): conv + pool groups and VGG.
 
-Each helper strings together the v2 layers (:mod:`sculler.v2.image_layers`, ``fc``,
+Each helper strings together the v2 layers (``img_conv``, ``img_pool``, ``fc``,
 ``dropout``) the way PaddlePaddle's ``trainer_config_helpers/networks.py`` does, with the same
 arguments and layer names (``simple_img_conv_pool(name="c")`` builds ``c_conv`` and
 ``c_pool``; unnamed groups are ``__conv_pool_<n>__``). Sequence networks (``simple_lstm``,
@@ -24,7 +24,7 @@ from sculler import activation as A
 from sculler import layer as L
 from sculler import pooling as P
 from sculler.attr import ExtraLayerAttribute
-from sculler.v2.layer_base import LayerOutput, auto_name
+from sculler.core.expression import LayerOutput, auto_name
 
 __all__ = ["simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
            "vgg_16_network"]

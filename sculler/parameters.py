@@ -240,8 +240,8 @@ def training_topology(cost: Any, parameters: Any, update_equation: Any,
                       extra_layers: Any = None) -> Topology:
     """The topology a trainer (local ``trainer.SGD`` or a Ray ``Cluster``) trains, after
     checking its arguments; ``parameters`` learns the topology's parameters."""
+    from sculler.core.expression import LayerOutput
     from sculler.optimizer import Optimizer
-    from sculler.v2.layer_base import LayerOutput
 
     if not isinstance(parameters, Parameters):
         raise TypeError(f"parameters must be created by paddle.parameters.create, got "

@@ -12,10 +12,10 @@ import io
 from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
+from sculler.core.expression import LayerOutput
 from sculler.core.model_config import LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
 from sculler.fileio import FileFormatError, atomic_write, read_tar
-from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["Topology"]
 

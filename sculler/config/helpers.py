@@ -40,27 +40,21 @@ from sculler.config.config_parser import (
     get_config_arg,
     is_declared,
 )
+from sculler.core.faces import Face, faces
 from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
 
 __all__ = [
     "Bias", "Input", "Inputs", "Layer", "Outputs", "Settings", "get_config_arg", "ParamAttr",
     "ParameterAttribute", "ExtraAttr", "ExtraLayerAttribute", "L1Regularization",
-    "L2Regularization", "data_layer", "fc_layer", "embedding_layer", "concat_layer",
-    "addto_layer", "dropout_layer", "classification_cost", "cross_entropy",
-    "square_error_cost", "regression_cost", "mse_cost", "cos_sim", "rank_cost", "outputs",
-    "settings", "data_sources", "MomentumOptimizer", "AdamOptimizer", "AdamaxOptimizer",
-    "AdaGradOptimizer", "DecayedAdaGradOptimizer", "AdaDeltaOptimizer", "RMSPropOptimizer",
-    "crf_layer", "crf_decoding_layer", "ctc_layer", "warp_ctc_layer", "ModelAverage",
-    "recurrent_group", "beam_search", "memory",
-    "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer", "gru_step_layer",
-    "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit", "lstmemory_group", "gru_unit",
-    "gru_group", "simple_gru", "simple_attention", "dot_product_attention",
-    "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling", "SumPooling",
-    "SquareRootNPooling", "pooling_layer", "last_seq", "first_seq", "expand_layer",
-    "seq_concat_layer", "seq_reshape_layer", "sub_seq_layer", "seq_slice_layer",
-    "sub_nested_seq_layer", "kmax_seq_score_layer", "sequence_conv_pool", "text_conv_pool",
-    "lstmemory", "grumemory", "recurrent_layer",
-]
+    "L2Regularization", "data_layer", "outputs", "settings", "data_sources", "MomentumOptimizer",
+    "AdamOptimizer", "AdamaxOptimizer", "AdaGradOptimizer", "DecayedAdaGradOptimizer",
+    "AdaDeltaOptimizer", "RMSPropOptimizer", "ModelAverage", "recurrent_group", "beam_search",
+    "memory", "StaticInput", "SubsequenceInput", "GeneratedInput", "get_output_layer",
+    "gru_step_layer", "gru_step_naive_layer", "lstm_step_layer", "lstmemory_unit",
+    "lstmemory_group", "gru_unit", "gru_group", "simple_gru", "simple_attention",
+    "dot_product_attention", "AggregateLevel", "ExpandLevel", "MaxPooling", "AvgPooling",
+    "SumPooling", "SquareRootNPooling", "sequence_conv_pool", "text_conv_pool",
+]  # plus every declared v1 layer helper, added below
 
 # v1 activation names
 for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftmax", "Exp",
@@ -109,20 +103,15 @@ def data_layer(name: str, size: int, height: int | None = None, width: int | Non
                              width=width, depth=depth, layer_attr=layer_attr)
 
 
-fc_layer = _helper(_v2.fc)
-embedding_layer = _helper(_v2.embedding)
-concat_layer = _helper(_v2.concat)
-addto_layer = _helper(_v2.addto)
-dropout_layer = _helper(_v2.dropout)
-classification_cost = _helper(_v2.classification_cost)
-cross_entropy = _helper(_v2.cross_entropy_cost)
-square_error_cost = regression_cost = mse_cost = _helper(_v2.square_error_cost)
-cos_sim = _helper(_v2.cos_sim)
-rank_cost = _helper(_v2.rank_cost)
-crf_layer = _helper(_v2.crf)
-crf_decoding_layer = _helper(_v2.crf_decoding)
-ctc_layer = _helper(_v2.ctc)
-warp_ctc_layer = _helper(_v2.warp_ctc)
+
+def _v1_face(face: Face) -> Any:
+    """The v1 helper of a declared face (:mod:`sculler.core.faces`): by its ``kind``, the
+    function itself, or a wrapper adding the layers it makes to the config being parsed."""
+    if face.kind == "plain":
+        return face.function
+    if face.kind == "group":
+        return _group_helper(face.function)
+    return _helper(face.function)
 
 
 def _group_helper(v2_function):
@@ -172,22 +161,13 @@ simple_gru = _group_helper(_networks.simple_gru)
 AggregateLevel, ExpandLevel = _v2.AggregateLevel, _v2.ExpandLevel
 MaxPooling, AvgPooling = _pooling.Max, _pooling.Avg
 SumPooling, SquareRootNPooling = _pooling.Sum, _pooling.SquareRootN
-pooling_layer = _helper(_v2.pooling)
-last_seq = _helper(_v2.last_seq)
-first_seq = _helper(_v2.first_seq)
-expand_layer = _helper(_v2.expand)
-seq_concat_layer = _helper(_v2.seq_concat)
-seq_reshape_layer = _helper(_v2.seq_reshape)
-sub_seq_layer = _helper(_v2.sub_seq)
-seq_slice_layer = _helper(_v2.seq_slice)
-sub_nested_seq_layer = _helper(_v2.sub_nested_seq)
-kmax_seq_score_layer = _helper(_v2.kmax_seq_score)
-
-
 sequence_conv_pool = text_conv_pool = _helper(_networks.sequence_conv_pool)
-lstmemory = _helper(_v2.lstmemory)
-grumemory = _helper(_v2.grumemory)
-recurrent_layer = _helper(_v2.recurrent)
+
+
+for _face in faces():
+    for _name in _face.v1_names:
+        globals()[_name] = _v1_face(_face)
+        __all__.append(_name)
 
 
 def outputs(*layers: Any) -> None:

@@ -10,7 +10,7 @@ from sculler.core.suggest import close_matches
 from sculler.math import activation as K
 from sculler.math import parallel
 
-ALIASES = {"": "linear", None: "linear", "identity": "linear"}
+ALIASES = K.NAME_ALIASES
 NAMES = (
     "linear", "sigmoid", "tanh", "relu", "brelu", "softrelu", "stanh", "softmax",
     "sequence_softmax", "exp", "log", "abs", "square", "sqrt", "reciprocal", "softsign",

@@ -3,8 +3,24 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+from sculler import activation as A
+from sculler.core.expression import (
+    LayerOutput,
+    make_layer,
+    one_input,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import register_layer
-from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
+from sculler.layers.image import (
+    ImageLayer,
+    channels_attr,
+    image_geometry,
+    set_output_geometry,
+    xy_pair,
+)
 from sculler.math.conv import (
     channel_sums,
     conv2d_backward_data,
@@ -245,3 +261,48 @@ class ConvTransLayer(ConvLayer):
     """
 
     trans = True
+
+
+@layer_function(v1="img_conv_layer", types=("exconv", "exconvt"), prefix="conv")
+def img_conv(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: A002
+             name: str | None = None, num_channels: int | None = None, act: Any = None,
+             groups: int = 1, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+             bias_attr: Any = None, param_attr: Any = None, shared_biases: bool = True,
+             layer_attr: Any = None, filter_size_y: int | None = None,
+             stride_y: int | None = None, padding_y: int | None = None,
+             dilation_y: int | None = None, trans: bool = False,
+             layer_type: str | None = None) -> LayerOutput:
+    """2-D convolution (``trans=True``: transposed convolution); default act Relu, with bias.
+
+    ``y[f] = act(sum_{c,i,j} W[f, c, i, j] * xpad[c, oy*s + i*d, ox*s + j*d] + b[f])``, output
+    side ``1 + (img + 2p - (k-1)d - 1) // s``. ``filter_size``, ``stride``, ``padding`` and
+    ``dilation`` are an int or ``(x, y)``; ``*_y`` override the y axis. Without an explicit
+    initial std or range the weights are drawn as Paddle's conv "smart" init,
+    ``N(0, sqrt(2 / (filter_size^2 * C)))``. Weight ``(F, C/groups * fy * fx)``.
+    """
+    fn = "img_conv"
+    src = one_input(input, fn)
+    fx, fy = xy_pair(filter_size, filter_size_y, "filter_size", fn)
+    sx, sy = xy_pair(stride, stride_y, "stride", fn)
+    px, py = xy_pair(padding, padding_y, "padding", fn)
+    dx, dy = xy_pair(dilation, dilation_y, "dilation", fn)
+    allowed = ("exconvt", "cudnn_convt") if trans else ("exconv", "cudnn_conv")
+    if layer_type is None:
+        layer_type = allowed[0]
+    elif layer_type not in allowed:
+        raise ValueError(f"{fn}: layer_type {layer_type!r} does not match trans={trans}; "
+                         f"expected one of {allowed}")
+    in_attrs = {"filter_size": fx, "filter_size_y": fy, "stride": sx, "stride_y": sy,
+                "padding": px, "padding_y": py, "dilation": dx, "dilation_y": dy,
+                "groups": int(groups), **channels_attr(num_channels, fn)}
+    out = make_layer(layer_type, [src], name=name, name_prefix="conv", act=act,
+                     default_act=A.Relu, param_attr=param_attr, bias_attr=bias_attr,
+                     layer_attr=layer_attr, input_attrs=[in_attrs],
+                     attrs={"num_filters": int(num_filters),
+                            "shared_biases": bool(shared_biases)})
+    wa = dict(out.weight_attrs[0] or {})
+    if "initial_std" not in wa and "initial_strategy" not in wa and 0 not in out.initializers:
+        channels = image_geometry(out.config, [src.config])[0]
+        wa.update(initial_mean=0.0, initial_std=math.sqrt(2.0 / (fx * fx * channels)))
+        out.weight_attrs[0] = wa
+    return out

@@ -8,8 +8,17 @@ per-sample gradients, as in PaddlePaddle.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 from sculler.math.activation import row_starts
 
@@ -178,3 +187,62 @@ class SquareError(CostLayer):
         np.subtract(x, self._target(label_arg, x), out=diff)
         diff *= (2.0 * dcost)[:, None]
         dx += diff
+
+
+def _cost(layer_type: str, prefix: str, inputs: list, weight: Any, name: Any, coeff: float,
+          layer_attr: Any, fn: str, **unsupported: Any) -> LayerOutput:
+    no_support(fn, **unsupported)
+    if weight is not None:
+        inputs = inputs + [weight]
+    return make_layer(layer_type, as_inputs(inputs, fn), name=name, name_prefix=prefix,
+                      layer_attr=layer_attr, attrs={"coeff": float(coeff)})
+
+
+@layer_function(v1="classification_cost", types=("multi-class-cross-entropy",), prefix="cost")
+def classification_cost(input: LayerOutput, label: LayerOutput, weight: Any = None,  # noqa: A002
+                        name: str | None = None, evaluator: Any = "default",
+                        layer_attr: Any = None, coeff: float = 1.0, act: Any = None,
+                        param_attr: Any = None, bias_attr: Any = None,
+                        parameter_name: str | None = None) -> LayerOutput:
+    """Cross entropy ``-coeff * log p[label]`` of a softmax output; attaches a
+    ``classification_error`` evaluator named ``classification_error_evaluator``."""
+    out = _cost("multi-class-cross-entropy", "cost", [input, label], weight, name, coeff,
+                layer_attr, "classification_cost", act=act, param_attr=param_attr,
+                bias_attr=bias_attr, parameter_name=parameter_name)
+    if evaluator == "default":
+        from sculler.evaluator import classification_error
+
+        evaluator = classification_error
+    for ev in (evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]):
+        if ev is None:
+            continue
+        if not callable(ev):
+            raise TypeError(f"classification_cost: evaluator must be an evaluator function, "
+                            f"got {ev!r}")
+        ev_name = getattr(ev, "evaluator_name", None) or f"{ev.__name__}_evaluator"
+        ev(input=input, label=label, name=ev_name, weight=weight)
+    return out
+
+
+@layer_function(v1="cross_entropy", types=("multi-class-cross-entropy",))
+def cross_entropy_cost(input: LayerOutput, label: LayerOutput, name: str | None = None,  # noqa: A002
+                       coeff: float = 1.0, weight: Any = None, layer_attr: Any = None,
+                       **kw: Any) -> LayerOutput:
+    """``-coeff * log p[label]`` without an attached evaluator."""
+    return _cost("multi-class-cross-entropy", "cross_entropy", [input, label], weight, name,
+                 coeff, layer_attr, "cross_entropy_cost", **kw)
+
+
+@layer_function(v1=("square_error_cost", "regression_cost", "mse_cost"), types=("square_error",))
+def square_error_cost(input: LayerOutput, label: LayerOutput, weight: Any = None,  # noqa: A002
+                      name: str | None = None, coeff: float = 1.0, layer_attr: Any = None,
+                      **kw: Any) -> LayerOutput:
+    """``coeff * sum_j (x_j - y_j)^2`` per sample (PaddlePaddle's, no 1/2)."""
+    return _cost("square_error", "square_error_cost", [input, label], weight, name, coeff,
+                 layer_attr, "square_error_cost", **kw)
+
+
+def cost_layer(layer_type: str, prefix: str, inputs: list, name: str | None, coeff: float,
+            layer_attr: Any, fn: str, **attrs: Any) -> LayerOutput:
+    return make_layer(layer_type, as_inputs(inputs, fn), name=name, name_prefix=prefix,
+                      layer_attr=layer_attr, attrs={"coeff": float(coeff), **attrs})

@@ -8,10 +8,18 @@ Each (but ``sum_cost``) is a :class:`~sculler.layers.cost.CostLayer`: inputs
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
-from sculler.layers.cost import CostLayer
+from sculler.layers.cost import CostLayer, cost_layer
 from sculler.math.sparse import CsrMatrix
 
 
@@ -172,3 +180,80 @@ class SumCost(Layer):
         dx = self.get_input_grad(0)
         if dx is not None:
             dx += self.output.grad
+
+
+@layer_function(v1="cross_entropy_with_selfnorm",
+                types=("multi_class_cross_entropy_with_selfnorm",))
+def cross_entropy_with_selfnorm_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                                     name: str | None = None, coeff: float = 1.0,
+                                     softmax_selfnorm_alpha: float = 0.1,
+                                     layer_attr: Any = None) -> LayerOutput:
+    """``coeff * (-log x[label] + log Z + alpha (log Z)^2)``, ``Z = sum_j x_j``: cross
+    entropy of unnormalised scores that also drives ``Z`` to 1."""
+    return cost_layer("multi_class_cross_entropy_with_selfnorm", "cross_entropy_with_selfnorm",
+                   [input, label], name, coeff, layer_attr, "cross_entropy_with_selfnorm_cost",
+                   softmax_selfnorm_alpha=float(softmax_selfnorm_alpha))
+
+
+@layer_function(v1="multi_binary_label_cross_entropy", types=("multi_binary_label_cross_entropy",))
+def multi_binary_label_cross_entropy_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                                          name: str | None = None, coeff: float = 1.0,
+                                          layer_attr: Any = None) -> LayerOutput:
+    """``-coeff * sum_j [y_j] log p_j + [not y_j] log(1 - p_j)`` for a multi-hot label
+    (sparse_binary_vector, dense 0/1, or one class id)."""
+    return cost_layer("multi_binary_label_cross_entropy", "multi_binary_label_cross_entropy",
+                   [input, label], name, coeff, layer_attr,
+                   "multi_binary_label_cross_entropy_cost")
+
+
+@layer_function(types=("soft_binary_class_cross_entropy",),
+                prefix="soft_binary_class_cross_entropy")
+def soft_binary_class_cross_entropy_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                                         name: str | None = None, coeff: float = 1.0,
+                                         weight: LayerOutput | None = None,
+                                         layer_attr: Any = None) -> LayerOutput:
+    """``-coeff * w * sum_j y_j log p_j + (1 - y_j) log(1 - p_j)`` for soft targets in
+    [0, 1]. PaddlePaddle has the engine layer but no helper: a Sculler extension."""
+    inputs = [input, label] + ([weight] if weight is not None else [])
+    return cost_layer("soft_binary_class_cross_entropy", "soft_binary_class_cross_entropy",
+                   inputs, name, coeff, layer_attr, "soft_binary_class_cross_entropy_cost")
+
+
+@layer_function(v1="huber_regression_cost", types=("huber_regression",))
+def huber_regression_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                          name: str | None = None, delta: float = 1.0, coeff: float = 1.0,
+                          layer_attr: Any = None) -> LayerOutput:
+    """Huber loss summed over dimensions: ``a^2/2`` for ``a = |y - x| <= delta``,
+    ``delta (a - delta/2)`` beyond, times ``coeff``."""
+    if delta <= 0:
+        raise ValueError(f"huber_regression_cost: delta must be positive, got {delta!r}")
+    return cost_layer("huber_regression", "huber_regression_cost", [input, label], name, coeff,
+                   layer_attr, "huber_regression_cost", delta=float(delta))
+
+
+@layer_function(v1="huber_classification_cost", types=("huber_classification",))
+def huber_classification_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                              name: str | None = None, coeff: float = 1.0,
+                              layer_attr: Any = None) -> LayerOutput:
+    """Two-class Huber loss of one score per sample against labels 0/1 (``y = 2l - 1``):
+    ``-4yf`` below ``yf = -1``, ``(1 - yf)^2`` below 1, else 0."""
+    return cost_layer("huber_classification", "huber_classification_cost", [input, label], name,
+                   coeff, layer_attr, "huber_classification_cost")
+
+
+@layer_function(v1="smooth_l1_cost", types=("smooth_l1",))
+def smooth_l1_cost(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                   name: str | None = None, coeff: float = 1.0,
+                   layer_attr: Any = None) -> LayerOutput:
+    """Smooth L1 summed over dimensions: ``a^2/2`` for ``a = |x - y| < 1``, ``a - 1/2``
+    beyond, times ``coeff``."""
+    return cost_layer("smooth_l1", "smooth_l1_cost", [input, label], name, coeff, layer_attr,
+                   "smooth_l1_cost")
+
+
+@layer_function(v1="sum_cost", types=("sum_cost",))
+def sum_cost(input: LayerOutput, name: str | None = None,  # noqa: A002
+             layer_attr: Any = None) -> LayerOutput:
+    """The sum of the input's values per sample, used as a cost: ``cost_i = sum_j x_ij``."""
+    return make_layer("sum_cost", as_inputs(input, "sum_cost"), name=name,
+                      name_prefix="sum_cost", layer_attr=layer_attr)

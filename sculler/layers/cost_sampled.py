@@ -7,9 +7,16 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import PASS_GC, Layer, register_layer
 from sculler.math.sparse import CsrMatrix
 
@@ -322,3 +329,72 @@ def lambda_gradient(o, s, k: int, max_sort_size: int = -1) -> np.ndarray:
             grad[i] += lam
             grad[j] -= lam
     return grad
+
+
+@layer_function(v1="lambda_cost", types=("lambda_cost",))
+def lambda_cost(input: LayerOutput, score: LayerOutput, name: str | None = None,  # noqa: A002
+                NDCG_num: int = 5, max_sort_size: int = -1,  # noqa: N803
+                layer_attr: Any = None) -> LayerOutput:
+    """LambdaRank over lists (sequences): forward gives each list's NDCG@``NDCG_num`` of the
+    model scores ``input`` against relevances ``score``; backward is LambdaRank's gradient."""
+    for key, val in (("NDCG_num", NDCG_num), ("max_sort_size", max_sort_size)):
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise TypeError(f"lambda_cost: {key} must be an int, got {val!r}")
+    if NDCG_num < 1:
+        raise ValueError(f"lambda_cost: NDCG_num must be >= 1, got {NDCG_num}")
+    return make_layer("lambda_cost", as_inputs([input, score], "lambda_cost"), name=name,
+                      name_prefix="lambda_cost", layer_attr=layer_attr,
+                      attrs={"NDCG_num": NDCG_num, "max_sort_size": max_sort_size})
+
+
+@layer_function(v1="nce_layer", types=("nce",))
+def nce(input: Any, label: LayerOutput, num_classes: int | None = None,  # noqa: A002
+        param_attr: Any = None, weight: LayerOutput | None = None, num_neg_samples: int = 10,
+        neg_distribution: list[float] | None = None, name: str | None = None,
+        bias_attr: Any = None, layer_attr: Any = None) -> LayerOutput:
+    """Noise-contrastive estimation cost: the true class against ``num_neg_samples`` classes
+    drawn from ``neg_distribution`` (uniform by default), one (num_classes x width) weight
+    per input and a bias. ``num_classes`` defaults to the label layer's size."""
+    feats = as_inputs(input, "nce")
+    n = int(num_classes if num_classes is not None else label.size)
+    if neg_distribution is not None:
+        neg_distribution = [float(p) for p in neg_distribution]
+        if len(neg_distribution) != n or abs(sum(neg_distribution) - 1.0) > 1e-6:
+            raise ValueError(f"nce: neg_distribution must have num_classes={n} probabilities "
+                             f"summing to 1, got {len(neg_distribution)} summing to "
+                             f"{sum(neg_distribution):.6g}")
+    if isinstance(num_neg_samples, bool) or not isinstance(num_neg_samples, int) or (
+            num_neg_samples < 1):
+        raise ValueError(f"nce: num_neg_samples must be a positive int, got "
+                         f"{num_neg_samples!r}")
+    inputs = feats + [label] + ([weight] if weight is not None else [])
+    pattrs = param_attr
+    if isinstance(param_attr, (list, tuple)):
+        pattrs = list(param_attr) + [None] * (len(inputs) - len(param_attr))
+    elif param_attr is not None:
+        pattrs = [param_attr] * len(feats) + [None] * (len(inputs) - len(feats))
+    return make_layer("nce", as_inputs(inputs, "nce"), name=name, name_prefix="nce_layer",
+                      param_attr=pattrs, bias_attr=bias_attr, layer_attr=layer_attr,
+                      attrs={"num_classes": n, "num_neg_samples": num_neg_samples,
+                             "neg_distribution": neg_distribution,
+                             "with_weight": weight is not None})
+
+
+@layer_function(v1="hsigmoid", types=("hsigmoid",))
+def hsigmoid(input: Any, label: LayerOutput, num_classes: int | None = None,  # noqa: A002
+             name: str | None = None, bias_attr: Any = None, param_attr: Any = None,
+             layer_attr: Any = None) -> LayerOutput:
+    """Hierarchical sigmoid cost over Paddle's binary code tree of ``num_classes`` leaves
+    (default: the label layer's size); one (num_classes - 1) x width weight per input."""
+    feats = as_inputs(input, "hsigmoid")
+    n = int(num_classes if num_classes is not None else label.size)
+    if n < 2:
+        raise ValueError(f"hsigmoid: num_classes must be >= 2, got {n}")
+    pattrs = param_attr
+    if isinstance(param_attr, (list, tuple)):
+        pattrs = list(param_attr) + [None]
+    elif param_attr is not None:
+        pattrs = [param_attr] * len(feats) + [None]
+    return make_layer("hsigmoid", as_inputs(feats + [label], "hsigmoid"), name=name,
+                      name_prefix="hsigmoid", param_attr=pattrs, bias_attr=bias_attr,
+                      layer_attr=layer_attr, attrs={"num_classes": n})

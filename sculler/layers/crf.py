@@ -8,8 +8,16 @@ the two layers by giving both the same ``ParamAttr(name=...)``). The maths is in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
 
@@ -137,3 +145,40 @@ class CRFDecodingLayer(_CRFBase):
 
     def backward(self, callback=None) -> None:
         self.weights[0].parameter.inc_update(callback)
+
+
+def check_label_classes(fn: str, size: int | None, expected: int, what: str) -> int:
+    if size is None:
+        return expected
+    if isinstance(size, bool) or not isinstance(size, int) or size != expected:
+        raise ValueError(f"{fn}: size={size!r} must equal {what} ({expected})")
+    return size
+
+
+@layer_function(v1="crf_layer", types=("crf",))
+def crf(input: LayerOutput, label: LayerOutput, size: int | None = None,  # noqa: A002
+        weight: LayerOutput | None = None, param_attr: Any = None, name: str | None = None,
+        coeff: float = 1.0, layer_attr: Any = None) -> LayerOutput:
+    """Linear-chain CRF negative log-likelihood, one cost per sequence:
+    ``weight_n * (log Z_n - score_n(label))``; ``coeff`` scales only the gradient (as in
+    PaddlePaddle). ``input``: emission scores of width C = ``size``; ``label``: an id sequence
+    over C classes; ``weight``: optional per-sequence column. Parameter (C + 2) x C."""
+    inputs = as_inputs([input, label] + ([weight] if weight is not None else []), "crf")
+    if label.size != input.size:
+        raise ValueError(f"crf: input width {input.size} must equal the label's number of "
+                         f"classes {label.size}")
+    check_label_classes("crf", size, input.size, "the input width")
+    return make_layer("crf", inputs, name=name, name_prefix="crf_layer", param_attr=param_attr,
+                      bias_attr=False, layer_attr=layer_attr, attrs={"coeff": float(coeff)})
+
+
+@layer_function(v1="crf_decoding_layer", types=("crf_decoding",))
+def crf_decoding(input: LayerOutput, size: int, label: LayerOutput | None = None,  # noqa: A002
+                 param_attr: Any = None, name: str | None = None,
+                 layer_attr: Any = None) -> LayerOutput:
+    """Viterbi decoding with the CRF parameter: the best tag ids of each sequence (``ids``);
+    with ``label``, ``value`` is 1 per token where the decoded tag is wrong, else 0."""
+    inputs = as_inputs([input] + ([label] if label is not None else []), "crf_decoding")
+    check_label_classes("crf_decoding", size, input.size, "the input width")
+    return make_layer("crf_decoding", inputs, name=name, name_prefix="crf_decoding_layer",
+                      param_attr=param_attr, bias_attr=False, layer_attr=layer_attr)

@@ -10,9 +10,18 @@ sequence's length T_n (as PaddlePaddle does). A sequence shorter than its label 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
+from sculler.layers.crf import check_label_classes
 from sculler.math.ctc import ctc_loss
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
@@ -133,3 +142,46 @@ class WarpCTCLayer(_CTCBase):
         feasible = np.repeat(self._scored, lengths)[:, None]
         soft = np.exp(self.log_probs(x))
         dx += scale_row * np.where(feasible, soft - gamma, 0.0)
+
+
+def _ctc(layer_type: str, input: LayerOutput, label: LayerOutput,  # noqa: A002
+         size: int | None, name: str | None, layer_attr: Any, **attrs: Any) -> LayerOutput:
+    if not (layer_type == "warp_ctc" and size is not None and size == label.size):
+        size = check_label_classes(layer_type, size, label.size + 1,
+                           "the label's number of classes + 1")
+    if input.size != size:
+        raise ValueError(f"{layer_type}: input width {input.size} must equal size {size} "
+                         "(number of labels + 1 for the blank)")
+    return make_layer(layer_type, as_inputs([input, label], layer_type), name=name,
+                      name_prefix=f"{layer_type}_layer", layer_attr=layer_attr,
+                      attrs={"num_classes": size, **attrs})
+
+
+@layer_function(v1="ctc_layer", types=("ctc",))
+def ctc(input: LayerOutput, label: LayerOutput, size: int | None = None,  # noqa: A002
+        name: str | None = None, norm_by_times: bool = False,
+        layer_attr: Any = None) -> LayerOutput:
+    """CTC cost ``-log p(label | input)`` per sequence, on probabilities (a softmax output)
+    of width ``size`` = label classes + 1; the blank is the LAST class. ``norm_by_times``
+    divides the gradient by the sequence length."""
+    return _ctc("ctc", input, label, size, name, layer_attr, norm_by_times=bool(norm_by_times))
+
+
+@layer_function(v1="warp_ctc_layer", types=("warp_ctc",))
+def warp_ctc(input: LayerOutput, label: LayerOutput, size: int | None = None,  # noqa: A002
+             name: str | None = None, blank: int = 0, norm_by_times: bool = False,
+             layer_attr: Any = None) -> LayerOutput:
+    """CTC cost on unnormalised activations (linear act; the softmax is inside) of width
+    ``size`` = label classes + 1; the blank is class ``blank`` (default 0). As Sculler's data
+    layers check id ranges, a label whose ids reach ``size - 1`` (any blank but the last) may
+    be declared with ``size`` ids and an explicit ``size`` (a Sculler extension)."""
+    if input.activation not in ("", "linear"):
+        raise ValueError(f"warp_ctc: input {input.name!r} must have a linear activation (the "
+                         f"softmax is inside warp_ctc), got {input.activation!r}")
+    if isinstance(blank, bool) or not isinstance(blank, int):
+        raise TypeError(f"warp_ctc: blank must be an int, got {blank!r}")
+    width = label.size + 1 if size is None else size
+    if not 0 <= blank < width:
+        raise ValueError(f"warp_ctc: blank {blank} must lie in [0, {width})")
+    return _ctc("warp_ctc", input, label, size, name, layer_attr, blank=blank,
+                norm_by_times=bool(norm_by_times))

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sculler.core.argument import Argument
+from sculler.core.expression import (
+    LayerOutput,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
+from sculler.core.model_config import LayerConfig
+from sculler.data_type import InputType
 
 
 @register_layer("data")
@@ -38,3 +47,22 @@ class DataLayer(Layer):
             out.grad = grad
         else:
             out.grad = None
+
+
+@layer_function(v2=True, types=("data",))
+def data(name: str, type: InputType, height: int | None = None,  # noqa: A002
+         width: int | None = None, depth: int | None = None, layer_attr: Any = None,
+         **kw: Any) -> LayerOutput:
+    """A data layer: where field ``name`` of each sample enters (width ``type.dim``)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"data layer: name must be a non-empty str, got {name!r}")
+    if not isinstance(type, InputType):
+        raise TypeError(f"data layer {name!r}: type must be a paddle.data_type input type such "
+                        f"as dense_vector(784), got {type!r}")
+    no_support("data", layer_attr=layer_attr, **kw)
+    attrs: dict[str, Any] = {"kind": type.kind, "seq_type": type.seq_type}
+    for key, val in (("height", height), ("width", width), ("depth", depth)):
+        if val is not None:
+            attrs[key] = int(val)
+    config = LayerConfig(name=name, type="data", size=type.dim, attrs=attrs)
+    return LayerOutput(config, [], data_type=type)

@@ -7,7 +7,16 @@ Each is PaddlePaddle's layer of the same type name (``slope_intercept``, ``scale
 
 from __future__ import annotations
 
+from typing import Any
+
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    simple_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 
 
@@ -290,3 +299,83 @@ class FeatMapExpandLayer(_Unary):
             dy = self.output.grad
             g += dy.reshape(-1, n, d).sum(axis=1) if self.attr("as_row_vector", True) else (
                 dy.reshape(-1, d, n).sum(axis=2))
+
+
+@layer_function(v1="slope_intercept_layer", types=("slope_intercept",))
+def slope_intercept(input: LayerOutput, name: str | None = None, slope: float = 1.0,  # noqa: A002
+                    intercept: float = 0.0, layer_attr: Any = None) -> LayerOutput:
+    """``y = slope * x + intercept``."""
+    return simple_layer("slope_intercept", "slope_intercept_layer", [input], name, layer_attr,
+                   attrs={"slope": float(slope), "intercept": float(intercept)})
+
+
+@layer_function(v1="sum_to_one_norm_layer", types=("sum_to_one_norm",))
+def sum_to_one_norm(input: LayerOutput, name: str | None = None,  # noqa: A002
+                    layer_attr: Any = None) -> LayerOutput:
+    """``y = x / sum(x)`` per row."""
+    return simple_layer("sum_to_one_norm", "sum_to_one_norm_layer", [input], name, layer_attr)
+
+
+@layer_function(v1="row_l2_norm_layer", types=("row_l2_norm",))
+def row_l2_norm(input: LayerOutput, name: str | None = None,  # noqa: A002
+                layer_attr: Any = None) -> LayerOutput:
+    """``y = x / |x|`` per row."""
+    return simple_layer("row_l2_norm", "row_l2_norm_layer", [input], name, layer_attr)
+
+
+@layer_function(v1="trans_layer", types=("trans",))
+def trans(input: LayerOutput, name: str | None = None,  # noqa: A002
+          layer_attr: Any = None) -> LayerOutput:
+    """The transposed batch: (batch x D) becomes (D x batch)."""
+    return simple_layer("trans", "trans_layer", [input], name, layer_attr)
+
+
+@layer_function(v1="resize_layer", types=("resize",), prefix="resize")
+def resize(input: LayerOutput, size: int, name: str | None = None) -> LayerOutput:  # noqa: A002
+    """Re-read the batch row-major as rows of width ``size``."""
+    return simple_layer("resize", "resize", [input], name, size=size)
+
+
+@layer_function(v1="clip_layer", types=("clip",), prefix="clip")
+def clip(input: LayerOutput, min: float, max: float,  # noqa: A002
+         name: str | None = None) -> LayerOutput:
+    """``y = min(max(x, min), max)``."""
+    return simple_layer("clip", "clip", [input], name,
+                   attrs={"min": float(min), "max": float(max)})
+
+
+@layer_function(v1="scale_shift_layer", types=("scale_shift",), prefix="scale_shift")
+def scale_shift(input: LayerOutput, name: str | None = None,  # noqa: A002
+                param_attr: Any = None, bias_attr: Any = None) -> LayerOutput:
+    """``y = w * x + b`` with learned scalars ``w`` and (by default) ``b``."""
+    return make_layer("scale_shift", as_inputs(input, "scale_shift"), name=name,
+                      name_prefix="scale_shift", param_attr=param_attr,
+                      bias_attr=bias_attr)
+
+
+@layer_function(v1="prelu_layer", types=("prelu",))
+def prelu(input: LayerOutput, name: str | None = None, partial_sum: int = 1,  # noqa: A002
+          channel_shared: bool | None = None, num_channels: int | None = None,
+          param_attr: Any = None, layer_attr: Any = None) -> LayerOutput:
+    """Parametric ReLU ``y = x (x > 0), a x (x <= 0)`` with one slope per ``partial_sum``
+    units; ``channel_shared`` True: one slope, False: one per channel (``num_channels``)."""
+    if channel_shared is not None:
+        if channel_shared:
+            partial_sum = input.size
+        else:
+            if not num_channels or input.size % int(num_channels):
+                raise ValueError(f"prelu: channel_shared=False needs num_channels dividing the "
+                                 f"input width {input.size}, got {num_channels!r}")
+            partial_sum = input.size // int(num_channels)
+    return make_layer("prelu", as_inputs(input, "prelu"), name=name, name_prefix="prelu_layer",
+                      param_attr=param_attr, bias_attr=False, layer_attr=layer_attr,
+                      attrs={"partial_sum": int(partial_sum)})
+
+
+@layer_function(v1="repeat_layer", types=("featmap_expand",))
+def repeat(input: LayerOutput, num_repeats: int, as_row_vector: bool = True,  # noqa: A002
+           act: Any = None, name: str | None = None, layer_attr: Any = None) -> LayerOutput:
+    """``[x, x, ..., x]`` (as_row_vector) or ``[x_1, x_1, ..., x_D, x_D]``,
+    ``num_repeats`` copies."""
+    return simple_layer("featmap_expand", "repeat_layer", [input], name, layer_attr, act=act,
+                   attrs={"num_filters": int(num_repeats), "as_row_vector": bool(as_row_vector)})

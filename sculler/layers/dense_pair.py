@@ -7,7 +7,16 @@ PaddlePaddle's ``scaling``, ``power``, ``interpolation`` (a per-sample scalar we
 
 from __future__ import annotations
 
+from typing import Any
+
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    simple_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 
 
@@ -326,3 +335,74 @@ class MultiplexLayer(Layer):
             if g is not None:
                 rows = ids == k
                 g[rows] += self.output.grad[rows]
+
+
+@layer_function(v1="scaling_layer", types=("scaling",))
+def scaling(input: LayerOutput, weight: LayerOutput, name: str | None = None,  # noqa: A002
+            layer_attr: Any = None) -> LayerOutput:
+    """``y_i = w_i * x_i`` with a per-sample scalar ``weight`` (width 1)."""
+    return simple_layer("scaling", "scaling_layer", [weight, input], name, layer_attr)
+
+
+@layer_function(v1="power_layer", types=("power",))
+def power(input: LayerOutput, weight: LayerOutput, name: str | None = None,  # noqa: A002
+          layer_attr: Any = None) -> LayerOutput:
+    """``y_i = x_i ^ w_i`` elementwise with a per-sample exponent ``weight`` (width 1)."""
+    return simple_layer("power", "power_layer", [weight, input], name, layer_attr)
+
+
+@layer_function(v1="interpolation_layer", types=("interpolation",))
+def interpolation(input: list, weight: LayerOutput, name: str | None = None,  # noqa: A002
+                  layer_attr: Any = None) -> LayerOutput:
+    """``y_i = w_i * a_i + (1 - w_i) * b_i`` for ``input = [a, b]``."""
+    pair = as_inputs(input, "interpolation")
+    if len(pair) != 2:
+        raise ValueError(f"interpolation: input must be two layers [a, b], got {len(pair)}")
+    return simple_layer("interpolation", "interpolation_layer", [weight, *pair], name, layer_attr)
+
+
+@layer_function(v1="tensor_layer", types=("tensor",))
+def tensor(a: LayerOutput, b: LayerOutput, size: int, act: Any = None,
+           name: str | None = None, param_attr: Any = None, bias_attr: Any = None,
+           layer_attr: Any = None) -> LayerOutput:
+    """Bilinear ``y_k = act(a W_k b^T + bias_k)``, k < size; with bias by default."""
+    return make_layer("tensor", as_inputs([a, b], "tensor"), name=name,
+                      name_prefix="tensor_layer", size=size, act=act,
+                      param_attr=[param_attr, None], bias_attr=bias_attr, layer_attr=layer_attr)
+
+
+@layer_function(v1="multiplex_layer", types=("multiplex",))
+def multiplex(input: list, name: str | None = None,  # noqa: A002
+              layer_attr: Any = None) -> LayerOutput:
+    """``input = [index, x_0, x_1, ...]``: row i is row i of ``x_{index_i}``."""
+    return simple_layer("multiplex", "multiplex_layer", list(input), name, layer_attr)
+
+
+@layer_function(v1="out_prod_layer", types=("out_prod",))
+def out_prod(input1: LayerOutput, input2: LayerOutput, name: str | None = None,
+             layer_attr: Any = None) -> LayerOutput:
+    """Row-wise outer product, flattened: width ``M * N``."""
+    return simple_layer("out_prod", "out_prod_layer", [input1, input2], name, layer_attr)
+
+
+@layer_function(v1=("linear_comb_layer", "convex_comb_layer"), v2=("linear_comb", "convex_comb"),
+                types=("convex_comb",))
+def linear_comb(weights: LayerOutput, vectors: LayerOutput, size: int | None = None,
+                name: str | None = None, layer_attr: Any = None) -> LayerOutput:
+    """``y_i = w_i V_i`` with ``V_i`` the row read as (width of weights) x size."""
+    return simple_layer("convex_comb", "linear_comb_layer", [weights, vectors], name, layer_attr,
+                   size=size or 0)
+
+
+@layer_function(v1="l2_distance_layer", types=("l2_distance",))
+def l2_distance(x: LayerOutput, y: LayerOutput, name: str | None = None,
+                layer_attr: Any = None) -> LayerOutput:
+    """``|x_i - y_i|`` per row (width 1)."""
+    return simple_layer("l2_distance", "l2_distance_layer", [x, y], name, layer_attr)
+
+
+@layer_function(v1="dot_prod_layer", types=("dot_prod",))
+def dot_prod(input1: LayerOutput, input2: LayerOutput, name: str | None = None,
+             layer_attr: Any = None) -> LayerOutput:
+    """``<a_i, b_i>`` per row (width 1)."""
+    return simple_layer("dot_prod", "dot_prod_layer", [input1, input2], name, layer_attr)

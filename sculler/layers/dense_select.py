@@ -3,7 +3,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from sculler import activation as A
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    no_support,
+    simple_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.math.sparse import CsrMatrix
 
@@ -128,3 +139,37 @@ class SelectiveFCLayer(Layer):
                 g += dz @ weight.w
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
+
+
+@layer_function(v1="maxid_layer", types=("maxid",))
+def max_id(input: LayerOutput, name: str | None = None,  # noqa: A002
+           layer_attr: Any = None) -> LayerOutput:
+    """Id of the largest entry of each row (``ids``; ``value`` holds the maximum)."""
+    return simple_layer("maxid", "maxid_layer", [input], name, layer_attr)
+
+
+@layer_function(v1="sampling_id_layer", types=("sampling_id",))
+def sampling_id(input: LayerOutput, name: str | None = None,  # noqa: A002
+                layer_attr: Any = None) -> LayerOutput:
+    """One id per row drawn from the row's probabilities."""
+    return simple_layer("sampling_id", "sampling_id_layer", [input], name, layer_attr)
+
+
+@layer_function(v1="selective_fc_layer", types=("selective_fc",))
+def selective_fc(input: Any, size: int, select: LayerOutput | None = None,  # noqa: A002
+                 act: Any = None, name: str | None = None, pass_generation: bool = False,
+                 has_selected_colums: bool = True, mul_ratio: float = 0.02,
+                 param_attr: Any = None, bias_attr: Any = None,
+                 layer_attr: Any = None) -> LayerOutput:
+    """An fc (weights stored size x D) computing only the columns ``select`` marks; without
+    ``select`` every column. ``mul_ratio`` is a speed hint and is not needed here."""
+    no_support("selective_fc", pass_generation=pass_generation)
+    inputs = as_inputs(input, "selective_fc")
+    has_select = select is not None and has_selected_colums
+    pattrs = param_attr if isinstance(param_attr, (list, tuple)) else [param_attr] * len(inputs)
+    if has_select:
+        inputs, pattrs = inputs + [select], list(pattrs) + [None]
+    return make_layer("selective_fc", inputs, name=name, name_prefix="selective_fc_layer",
+                      size=size, act=act, default_act=A.Tanh, param_attr=list(pattrs),
+                      bias_attr=bias_attr, layer_attr=layer_attr,
+                      attrs={"has_select": bool(has_select)})

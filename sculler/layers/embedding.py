@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 
 
@@ -58,3 +67,14 @@ class EmbeddingLayer(Layer):
         if p.config.sparse_remote_update:
             return {p.name: np.unique(self.get_input(0).ids)}
         return {}
+
+
+@layer_function(v1="embedding_layer", types=("embedding",), prefix="embedding")
+def embedding(input: LayerOutput, size: int, name: str | None = None,  # noqa: A002
+              param_attr: Any = None, layer_attr: Any = None, act: Any = None,
+              bias_attr: Any = None, parameter_name: str | None = None) -> LayerOutput:
+    """Look up row ``id`` of a (dictionary x size) table for each id: ``y_t = W[id_t]``."""
+    no_support("embedding", bias_attr=bias_attr)
+    return make_layer("embedding", as_inputs(input, "embedding"), name=name, size=size,
+                      act=act, param_attr=param_attr, bias_attr=False, layer_attr=layer_attr,
+                      parameter_name=parameter_name)

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler import activation as A
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.math.blas import gemm
 from sculler.math.sparse import csr_matmul, csr_t_matmul_rows
@@ -79,3 +88,13 @@ class FCLayer(Layer):
             if arg.is_sparse and weight.parameter.config.sparse_remote_update:
                 rows[weight.parameter.name] = np.unique(arg.value.indices)
         return rows
+
+
+@layer_function(v1="fc_layer", types=("fc",))
+def fc(input: Any, size: int, act: Any = None, name: str | None = None,  # noqa: A002
+       param_attr: Any = None, bias_attr: Any = None, layer_attr: Any = None,
+       parameter_name: str | None = None) -> LayerOutput:
+    """Fully connected: ``y = act(sum_i x_i W_i + b)``; default act Tanh, with bias."""
+    return make_layer("fc", as_inputs(input, "fc"), name=name, name_prefix="fc_layer",
+                      size=size, act=act, default_act=A.Tanh, param_attr=param_attr,
+                      bias_attr=bias_attr, layer_attr=layer_attr, parameter_name=parameter_name)

@@ -12,11 +12,21 @@ data layer's ``height``/``width``). Every image layer writes its output geometry
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from sculler import backend
+from sculler import pooling as P
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    one_input,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.math.conv import col2im, im2col
@@ -468,3 +478,142 @@ class CropLayer(ImageLayer):
         gx = self.input_grad_image(0)
         if gx is not None:
             gx[self._win] += self.output_image("grad")
+
+
+def xy_pair(value: Any, value_y: Any, what: str, fn: str) -> tuple[int, int]:
+    """Paddle's ``(x, y)`` convention: an int for both axes, or a pair ``(x, y)``; an explicit
+    ``*_y`` argument wins for the y axis."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"{fn}: {what} must be an int or a pair (x, y), got {value!r}")
+        x, y = value
+    else:
+        x = y = value
+    if value_y is not None:
+        y = value_y
+    for v in (x, y):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{fn}: {what} must be an int or a pair of ints (x, y), got "
+                            f"{value!r} (y: {value_y!r})")
+    return int(x), int(y)
+
+
+def channels_attr(num_channels: int | None, fn: str) -> dict[str, int]:
+    if num_channels is None:
+        return {}
+    if isinstance(num_channels, bool) or not isinstance(num_channels, int) or num_channels < 1:
+        raise ValueError(f"{fn}: num_channels must be a positive int or None, got "
+                         f"{num_channels!r}")
+    return {"channels": int(num_channels)}
+
+
+def pool_type_name(pool_type: Any, fn: str) -> str:
+    """Engine ``pool_type`` for a ``paddle.pooling`` object (Max default)."""
+    if pool_type is None:
+        pool_type = P.Max()
+    if not isinstance(pool_type, P.BasePool):
+        raise TypeError(f"{fn}: pool_type must be paddle.pooling.Max() or Avg(), got "
+                        f"{pool_type!r}")
+    if pool_type.name == "max":
+        return "max-projection"
+    if pool_type.name == "average":
+        return "avg-projection"
+    raise NotImplementedError(f"{fn}: pool_type {pool_type!r} is not supported for images; use "
+                              "paddle.pooling.Max() or Avg()")
+
+
+@layer_function(v1="maxout_layer", types=("maxout",))
+def maxout(input: LayerOutput, groups: int, num_channels: int | None = None,  # noqa: A002
+           name: str | None = None, layer_attr: Any = None) -> LayerOutput:
+    """Maxout over channel groups: ``y[o] = max_k x[o*groups + k]``, ``C/groups`` channels."""
+    fn = "maxout"
+    return make_layer("maxout", [one_input(input, fn)], name=name, name_prefix="maxout_layer",
+                      bias_attr=False, layer_attr=layer_attr,
+                      attrs={"groups": int(groups), **channels_attr(num_channels, fn)})
+
+
+@layer_function(v1="spp_layer", types=("spp",), prefix="spp")
+def spp(input: LayerOutput, name: str | None = None, num_channels: int | None = None,  # noqa: A002
+        pool_type: Any = None, pyramid_height: int | None = None,
+        layer_attr: Any = None) -> LayerOutput:
+    """Spatial pyramid pooling: level ``l`` pools into ``2^l x 2^l`` bins; width
+    ``C * (4^pyramid_height - 1) / 3``."""
+    fn = "spp"
+    if pyramid_height is None:
+        raise ValueError(f"{fn}: pyramid_height is required (an int >= 1)")
+    attrs = {"pyramid_height": int(pyramid_height), "pool_type": pool_type_name(pool_type, fn),
+             **channels_attr(num_channels, fn)}
+    return make_layer("spp", [one_input(input, fn)], name=name, name_prefix="spp",
+                      bias_attr=False, layer_attr=layer_attr, attrs=attrs)
+
+
+@layer_function(v1="bilinear_interp_layer", types=("bilinear_interp",))
+def bilinear_interp(input: LayerOutput, out_size_x: int | None = None,  # noqa: A002
+                    out_size_y: int | None = None, name: str | None = None,
+                    layer_attr: Any = None) -> LayerOutput:
+    """Bilinear resize to ``out_size_y x out_size_x`` with aligned corners."""
+    fn = "bilinear_interp"
+    if out_size_x is None or out_size_y is None:
+        raise ValueError(f"{fn}: out_size_x and out_size_y are required, got {out_size_x!r} "
+                         f"and {out_size_y!r}")
+    return make_layer("bilinear_interp", [one_input(input, fn)], name=name,
+                      name_prefix="bilinear_interp_layer", bias_attr=False,
+                      layer_attr=layer_attr,
+                      attrs={"out_size_x": int(out_size_x), "out_size_y": int(out_size_y)})
+
+
+@layer_function(v1="block_expand_layer", types=("blockexpand",))
+def block_expand(input: LayerOutput, block_x: int = 0, block_y: int = 0,  # noqa: A002
+                 stride_x: int = 0, stride_y: int = 0, padding_x: int = 0, padding_y: int = 0,
+                 num_channels: int | None = None, name: str | None = None,
+                 layer_attr: Any = None) -> LayerOutput:
+    """Image to a sequence of ``block_y x block_x`` blocks (im2col per image): each sample
+    becomes ``oh * ow`` steps of width ``C * block_y * block_x``. Blocks and strides must be
+    given (>= 1), as in Paddle."""
+    fn = "block_expand"
+    attrs = {"block_x": int(block_x), "block_y": int(block_y), "stride_x": int(stride_x),
+             "stride_y": int(stride_y), "padding_x": int(padding_x),
+             "padding_y": int(padding_y), **channels_attr(num_channels, fn)}
+    return make_layer("blockexpand", [one_input(input, fn)], name=name,
+                      name_prefix="block_expand_layer", bias_attr=False, layer_attr=layer_attr,
+                      attrs=attrs)
+
+
+def _pad_pair(value: Any, what: str) -> list[int]:
+    if value is None:
+        return [0, 0]
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return [int(value[0]), int(value[1])]
+    raise ValueError(f"pad: {what} must be [before, after], got {value!r}")
+
+
+@layer_function(v1="pad_layer", types=("pad",), prefix="pad")
+def pad(input: LayerOutput, pad_c: Sequence[int] | None = None,  # noqa: A002
+        pad_h: Sequence[int] | None = None, pad_w: Sequence[int] | None = None,
+        name: str | None = None, layer_attr: Any = None) -> LayerOutput:
+    """Zero padding of channels, rows and columns, each ``[before, after]``: output
+    ``(C + sum(pad_c), H + sum(pad_h), W + sum(pad_w))``."""
+    attrs = {"pad_c": _pad_pair(pad_c, "pad_c"), "pad_h": _pad_pair(pad_h, "pad_h"),
+             "pad_w": _pad_pair(pad_w, "pad_w")}
+    return make_layer("pad", [one_input(input, "pad")], name=name, name_prefix="pad",
+                      bias_attr=False, layer_attr=layer_attr, attrs=attrs)
+
+
+@layer_function(v1="crop_layer", types=("crop",))
+def crop(input: Any, offset: Sequence[int], axis: int = 2,  # noqa: A002
+         shape: Sequence[int] | None = None, name: str | None = None,
+         layer_attr: Any = None) -> LayerOutput:
+    """Crop dimensions ``axis..3`` of the ``(N, C, H, W)`` image, starting at ``offset``, to
+    ``shape`` or, with ``input=[image, reference]``, to the reference layer's geometry."""
+    fn = "crop"
+    inputs = as_inputs(input, fn)
+    if len(inputs) > 2:
+        raise ValueError(f"{fn}: input is one image layer or [image, reference], got "
+                         f"{len(inputs)} layers")
+    if len(inputs) == 1 and shape is None:
+        raise ValueError(f"{fn}: give shape=[...] or a reference layer input=[image, ref]")
+    attrs: dict[str, Any] = {"axis": int(axis), "offset": [int(v) for v in offset]}
+    if shape is not None:
+        attrs["shape"] = [int(v) for v in shape]
+    return make_layer("crop", inputs, name=name, name_prefix="crop_layer", bias_attr=False,
+                      layer_attr=layer_attr, attrs=attrs)

@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from sculler.attr import ExtraLayerAttribute
+from sculler.core.expression import (
+    LayerOutput,
+    Projection,
+    as_inputs,
+    make_layer,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 
 
@@ -73,3 +84,51 @@ class AddtoLayer(Layer):
             grad = self.get_input_grad(i)
             if grad is not None:
                 grad += self.output.grad
+
+
+@layer_function(v1="concat_layer", types=("concat", "concat2"), prefix="concat")
+def concat(input: Any, act: Any = None, name: str | None = None,  # noqa: A002
+           layer_attr: Any = None, bias_attr: Any = None, param_attr: Any = None,
+           parameter_name: str | None = None) -> LayerOutput:
+    """Inputs side by side: ``y = act([x_1, x_2, ...])``; width is the sum of widths. Given
+    projections (``concat(input=[table_projection(w1, size=32), ...])``) it is
+    PaddlePaddle's concat2: each projection fills its own block of columns."""
+    no_support("concat", param_attr=param_attr, parameter_name=parameter_name)
+    items = list(input) if isinstance(input, (list, tuple)) else [input]
+    if any(isinstance(p, Projection) for p in items):
+        return _concat_projections(items, act, name, layer_attr, bias_attr)
+    return make_layer("concat", as_inputs(input, "concat"), name=name, act=act,
+                      bias_attr=bias_attr, layer_attr=layer_attr)
+
+
+def _concat_projections(items: list, act: Any, name: Any, layer_attr: Any,
+                        bias_attr: Any) -> LayerOutput:
+    if not all(isinstance(p, Projection) for p in items):
+        raise TypeError("concat: input must be all layers or all projections, got "
+                        f"{[type(p).__name__ for p in items]}")
+    in_attrs = [dict(p.input_attrs()[0], **({"size": p.size} if p.size else {})) for p in items]
+    return make_layer("concat2", [p.inputs[0] for p in items], name=name, name_prefix="concat",
+                      act=act, param_attr=[p.param_attr for p in items], bias_attr=bias_attr,
+                      layer_attr=layer_attr, input_attrs=in_attrs)
+
+
+@layer_function(v1="addto_layer", types=("addto",), prefix="addto")
+def addto(input: Any, act: Any = None, name: str | None = None,  # noqa: A002
+          bias_attr: Any = None, layer_attr: Any = None, param_attr: Any = None,
+          parameter_name: str | None = None) -> LayerOutput:
+    """Elementwise sum ``y = act(sum_i x_i + b)``; no bias unless ``bias_attr`` asks."""
+    no_support("addto", param_attr=param_attr, parameter_name=parameter_name)
+    return make_layer("addto", as_inputs(input, "addto"), name=name, act=act,
+                      bias_attr=bias_attr, layer_attr=layer_attr)
+
+
+@layer_function(v1="dropout_layer", types=("addto",), prefix="dropout")
+def dropout(input: LayerOutput, dropout_rate: float, name: str | None = None,  # noqa: A002
+            **kw: Any) -> LayerOutput:
+    """Dropout as PaddlePaddle builds it: an ``addto`` whose ``drop_rate`` is
+    ``dropout_rate`` (units zeroed with that probability in training, scaled by
+    ``1 - dropout_rate`` in testing)."""
+    no_support("dropout", **kw)
+    return make_layer("addto", as_inputs(input, "dropout"), name=name,
+                      name_prefix="dropout", bias_attr=False,
+                      layer_attr=ExtraLayerAttribute(drop_rate=dropout_rate))

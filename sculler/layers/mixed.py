@@ -29,8 +29,20 @@ padding is trainable, row ``max(0,-s) + (t' - begin)`` (before) / ``max(0,-s) + 
 
 from __future__ import annotations
 
+from typing import Any
+
+from sculler.attr import ParameterAttribute
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    Projection,
+    auto_name,
+    make_layer,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
 
 
@@ -302,3 +314,154 @@ class MixedLayer(ConvTerms, Layer):
             if kind == "table" and w.parameter.config.sparse_remote_update:
                 rows[w.parameter.name] = get_array_module(w.w).unique(self.get_input(i).ids)
         return rows
+
+
+
+
+@layer_function(v1="full_matrix_projection", kind="plain")
+def full_matrix_projection(input: LayerOutput, size: int = 0,  # noqa: A002
+                           param_attr: Any = None) -> Projection:
+    """``x W`` with W of shape (input width, size)."""
+    return Projection("full_matrix", [input], param_attr=param_attr, size=size)
+
+
+@layer_function(v1="trans_full_matrix_projection", kind="plain")
+def trans_full_matrix_projection(input: LayerOutput, size: int = 0,  # noqa: A002
+                                 param_attr: Any = None) -> Projection:
+    """``x W^T`` with W of shape (size, input width) (e.g. to share an fc's weight)."""
+    return Projection("trans_full_matrix", [input], param_attr=param_attr, size=size)
+
+
+@layer_function(v1="table_projection", kind="plain")
+def table_projection(input: LayerOutput, size: int = 0,  # noqa: A002
+                     param_attr: Any = None) -> Projection:
+    """Row ``id`` of a (dictionary x size) table for each integer id."""
+    return Projection("table", [input], param_attr=param_attr, size=size)
+
+
+@layer_function(v1="identity_projection", kind="plain")
+def identity_projection(input: LayerOutput, offset: int | None = None,  # noqa: A002
+                        size: int | None = None) -> Projection:
+    """``x`` itself; with ``offset`` the window ``x[:, offset:offset+size]`` (size default
+    ``input width - offset``), or ``x`` placed at ``offset`` of a wider output."""
+    if offset is None:
+        no_support("identity_projection", size=size)
+        return Projection("identity", [input], size=input.size)
+    if size is None:
+        size = input.size - int(offset)
+    if offset < 0 or size <= 0:
+        raise ValueError(f"identity_projection: offset {offset} and size {size} must give a "
+                         f"non-empty window of the input ({input.size} wide)")
+    return Projection("identity", [input], {"offset": int(offset), "size": int(size)},
+                      size=size)
+
+
+@layer_function(v1="dotmul_projection", kind="plain")
+def dotmul_projection(input: LayerOutput, param_attr: Any = None) -> Projection:  # noqa: A002
+    """``x * w`` elementwise with a learned (1 x width) ``w``."""
+    return Projection("dotmul", [input], param_attr=param_attr, size=input.size)
+
+
+@layer_function(v1="scaling_projection", kind="plain")
+def scaling_projection(input: LayerOutput, param_attr: Any = None) -> Projection:  # noqa: A002
+    """``w * x`` with one learned scalar ``w``."""
+    return Projection("scaling", [input], param_attr=param_attr, size=input.size)
+
+
+@layer_function(v1="context_projection", kind="plain")
+def context_projection(input: LayerOutput, context_len: int,  # noqa: A002
+                       context_start: int | None = None, padding_attr: Any = False) -> Projection:
+    """Steps ``t+s .. t+s+L-1`` of each sequence side by side (width ``L * input width``);
+    ``context_start`` defaults to ``-(L-1)//2``; out-of-sequence steps are zero
+    (``padding_attr=False``, the default), or learned rows: ``padding_attr`` None or True
+    gives zero-initialised trainable padding (PaddlePaddle's bias-default rule), an
+    ``attr.Param`` trainable padding with those settings."""
+    if int(context_len) <= 0:
+        raise ValueError(f"context_projection: context_len must be positive, got {context_len}")
+    start = -(int(context_len) - 1) // 2 if context_start is None else int(context_start)
+    attrs = {"context_len": int(context_len), "context_start": start}
+    if padding_attr is not False:
+        attrs["trainable_padding"] = True
+    if padding_attr is None or padding_attr is True:
+        param = ParameterAttribute(initial_std=0.0, initial_mean=0.0)
+    elif padding_attr is False or isinstance(padding_attr, (ParameterAttribute, dict)):
+        param = padding_attr or None
+    else:
+        raise TypeError(f"context_projection: padding_attr must be False, True, None or an "
+                        f"attr.Param, got {padding_attr!r}")
+    return Projection("context", [input], attrs, param_attr=param,
+                      size=input.size * int(context_len))
+
+
+@layer_function(v1="dotmul_operator", kind="plain")
+def dotmul_operator(a: LayerOutput | None = None, b: LayerOutput | None = None,
+                    scale: float = 1, **kwargs: Any) -> Projection:
+    """``scale * a * b`` elementwise; ``a`` and ``b`` have one width."""
+    if "x" in kwargs or "y" in kwargs:
+        a, b = kwargs.pop("x", a), kwargs.pop("y", b)
+    no_support("dotmul_operator", **kwargs)
+    if a is None or b is None or a.size != b.size:
+        raise ValueError("dotmul_operator: needs layers a and b of one width, got "
+                         f"{getattr(a, 'size', None)} and {getattr(b, 'size', None)}")
+    return Projection("dotmul_operator", [a, b], {"scale": float(scale)}, size=a.size)
+
+
+class MixedLayerType(LayerOutput):
+    """The mixed layer under construction: ``+=`` adds projections; leaving the ``with``
+    block (or giving ``input=``) builds it, after which it is an ordinary layer."""
+
+    def __init__(self, name: str | None, size: int, act: Any, bias_attr: Any,
+                 layer_attr: Any):
+        name = name or auto_name("mixed")
+        super().__init__(LayerConfig(name=name, type="mixed", size=int(size or 0)), [])
+        self._settings = (size, act, bias_attr, layer_attr)
+        self._projections: list[Projection] = []
+        self.finalized = False
+
+    def __iadd__(self, other: Projection | list) -> MixedLayerType:
+        if self.finalized:
+            raise ValueError(f"mixed layer {self.name!r} is already built; add projections "
+                             "before leaving the with block")
+        for p in other if isinstance(other, (list, tuple)) else [other]:
+            if not isinstance(p, Projection):
+                raise TypeError(f"mixed layer {self.name!r}: += takes a projection or operator "
+                                f"(e.g. full_matrix_projection(x)), got {type(p).__name__}")
+            self._projections.append(p)
+        return self
+
+    def __enter__(self) -> MixedLayerType:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.finalize()
+
+    def finalize(self) -> None:
+        if not self._projections:
+            raise ValueError(f"mixed layer {self.name!r} has no projection")
+        size, act, bias_attr, layer_attr = self._settings
+        size = size or next((p.size for p in self._projections if p.size), 0)
+        inputs, in_attrs, params = [], [], []
+        for p in self._projections:
+            inputs += p.inputs
+            in_attrs += p.input_attrs()
+            params += [p.param_attr] + [None] * (len(p.inputs) - 1)
+        built = make_layer("mixed", inputs, name=self.name, size=size, act=act,
+                           param_attr=params, bias_attr=bias_attr, layer_attr=layer_attr,
+                           input_attrs=in_attrs)
+        order = self.order
+        self.__dict__.update(built.__dict__)
+        self.order = order
+        self.finalized = True
+
+
+@layer_function(v1="mixed_layer", types=("mixed",), prefix="mixed")
+def mixed(size: int = 0, input: Any = None, name: str | None = None,  # noqa: A002
+          act: Any = None, bias_attr: Any = False, layer_attr: Any = None) -> MixedLayerType:
+    """``y = act(sum of projections + b)``; default act Linear, no bias. Give ``input`` (a
+    projection or a list) or use the ``with mixed(...) as m: m += proj`` form."""
+    m = MixedLayerType(name, size, act, bias_attr, layer_attr)
+    if input is not None:
+        m += input
+        m.finalize()
+    return m

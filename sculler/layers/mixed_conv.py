@@ -12,6 +12,13 @@ Output width ``num_filters * oh * ow`` with ``o = (i + 2p - f) / s + 1``.
 
 from __future__ import annotations
 
+from typing import Any
+
+from sculler.core.expression import (
+    LayerOutput,
+    Projection,
+)
+from sculler.core.faces import layer_function
 from sculler.layers.image import image_geometry
 from sculler.math import conv as K
 
@@ -100,3 +107,42 @@ class ConvTerms:
                 K.conv2d_backward_filter(x[n : n + 1], dy4[n : n + 1], geo["w_shape"],
                                          geo["stride"], geo["padding"],
                                          out=gf[n].reshape(geo["w_shape"]))
+
+
+def _conv_attrs(fn: str, filter_size: int, num_filters: int, num_channels: int | None,
+                stride: int, padding: int, filter_size_y: int | None, stride_y: int | None,
+                padding_y: int | None, trans: bool) -> dict:
+    if trans:
+        raise NotImplementedError(f"{fn}(trans=True) is not supported; use img_conv(trans=True)")
+    attrs = {"filter_size": int(filter_size), "num_filters": int(num_filters),
+             "stride": int(stride), "padding": int(padding)}
+    for key, val in (("channels", num_channels), ("filter_size_y", filter_size_y),
+                     ("stride_y", stride_y), ("padding_y", padding_y)):
+        if val is not None:
+            attrs[key] = int(val)
+    return attrs
+
+
+@layer_function(v1="conv_operator", kind="plain")
+def conv_operator(img: LayerOutput, filter: LayerOutput, filter_size: int,  # noqa: A002
+                  num_filters: int, num_channels: int | None = None, stride: int = 1,
+                  padding: int = 0, filter_size_y: int | None = None, stride_y: int | None = None,
+                  padding_y: int | None = None, trans: bool = False) -> Projection:
+    """Convolve each sample's image with that sample's own filters, read from ``filter``
+    (width ``num_filters * channels * fy * fx``); output ``num_filters * oh * ow`` wide."""
+    attrs = _conv_attrs("conv_operator", filter_size, num_filters, num_channels, stride, padding,
+                        filter_size_y, stride_y, padding_y, trans)
+    return Projection("conv_operator", [img, filter], attrs)
+
+
+@layer_function(v1="conv_projection", kind="plain")
+def conv_projection(input: LayerOutput, filter_size: int, num_filters: int,  # noqa: A002
+                    num_channels: int | None = None, stride: int = 1, padding: int = 0,
+                    filter_size_y: int | None = None, stride_y: int | None = None,
+                    padding_y: int | None = None, groups: int = 1, param_attr: Any = None,
+                    trans: bool = False) -> Projection:
+    """``conv(x, W)`` with a learned ``(num_filters, channels/groups * fy * fx)`` filter."""
+    attrs = _conv_attrs("conv_projection", filter_size, num_filters, num_channels, stride,
+                        padding, filter_size_y, stride_y, padding_y, trans)
+    attrs["groups"] = int(groups)
+    return Projection("conv", [input], attrs, param_attr=param_attr)

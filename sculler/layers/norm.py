@@ -3,8 +3,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from sculler import activation as A
+from sculler.core.expression import (
+    LayerOutput,
+    make_layer,
+    no_support,
+    one_input,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import PASS_TEST, PASS_TRAIN, register_layer
-from sculler.layers.image import ImageLayer, image_geometry, set_output_geometry
+from sculler.layers.image import (
+    ImageLayer,
+    channels_attr,
+    image_geometry,
+    set_output_geometry,
+)
 from sculler.math.norm import (
     batch_norm_backward,
     batch_norm_forward,
@@ -149,3 +165,66 @@ class CrossMapNormLayer(ImageLayer):
         if gx is not None:
             cross_map_norm_backward(self.output_image("grad"), self.input_image(0), self._y,
                                     self._denom, *self._params(), out=gx)
+
+
+@layer_function(v1="batch_norm_layer", types=("batch_norm",), prefix="batch_norm")
+def batch_norm(input: LayerOutput, act: Any = None, name: str | None = None,  # noqa: A002
+               img3D: bool = False, num_channels: int | None = None, bias_attr: Any = None,
+               param_attr: Any = None, layer_attr: Any = None,
+               batch_norm_type: str | None = None, epsilon: float = 1e-5,
+               moving_average_fraction: float = 0.9, use_global_stats: bool | None = None,
+               mean_var_names: Sequence[str] | None = None) -> LayerOutput:
+    """Batch normalisation per channel; default act Relu, with bias.
+
+    ``y = act(gamma * (x - mu) / sqrt(var + epsilon) + beta)``: batch statistics in training
+    (moving ones updated ``m = f*m + (1-f)*batch``), moving statistics in testing unless
+    ``use_global_stats=False``. ``param_attr`` is gamma's (default 1), ``bias_attr`` beta's;
+    ``mean_var_names`` names the static moving mean and variance (default
+    ``_<name>.w1``/``.w2``). A non-image input normalises each of its columns.
+    """
+    fn = "batch_norm"
+    no_support(fn, img3D=img3D)
+    src = one_input(input, fn)
+    types = (None, "batch_norm", "cudnn_batch_norm", "mkldnn_batch_norm")
+    if batch_norm_type not in types:
+        raise ValueError(f"{fn}: batch_norm_type must be one of {types}, got "
+                         f"{batch_norm_type!r}")
+    if not 0.0 <= moving_average_fraction <= 1.0:
+        raise ValueError(f"{fn}: moving_average_fraction must be in [0, 1], got "
+                         f"{moving_average_fraction!r}")
+    moving: list[Any] = [None, None]
+    if mean_var_names is not None:
+        if isinstance(mean_var_names, str) or len(mean_var_names) != 2:
+            raise ValueError(f"{fn}: mean_var_names must be [mean name, variance name], got "
+                             f"{mean_var_names!r}")
+        moving = [{"name": str(n)} for n in mean_var_names]
+    if isinstance(param_attr, (list, tuple)):
+        raise TypeError(f"{fn}: param_attr is the scale's attribute (one attr.Param), got a "
+                        f"list {param_attr!r}")
+    attrs: dict[str, Any] = {"epsilon": float(epsilon),
+                             "moving_average_fraction": float(moving_average_fraction)}
+    if use_global_stats is not None:
+        attrs["use_global_stats"] = bool(use_global_stats)
+    out = make_layer("batch_norm", [src, src, src], name=name, name_prefix="batch_norm",
+                     act=act, default_act=A.Relu, param_attr=[param_attr, None, None],
+                     bias_attr=bias_attr, layer_attr=layer_attr, attrs=attrs,
+                     input_attrs=[channels_attr(num_channels, fn), {}, {}])
+    out.weight_attrs[1:3] = moving
+    return out
+
+
+@layer_function(v1="img_cmrnorm_layer", types=("norm",), prefix="crmnorm")
+def img_cmrnorm(input: LayerOutput, size: int, scale: float = 0.0128,  # noqa: A002
+                power: float = 0.75, name: str | None = None, num_channels: int | None = None,
+                layer_attr: Any = None) -> LayerOutput:
+    """Local response normalisation across ``size`` neighbouring channels.
+
+    ``y[c] = x[c] * (1 + scale/size * sum_{c' near c} x[c']^2)^(-power)``.
+    """
+    fn = "img_cmrnorm"
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"{fn}: size must be a positive int, got {size!r}")
+    attrs = {"norm_type": "cmrnorm-projection", "norm_size": size, "scale": float(scale),
+             "power": float(power), **channels_attr(num_channels, fn)}
+    return make_layer("norm", [one_input(input, fn)], name=name, name_prefix="crmnorm",
+                      bias_attr=False, layer_attr=layer_attr, attrs=attrs)

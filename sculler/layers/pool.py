@@ -3,8 +3,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from sculler.core.expression import (
+    LayerOutput,
+    make_layer,
+    one_input,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import register_layer
-from sculler.layers.image import ImageLayer, _pool_type, image_geometry, set_output_geometry
+from sculler.layers.image import (
+    ImageLayer,
+    _pool_type,
+    channels_attr,
+    image_geometry,
+    pool_type_name,
+    set_output_geometry,
+    xy_pair,
+)
 from sculler.math.conv import channel_sums, conv_output_size
 from sculler.math.pool import (
     avg_pool2d_backward,
@@ -104,3 +120,29 @@ class PoolLayer(ImageLayer):
                 gx[...] = 0
             avg_pool2d_backward(dy, gx.shape, *self.window, exclude_mode=self.exclude_mode,
                                 out=gx)
+
+
+@layer_function(v1="img_pool_layer", types=("pool",), prefix="pool")
+def img_pool(input: LayerOutput, pool_size: int, name: str | None = None,  # noqa: A002
+             num_channels: int | None = None, pool_type: Any = None, stride: int = 1,
+             padding: int = 0, layer_attr: Any = None, pool_size_y: int | None = None,
+             stride_y: int | None = None, padding_y: int | None = None,
+             ceil_mode: bool = True, exclude_mode: bool | None = None) -> LayerOutput:
+    """Max (default) or average pooling per channel over ``pool_size`` windows.
+
+    Output side ``1 + ceil((img + 2p - k) / s)`` (``floor`` with ``ceil_mode=False``); average
+    pooling divides by the cells inside the image (``exclude_mode`` None/True) or inside the
+    padded window (False). No parameters.
+    """
+    fn = "img_pool"
+    src = one_input(input, fn)
+    kx, ky = xy_pair(pool_size, pool_size_y, "pool_size", fn)
+    sx, sy = xy_pair(stride, stride_y, "stride", fn)
+    px, py = xy_pair(padding, padding_y, "padding", fn)
+    attrs = {"pool_type": pool_type_name(pool_type, fn), "pool_size": kx, "pool_size_y": ky,
+             "stride": sx, "stride_y": sy, "padding": px, "padding_y": py,
+             "ceil_mode": bool(ceil_mode),
+             "exclude_mode": True if exclude_mode is None else bool(exclude_mode),
+             **channels_attr(num_channels, fn)}
+    return make_layer("pool", [src], name=name, name_prefix="pool", bias_attr=False,
+                      layer_attr=layer_attr, attrs=attrs)

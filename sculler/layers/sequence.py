@@ -16,9 +16,18 @@ are shared by the other sequence layer modules for their error messages.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler import pooling as P
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import PASS_TEST, Layer, register_layer
 from sculler.math import segment as S
 
@@ -248,3 +257,91 @@ class AveragePoolingLayer(SequenceAggregate):
     def add_input_grad(self, i, g, dy) -> None:
         rows = get_array_module(g).asarray(S.segment_of_rows(self._segs))
         g += S.gather_rows(dy * self._scale, rows, self.scratch("dx", g.shape))
+
+
+class AggregateLevel:
+    """What a sequence aggregation reduces: every sequence to one row (``TO_NO_SEQUENCE``)
+    or every sub-sequence of a nested input to one row (``TO_SEQUENCE``)."""
+
+    TO_NO_SEQUENCE = "non-seq"
+    TO_SEQUENCE = "seq"
+    EACH_TIMESTEP = TO_NO_SEQUENCE
+    EACH_SEQUENCE = TO_SEQUENCE
+
+
+class ExpandLevel:
+    """What ``expand`` repeats: one row per sequence (``FROM_NO_SEQUENCE``) or one row per
+    sub-sequence (``FROM_SEQUENCE``)."""
+
+    FROM_NO_SEQUENCE = "non-seq"
+    FROM_SEQUENCE = "seq"
+    FROM_TIMESTEP = FROM_NO_SEQUENCE
+
+
+def level_arg(value: Any, allowed: tuple[str, ...], fn: str, what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{fn}: {what} must be one of {allowed} (AggregateLevel/ExpandLevel "
+                         f"constants), got {value!r}")
+    return value
+
+
+def aggregate_attrs(agg_level: Any, stride: int, fn: str) -> dict:
+    level = level_arg(agg_level, ("non-seq", "seq"), fn, "agg_level")
+    stride = int(stride)
+    if stride != -1 and stride <= 0:
+        raise ValueError(f"{fn}: stride must be -1 (off) or positive, got {stride}")
+    if stride > 0 and level == "seq":
+        raise ValueError(f"{fn}: stride={stride} needs agg_level=AggregateLevel.TO_NO_SEQUENCE")
+    return {"trans_type": level, "seq_pool_stride": stride}
+
+
+@layer_function(v1="pooling_layer", types=("max", "average"), prefix="seq_pooling")
+def pooling(input: LayerOutput, pooling_type: Any = None, name: str | None = None,  # noqa: A002
+            bias_attr: Any = None, agg_level: str = AggregateLevel.TO_NO_SEQUENCE,
+            stride: int = -1, layer_attr: Any = None) -> LayerOutput:
+    """Pool each sequence (or sub-sequence, or stride window) to one row: ``Max`` (default),
+    ``Avg`` (sum/L), ``Sum`` or ``SquareRootN`` (sum/sqrt(L)); then an optional bias
+    (``bias_attr``, off by default). Engine type ``max`` or ``average``."""
+    if pooling_type is None:
+        pooling_type = P.Max()
+    if not isinstance(pooling_type, P.BasePool):
+        raise TypeError(f"pooling: pooling_type must be a paddle.pooling type such as "
+                        f"paddle.pooling.Max(), got {pooling_type!r}")
+    attrs = aggregate_attrs(agg_level, stride, "pooling")
+    if pooling_type.name == "max":
+        layer_type = "max"
+        if getattr(pooling_type, "output_max_index", None):
+            attrs["output_max_index"] = True
+    else:
+        layer_type = "average"
+        attrs["average_strategy"] = pooling_type.name
+    return make_layer(layer_type, as_inputs(input, "pooling"), name=name,
+                      name_prefix="pooling_layer", bias_attr=bias_attr or False,
+                      layer_attr=layer_attr, attrs=attrs)
+
+
+def _instance(input: Any, name: Any, agg_level: Any, stride: int, layer_attr: Any,  # noqa: A002
+              first: bool) -> LayerOutput:
+    fn = "first_seq" if first else "last_seq"
+    attrs = aggregate_attrs(agg_level, stride, fn)
+    attrs["select_first"] = first
+    return make_layer("seqlastins", as_inputs(input, fn), name=name, name_prefix=fn,
+                      bias_attr=False, layer_attr=layer_attr, attrs=attrs)
+
+
+@layer_function(v1="last_seq", types=("seqlastins",))
+def last_seq(input: LayerOutput, name: str | None = None,  # noqa: A002
+             agg_level: str = AggregateLevel.TO_NO_SEQUENCE, stride: int = -1,
+             layer_attr: Any = None) -> LayerOutput:
+    """The last row of each sequence (or sub-sequence, or stride window, the windows starting
+    at the front)."""
+    return _instance(input, name, agg_level, stride, layer_attr, first=False)
+
+
+@layer_function(v1="first_seq", types=("seqlastins",))
+def first_seq(input: LayerOutput, name: str | None = None,  # noqa: A002
+              agg_level: str = AggregateLevel.TO_NO_SEQUENCE, stride: int = -1,
+              layer_attr: Any = None) -> LayerOutput:
+    """The first row of each sequence (or sub-sequence, or stride window, the windows aligned
+    to the end)."""
+    return _instance(input, name, agg_level, stride, layer_attr, first=True)

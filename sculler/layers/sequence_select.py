@@ -9,9 +9,17 @@ naming the sequence, never a read of a neighbouring sequence's rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sculler.backend import get_array_module, to_numpy
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.sequence import SequenceLayer, require_sequences
 from sculler.math import segment as S
@@ -204,3 +212,49 @@ class KmaxSequenceScoreLayer(Layer):
 
     def backward(self, callback=None) -> None:
         """No gradient: the output is a choice of rows."""
+
+
+@layer_function(v1="sub_seq_layer", types=("subseq",), prefix="sub_seq")
+def sub_seq(input: LayerOutput, offsets: LayerOutput, sizes: LayerOutput,  # noqa: A002
+            act: Any = None, bias_attr: Any = None, name: str | None = None) -> LayerOutput:
+    """Rows ``[offset_n, offset_n + size_n)`` of each sequence n; ``offsets`` and ``sizes``
+    hold one integer per sequence (``integer_value`` data or ids). Default act Linear, no
+    bias unless ``bias_attr`` asks."""
+    return make_layer("subseq", as_inputs([input, offsets, sizes], "sub_seq"), name=name,
+                      name_prefix="sub_seq", act=act, bias_attr=bias_attr or False)
+
+
+@layer_function(v1="seq_slice_layer", types=("seq_slice",))
+def seq_slice(input: LayerOutput, starts: LayerOutput | None,  # noqa: A002
+              ends: LayerOutput | None, name: str | None = None) -> LayerOutput:
+    """Inclusive slices ``[start, end]`` of each sequence (or sub-sequence of a nested
+    input): ``starts``/``ends`` are dense (one row per (sub-)sequence, K columns, -1 ends a
+    row); either may be None (start 0 / the last row). Each slice becomes a sequence (a
+    sub-sequence of its sample for nested input)."""
+    if starts is None and ends is None:
+        raise ValueError("seq_slice: give starts, ends or both")
+    extra = [m for m in (starts, ends) if m is not None]
+    if len(extra) == 2 and starts.size != ends.size:
+        raise ValueError(f"seq_slice: starts and ends must have one width, got {starts.size} "
+                         f"and {ends.size}")
+    return make_layer("seq_slice", as_inputs([input, *extra], "seq_slice"), name=name,
+                      name_prefix="seq_slice", bias_attr=False,
+                      attrs={"select_first": starts is not None})
+
+
+@layer_function(v1="sub_nested_seq_layer", types=("sub_nested_seq",))
+def sub_nested_seq(input: LayerOutput, selected_indices: LayerOutput,  # noqa: A002
+                   name: str | None = None) -> LayerOutput:
+    """The sub-sequences of each sample listed in ``selected_indices`` (N x K, -1 ends a
+    row), in that order: a nested sequence. Typically fed by ``kmax_seq_score``."""
+    return make_layer("sub_nested_seq", as_inputs([input, selected_indices], "sub_nested_seq"),
+                      name=name, name_prefix="sub_nested_seq", bias_attr=False)
+
+
+@layer_function(v1="kmax_seq_score_layer", types=("kmax_seq_score",))
+def kmax_seq_score(input: LayerOutput, name: str | None = None,  # noqa: A002
+                   beam_size: int = 1) -> LayerOutput:
+    """Row indices (relative to each (sub-)sequence, best first, -1 padded) of the
+    ``beam_size`` highest width-1 scores; width ``beam_size``, no gradient."""
+    return make_layer("kmax_seq_score", as_inputs(input, "kmax_seq_score"), name=name,
+                      bias_attr=False, attrs={"beam_size": int(beam_size)})

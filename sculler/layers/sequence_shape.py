@@ -6,11 +6,19 @@ with fancy indexing; backward adds the output gradient back through the same map
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import equal_widths, register_layer
-from sculler.layers.sequence import SequenceLayer, require_sequences
+from sculler.layers.sequence import ExpandLevel, SequenceLayer, level_arg, require_sequences
 from sculler.math import segment as S
 
 
@@ -151,3 +159,39 @@ class SequenceReshapeLayer(SequenceLayer):
 
     def add_input_grad(self, i, g, dy) -> None:
         g += dy.reshape(g.shape)
+
+
+@layer_function(v1="expand_layer", types=("expand",))
+def expand(input: LayerOutput, expand_as: LayerOutput, name: str | None = None,  # noqa: A002
+           bias_attr: Any = False, expand_level: str = ExpandLevel.FROM_NO_SEQUENCE,
+           layer_attr: Any = None) -> LayerOutput:
+    """Repeat each row of ``input`` over the matching sequence (``FROM_NO_SEQUENCE``) or
+    sub-sequence (``FROM_SEQUENCE``) of ``expand_as``; the output has ``expand_as``'s
+    positions. No activation."""
+    level = level_arg(expand_level, ("non-seq", "seq"), "expand", "expand_level")
+    return make_layer("expand", as_inputs([input, expand_as], "expand"), name=name,
+                      name_prefix="expand_layer", bias_attr=bias_attr, layer_attr=layer_attr,
+                      attrs={"trans_type": level})
+
+
+@layer_function(v1="seq_concat_layer", types=("seqconcat",), prefix="seqconcat")
+def seq_concat(a: LayerOutput, b: LayerOutput, act: Any = None, name: str | None = None,
+               layer_attr: Any = None, bias_attr: Any = None) -> LayerOutput:
+    """Per sample, the rows of ``a`` followed by the rows of ``b`` (one width); default act
+    Identity, no bias."""
+    return make_layer("seqconcat", as_inputs([a, b], "seq_concat"), name=name,
+                      name_prefix="seqconcat", act=act, bias_attr=bias_attr or False,
+                      layer_attr=layer_attr)
+
+
+@layer_function(v1="seq_reshape_layer", types=("seqreshape",), prefix="seqreshape")
+def seq_reshape(input: LayerOutput, reshape_size: int, act: Any = None,  # noqa: A002
+                name: str | None = None, layer_attr: Any = None,
+                bias_attr: Any = None) -> LayerOutput:
+    """Each sequence's data re-read as rows of width ``reshape_size`` (L*M/reshape_size rows);
+    default act Identity, no bias."""
+    if int(reshape_size) <= 0:
+        raise ValueError(f"seq_reshape: reshape_size must be positive, got {reshape_size}")
+    return make_layer("seqreshape", as_inputs(input, "seq_reshape"), name=name,
+                      name_prefix="seqreshape", size=int(reshape_size), act=act,
+                      bias_attr=bias_attr or False, layer_attr=layer_attr)

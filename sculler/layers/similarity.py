@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from sculler.core.expression import (
+    LayerOutput,
+    as_inputs,
+    make_layer,
+    no_support,
+)
+from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, equal_widths, register_layer
 
 
@@ -111,3 +120,27 @@ class RankingCostLayer(Layer):
         if len(self.inputs) == 4 and self.get_input_grad(3) is not None:
             raw = np.logaddexp(0.0, o) - self._label() * o
             self.get_input_grad(3)[...] += self.attr("coeff", 1.0) * raw * self.output.grad
+
+
+@layer_function(v1="cos_sim", types=("cos",))
+def cos_sim(a: LayerOutput, b: LayerOutput, scale: float = 1, size: int = 1,
+            name: str | None = None, layer_attr: Any = None, **kw: Any) -> LayerOutput:
+    """``y = scale * a.b / (|a| |b|)`` per sample; ``a`` and ``b`` have one width."""
+    no_support("cos_sim", **kw)
+    if size != 1:
+        raise NotImplementedError(f"cos_sim(size={size}): the vector-matrix form (cos_vm) is "
+                                  "not supported; use size=1")
+    return make_layer("cos", as_inputs([a, b], "cos_sim"), name=name, name_prefix="cos_sim",
+                      size=1, layer_attr=layer_attr, attrs={"scale": float(scale)})
+
+
+@layer_function(v1="rank_cost", types=("rank-cost",))
+def rank_cost(left: LayerOutput, right: LayerOutput, label: LayerOutput, weight: Any = None,
+              name: str | None = None, coeff: float = 1.0, layer_attr: Any = None,
+              **kw: Any) -> LayerOutput:
+    """Pairwise ranking cost ``-label*o + log(1 + exp(o))`` with ``o = left - right``."""
+    no_support("rank_cost", **kw)
+    inputs = [left, right, label] + ([weight] if weight is not None else [])
+    return make_layer("rank-cost", as_inputs(inputs, "rank_cost"), name=name,
+                      name_prefix="rank_cost", layer_attr=layer_attr,
+                      attrs={"coeff": float(coeff)})

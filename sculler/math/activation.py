@@ -192,6 +192,9 @@ def softsign_grad(x, y, dy):
     return dy / (d * d)
 
 
+# PaddlePaddle's spellings of activations that Sculler's kernels name otherwise ("" and
+# "identity" are its linear activation; "exponential" is what its ExpActivation writes)
+NAME_ALIASES = {"": "linear", None: "linear", "identity": "linear", "exponential": "exp"}
 NEEDS_INPUT = frozenset({"log", "abs", "square", "softsign"})
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.math.activation import NAME_ALIASES
 from sculler.math.blas import small_gemms
 
 __all__ = [
@@ -86,13 +87,12 @@ class CellActivation:
 
 
 CELL_ACTIVATIONS = ("sigmoid", "tanh", "relu", "linear")
-_ALIASES = {"": "linear", None: "linear", "identity": "linear"}
 _CELL: dict[str, CellActivation] = {}
 
 
 def cell_activation(name: str | None, what: str = "activation") -> CellActivation:
     """The cell activation called ``name``; ValueError for one the recurrent kernels lack."""
-    name = _ALIASES.get(name, name)
+    name = NAME_ALIASES.get(name, name)
     if name not in CELL_ACTIVATIONS:
         raise ValueError(f"{what} {name!r} is not supported inside a recurrent cell; use one of "
                          f"{list(CELL_ACTIVATIONS)} (PaddlePaddle's hppl activations)")

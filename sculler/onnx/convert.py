@@ -16,7 +16,7 @@ from sculler.core.model_config import LayerConfig
 from sculler.layers.conv import conv_conf
 from sculler.layers.image import image_geometry
 from sculler.layers.pool import pool_conf
-from sculler.math.activation import BRELU_MAX, SOFTRELU_CLIP, STANH_A, STANH_B
+from sculler.math.activation import BRELU_MAX, NAME_ALIASES, SOFTRELU_CLIP, STANH_A, STANH_B
 from sculler.onnx.graph import GraphBuilder
 from sculler.onnx.sequence import (
     AGGREGATE_TYPES,
@@ -50,6 +50,7 @@ class Context:
 def activation(g: GraphBuilder, name: str, x: str, hint: str) -> str:
     """The activation ``name`` applied to ``x`` (Sculler's constants: brelu clips to [0, 24],
     softrelu clips its input to [-40, 40], stanh is 1.7159 tanh(2/3 x))."""
+    name = NAME_ALIASES.get(name, name)
     if name == "linear":
         return x
     if name in SIMPLE_ACTIVATIONS:
@@ -72,6 +73,7 @@ def activation(g: GraphBuilder, name: str, x: str, hint: str) -> str:
 
 
 def unsupported_activation(name: str) -> bool:
+    name = NAME_ALIASES.get(name, name)
     return name != "linear" and name not in SIMPLE_ACTIVATIONS and name not in (
         "softmax", "brelu", "softrelu", "stanh", "square")
 

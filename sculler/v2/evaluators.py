@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sculler.core.expression import LayerOutput
 from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core evaluators
 from sculler.core.model_config import EvaluatorConfig
-from sculler.v2.layer_base import LayerOutput
 
 __all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error"]
 

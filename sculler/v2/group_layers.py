@@ -29,14 +29,14 @@ from typing import Any
 from sculler import activation as A
 from sculler.attr import ParameterAttribute
 from sculler.core.builder import ModelBuilder, make_parameter
-from sculler.core.model_config import InputConfig, LayerConfig
-from sculler.v2.layer_base import (
+from sculler.core.expression import (
     LayerOutput,
     as_inputs,
     auto_name,
     make_layer,
     record_layers,
 )
+from sculler.core.model_config import InputConfig, LayerConfig
 
 __all__ = [
     "recurrent_group", "memory", "StaticInput", "SubsequenceInput", "get_output", "gru_step",
@@ -431,7 +431,7 @@ def gru_step_naive(input: LayerOutput, output_mem: LayerOutput,  # noqa: A002
     """The GRU step built from mixed layers (PaddlePaddle's gru_step_naive): gates
     ``<name>_update``/``<name>_reset``, ``<name>_reset_output`` = mem * r, candidate
     ``<name>_output_candidate``, output = mem - mem * z + cand * z. Separate H x H weights."""
-    from sculler.v2.dense_layers import (
+    from sculler.layers.mixed import (
         dotmul_operator,
         full_matrix_projection,
         identity_projection,

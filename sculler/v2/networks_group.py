@@ -20,11 +20,13 @@ from typing import Any
 
 from sculler import activation as A
 from sculler import pooling as P
-from sculler.v2.dense_layers import full_matrix_projection, identity_projection, mixed, scaling
+from sculler.core.expression import LayerOutput, auto_name, make_layer
+from sculler.layers.dense_pair import scaling
+from sculler.layers.mixed import full_matrix_projection, identity_projection, mixed
+from sculler.layers.sequence import pooling
+from sculler.layers.sequence_shape import expand
 from sculler.v2.group_layers import get_output, gru_step, gru_step_naive, lstm_step, memory
 from sculler.v2.group_layers import recurrent_group as _recurrent_group
-from sculler.v2.layer_base import LayerOutput, auto_name, make_layer
-from sculler.v2.sequence_layers import expand, pooling
 
 __all__ = ["lstmemory_unit", "lstmemory_group", "gru_unit", "gru_group", "simple_gru",
            "simple_attention", "dot_product_attention"]

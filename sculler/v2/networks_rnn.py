@@ -21,7 +21,7 @@ from typing import Any
 
 from sculler import activation as A
 from sculler import layer as L
-from sculler.v2.layer_base import LayerOutput, auto_name
+from sculler.core.expression import LayerOutput, auto_name
 
 __all__ = ["simple_lstm", "bidirectional_lstm", "simple_gru2", "bidirectional_gru"]
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from sculler import activation as A
+from sculler import layer as L
 from sculler import pooling as P
-from sculler.v2 import dense_layers as D
-from sculler.v2 import sequence_layers as S
-from sculler.v2.layer_base import LayerOutput, auto_name, make_layer
+from sculler.core.expression import LayerOutput, auto_name, make_layer
 
 __all__ = ["sequence_conv_pool", "text_conv_pool"]
 
@@ -41,15 +40,15 @@ def sequence_conv_pool(input: LayerOutput, context_len: int, hidden_size: int,  
     ``__sequence_conv_pooling_<n>__``.
     """
     name = name or auto_name("sequence_conv_pooling")
-    proj = D.context_projection(input, context_len=context_len, context_start=context_start,
+    proj = L.context_projection(input, context_len=context_len, context_start=context_start,
                                 padding_attr=context_proj_param_attr)
-    conv = D.mixed(name=context_proj_layer_name or f"{name}_conv_proj",
+    conv = L.mixed(name=context_proj_layer_name or f"{name}_conv_proj",
                    size=input.size * int(context_len), input=proj, act=A.Linear(),
                    layer_attr=context_attr)
     fc = make_layer("fc", [conv], name=fc_layer_name or f"{name}_conv_fc", size=hidden_size,
                     act=fc_act, default_act=A.Tanh, param_attr=fc_param_attr,
                     bias_attr=fc_bias_attr, layer_attr=fc_attr)
-    return S.pooling(input=fc, name=name, pooling_type=pool_type or P.Max(),
+    return L.pooling(input=fc, name=name, pooling_type=pool_type or P.Max(),
                      bias_attr=pool_bias_attr, layer_attr=pool_attr)
 
 

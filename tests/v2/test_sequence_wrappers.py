@@ -58,7 +58,7 @@ def test_names_sizes_and_attrs():
     x = L.data(name="x", type=dt.dense_vector_sub_sequence(4))
     p = L.pooling(input=x, pooling_type=P.SquareRootN(),
                   agg_level=L.AggregateLevel.TO_SEQUENCE)
-    assert (p.name, p.layer_type, p.size) == ("__pooling_layer_0__", "average", 4)
+    assert (p.name, p.layer_type, p.size) == ("__seq_pooling_0__", "average", 4)
     assert p.config.attrs == {"trans_type": "seq", "seq_pool_stride": -1,
                               "average_strategy": "squarerootn"}
     m = L.pooling(input=x, stride=3)
@@ -74,11 +74,11 @@ def test_names_sizes_and_attrs():
     r = L.seq_reshape(input=x, reshape_size=2)
     assert (c.name, c.size, r.name, r.size) == ("__seqconcat_0__", 4, "__seqreshape_0__", 2)
     k = L.kmax_seq_score(input=L.fc(input=x, size=1), beam_size=3)
-    assert (k.name, k.size) == ("__kmax_seq_score_0__", 3)
+    assert (k.name, k.size) == ("__kmax_seq_score_layer_0__", 3)
     s = L.seq_slice(input=x, starts=None, ends=L.data(name="e", type=dt.dense_vector(2)))
     assert s.config.attrs == {"select_first": False} and len(s.parents) == 2
     n = L.sub_nested_seq(input=x, selected_indices=k)
-    assert (n.name, n.size) == ("__sub_nested_seq_0__", 4)
+    assert (n.name, n.size) == ("__sub_nested_seq_layer_0__", 4)
     ids = L.data(name="o", type=dt.integer_value(10))
     sub = L.sub_seq(input=x, offsets=ids, sizes=ids)
     assert (sub.name, sub.layer_type) == ("__sub_seq_0__", "subseq")
@@ -198,7 +198,7 @@ def test_v1_helpers_build_the_same_layers():
         H.text_conv_pool(input=x, context_len=3, hidden_size=5, name="conv")
         model = finish_config(ctx)
     types = {c.name: c.type for c in model.layers}
-    assert types["__pooling_layer_0__"] == "average"
+    assert types["__seq_pooling_0__"] == "average"
     assert types["__last_seq_1__"] == "seqlastins" and types["__expand_layer_0__"] == "expand"
     assert [types[n] for n in ("conv_conv_proj", "conv_conv_fc", "conv")] == [
         "mixed", "fc", "max"]

@@ -2,8 +2,9 @@
 expression), :func:`make_layer` (the generic wrapper around a registered layer type) and
 PaddlePaddle's automatic layer names.
 
-The layer families (``sculler/layer.py`` and ``sculler/v2/*_layers.py``) import from here, and
-``sculler.layer`` re-exports them, so imports run one way: families -> this module -> core.
+It lives in the engine because each layer file declares its own v2 function (see
+:mod:`sculler.core.faces`) and a layer never imports a front end; ``sculler.layer`` re-exports
+it. Imports run one way: layer files -> this module -> the rest of core.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from sculler import activation as A
 from sculler.attr import ExtraLayerAttribute, ParameterAttribute
+from sculler.core.faces import running_prefix
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import EvaluatorConfig, InputConfig, LayerConfig
 from sculler.data_type import InputType
@@ -123,7 +125,9 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
     Args:
         layer_type: a registered layer type (``sculler.core.layer.register_layer``).
         inputs: parent layers, in the engine layer's input order.
-        name: the layer name; default ``__<name_prefix>_<n>__`` (PaddlePaddle's scheme).
+        name: the layer name; default ``__<prefix>_<n>__`` (PaddlePaddle's scheme), where the
+            prefix is the one the running ``@layer_function`` declares
+            (:func:`sculler.core.faces.running_prefix`), else ``name_prefix``, else the type.
         size: output width (0: the layer type infers it).
         act: an activation instance (default ``default_act()``).
         param_attr: one ``attr.Param`` for every weighted input, or a list, one per input.
@@ -132,7 +136,7 @@ def make_layer(layer_type: str, inputs: Sequence[LayerOutput], *, name: str | No
         parameter_name: shorthand for ``param_attr=attr.Param(name=parameter_name)``.
         attrs: engine LayerConfig attrs (e.g. ``coeff``); input_attrs: per-input attrs.
     """
-    fn = name_prefix or layer_type
+    fn = running_prefix() or name_prefix or layer_type
     cls = get_layer_class(layer_type)
     act = default_act() if act is None else act
     if not isinstance(act, A.BaseActivation):
@@ -186,3 +190,37 @@ def no_support(fn: str, **values: Any) -> None:
         if val is not None and val is not False:
             raise NotImplementedError(f"{fn}: argument {key}={val!r} is not supported by this "
                                       "layer")
+
+
+def simple_layer(layer_type: str, prefix: str, inputs: list, name: Any, layer_attr: Any = None,
+            **kw: Any) -> LayerOutput:
+    return make_layer(layer_type, as_inputs(inputs, prefix), name=name, name_prefix=prefix,
+                      layer_attr=layer_attr, bias_attr=kw.pop("bias_attr", False), **kw)
+
+
+def one_input(input: Any, fn: str) -> LayerOutput:  # noqa: A002
+    items = as_inputs(input, fn)
+    if len(items) != 1:
+        raise ValueError(f"{fn}: takes one input layer, got {len(items)}")
+    return items[0]
+
+
+class Projection:
+    """One term of a mixed layer: engine ``proj`` kind, its input layer(s), per-input attrs,
+    parameter attribute and the output width it implies (0: the mixed layer's size)."""
+
+    def __init__(self, kind: str, inputs: list[LayerOutput], attrs: dict | None = None,
+                 param_attr: Any = None, size: int = 0):
+        self.kind = kind
+        self.inputs = as_inputs(inputs, kind + "_projection")
+        self.attrs = dict(attrs or {})
+        self.param_attr = param_attr
+        self.size = int(size or 0)
+
+    def input_attrs(self) -> list[dict]:
+        if self.kind in ("dotmul_operator", "conv_operator"):
+            return [{"proj": self.kind, **self.attrs}, {"proj": "operand"}]
+        return [{"proj": self.kind, **self.attrs}]
+
+    def __repr__(self) -> str:
+        return f"Projection({self.kind!r}, {[i.name for i in self.inputs]})"
