@@ -26,6 +26,7 @@ from typing import Any
 
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
+from sculler.core.expression import recording
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
@@ -56,6 +57,7 @@ class _ParseContext:
         self.settings: dict[str, Any] = {}
         self.config_args = config_args
         self.adopted: list[Any] = []  # helper-made v2 LayerOutputs (their evaluators)
+        self.inputs_declared = False  # Inputs(...) fixed the data layers' order
 
 
 _local = threading.local()
@@ -94,6 +96,34 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
     ctx.adopted.append(out)
     if config.type == "data":
         ctx.inputs.append(config.name)
+
+
+def adopt_with_ancestors(outs: list) -> None:
+    """Adopt ``outs`` and, parents first, every ancestor the config does not have yet."""
+    ctx = _context()
+    order, seen = [], set()
+
+    def visit(node: Any) -> None:
+        if node.name in seen or node.name in ctx.layers:
+            return
+        seen.add(node.name)
+        for parent in node.parents:
+            visit(parent)
+        order.append(node)
+
+    for out in outs:
+        visit(out)
+    for node in order:
+        adopt(node, node.weight_attrs, node.bias_attr)
+
+
+def adopt_if_parsing(out: Any) -> Any:
+    """Adopt ``out`` (and its new ancestors) when a v1 config is being parsed outside a
+    recurrent group's step; return it. For functions that are not declared v1 helpers but
+    make layers in configs too (``layer_math.exp``, ``x + y``)."""
+    if getattr(_local, "ctx", None) is not None and not recording():
+        adopt_with_ancestors([out])
+    return out
 
 
 def is_declared(name: str) -> bool:
@@ -258,8 +288,10 @@ def Layer(name: str, type: str, **xargs: Any) -> LayerConfig:  # noqa: N802,A002
 
 
 def Inputs(*names: str) -> None:  # noqa: N802 - Paddle's API
-    """Set the order of the data layers (default: the order they were declared)."""
-    _context().inputs = list(names)
+    """Set the order of the data layers (default: see ``outputs``)."""
+    ctx = _context()
+    ctx.inputs = list(names)
+    ctx.inputs_declared = True
 
 
 def Outputs(*names: str) -> None:  # noqa: N802 - Paddle's API

@@ -42,6 +42,11 @@ def record_layers():
         _recorders.pop()
 
 
+def recording() -> bool:
+    """Whether a recurrent group's step function is running (its layers are being recorded)."""
+    return bool(_recorders)
+
+
 def reset_names() -> None:
     """Restart the automatic name counters (``__fc_layer_0__`` again); a Sculler extension for
     programs that build several independent models in one process."""
