@@ -96,3 +96,106 @@ inputs(b, a)
 outputs(fc_layer(input=[a, b], size=1))
 """)
     assert mc.input_layer_names == ["b", "a"]
+
+
+PROVIDER = """
+from sculler.config.data_provider import *
+
+def hook(settings, file_list, is_train, dim, **kw):
+    settings.input_types = {"x": dense_vector(dim), "y": integer_value(2)}
+
+@provider(init_hook=hook, pool_size=50)
+def process(settings, file_name):
+    for line in open(file_name):
+        *x, y = line.split()
+        yield {"x": [float(v) for v in x], "y": int(y)}
+"""
+
+
+def test_define_py_data_sources2_trains_from_a_pydataprovider2_module(tmp_path, monkeypatch):
+    from sculler.cli import load_program
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4))
+    y = (x[:, 0] + x[:, 1] > 0).astype(int)
+    (tmp_path / "part0.txt").write_text(
+        "".join(" ".join(f"{v:.4f}" for v in row) + f" {c}\n" for row, c in zip(x, y)))
+    (tmp_path / "train.list").write_text("part0.txt\n")
+    (tmp_path / "my_provider.py").write_text(PROVIDER)
+    (tmp_path / "conf.py").write_text("""
+from sculler.trainer_config_helpers import *
+settings(batch_size=20, learning_rate=0.1, learning_method=MomentumOptimizer(0.9))
+define_py_data_sources2(train_list="train.list", test_list=None, module="my_provider",
+                        obj="process", args={"dim": 4})
+x = data_layer(name="x", size=4)
+y = data_layer(name="y", size=2)
+outputs(classification_cost(input=fc_layer(input=x, size=2, act=SoftmaxActivation()),
+                            label=y))
+""")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    program = load_program("conf.py", "")
+    samples = list(program["train_reader"]())
+    assert len(samples) == 120 and sorted(s[1] for s in samples) == sorted(y.tolist())
+    assert [s[0] for s in samples] != [list(np.round(r, 4)) for r in x]  # shuffled
+    assert program["topology"].proto().layer("y").attrs["kind"] == "ids"
+    trainer = paddle.trainer.SGD(cost=program["topology"], parameters=paddle.parameters.create(
+        program["topology"]), update_equation=program["optimizer"])
+    costs = []
+    trainer.train(paddle.batch(program["train_reader"], 20), num_passes=4,
+                  event_handler=lambda e: costs.append(e.cost)
+                  if isinstance(e, paddle.event.EndIteration) else None)
+    assert np.mean(costs[-6:]) < 0.5 * np.mean(costs[:6])
+
+
+def test_a_provider_without_input_types_is_named(tmp_path, monkeypatch):
+    from sculler.config.data_provider import ProviderSource, provider
+
+    @provider()
+    def process(settings, file_name):
+        yield [1.0], 0
+
+    import types
+    module = types.ModuleType("bare_provider")
+    module.process = process
+    monkeypatch.setitem(__import__("sys").modules, "bare_provider", module)
+    source = ProviderSource(["f"], "bare_provider", "process", None, True, str(tmp_path))
+    with pytest.raises(ValueError, match="no input_types"):
+        source()
+
+
+def test_config_parser_utils_and_default_decorators():
+    from sculler.trainer_config_helpers import (
+        data_layer,
+        fc_layer,
+        outputs,
+        parse_network_config,
+        parse_optimizer_config,
+        settings,
+        wrap_bias_attr_default,
+        wrap_name_default,
+    )
+
+    @wrap_name_default("my_layer")
+    @wrap_bias_attr_default()
+    def my_layer(input, name=None, bias_attr=None):  # noqa: A002
+        return fc_layer(input=input, size=2, name=name, bias_attr=bias_attr)
+
+    def network():
+        outputs(my_layer(data_layer(name="x", size=3)))
+
+    mc = parse_network_config(network)
+    assert [lc.name for lc in mc.layers] == ["x", "__my_layer_0__"]
+    assert mc.layer("__my_layer_0__").bias_parameter_name == "___my_layer_0__.wbias"
+    assert parse_optimizer_config(lambda: settings(batch_size=16))["batch_size"] == 16
+
+
+def test_trainer_config_helpers_has_paddles_module_names():
+    import sculler.trainer_config_helpers as tch
+    from sculler.trainer_config_helpers import layer_math
+
+    assert layer_math.exp is paddle.op.exp
+    for name in ("img_conv_layer", "mixed_layer", "full_matrix_projection", "auc_evaluator",
+                 "define_py_data_sources2", "simple_lstm", "TanhActivation", "MaxPooling",
+                 "parse_network_config", "wrap_name_default", "layer_math", "inputs"):
+        assert name in tch.__all__ and hasattr(tch, name), name
