@@ -107,6 +107,29 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
     return declare
 
 
+_ONNX: dict[str, Callable[..., str]] = {}
+
+
+def onnx_converter(*types: str) -> Callable[[Callable], Callable]:
+    """Declare ``converter(graph, layer_config, input_names, context) -> output name`` as the
+    ONNX conversion of the engine ``types`` (test mode, before activation and dropout;
+    ``sculler.onnx`` applies those). It is written beside the layer and uses only the graph
+    and context objects it is given (``sculler.onnx.convert.Context``), so the layer file
+    never imports the exporter."""
+
+    def declare(converter: Callable[..., str]) -> Callable[..., str]:
+        for type_name in types:
+            _ONNX[type_name] = converter
+        return converter
+
+    return declare
+
+
+def onnx_converters() -> dict[str, Callable[..., str]]:
+    """Engine type -> declared ONNX converter (import ``sculler.layers`` first)."""
+    return dict(_ONNX)
+
+
 def faces() -> list[Face]:
     """Every declared face, in declaration order (import ``sculler.layers`` first)."""
     return list(_FACES)

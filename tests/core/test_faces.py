@@ -114,3 +114,13 @@ def test_the_reference_page_is_what_the_declarations_give():
     for face in faces():
         for name in face.v2_names:
             assert f"`{name}`" in page
+
+
+def test_the_onnx_table_is_the_converters_declared_beside_the_layers():
+    from sculler.core.faces import onnx_converters
+    from sculler.onnx.convert import CONVERTERS
+
+    assert CONVERTERS == onnx_converters()
+    for type_name in ("fc", "embedding", "concat", "addto", "mixed", "exconv", "pool",
+                      "batch_norm"):
+        assert CONVERTERS[type_name].__module__.startswith("sculler.layers."), type_name
