@@ -121,9 +121,14 @@ def adopt_with_ancestors(outs: list) -> None:
 
 def adopt_if_parsing(out: Any) -> Any:
     """Adopt ``out`` (and its new ancestors) when a v1 config is being parsed outside a
-    recurrent group's step; return it. For functions that are not declared v1 helpers but
-    make layers in configs too (``layer_math.exp``, ``x + y``)."""
-    if getattr(_local, "ctx", None) is not None and not recording():
+    recurrent group's step; return it. For functions that are not v1 helper wrappers but
+    make layers in configs too (``layer_math.exp``, ``x + y``, a user's declared layer).
+
+    A file is a v1 config once it has declared a layer the v1 way (a helper, ``Layer``) or
+    called ``settings``; before that, and in a v2 script run by ``sculler train`` (which
+    declares nothing the v1 way), layers stay expressions, as v2 wants them."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is not None and not recording() and (ctx.layers or ctx.settings):
         adopt_with_ancestors([out])
     return out
 

@@ -180,6 +180,7 @@ def outputs(*layers: Any) -> None:
     walk from the outputs in order, parents before a layer, each parent in input order."""
     flat = _flat(layers)
     ctx = _context()
+    adopt_with_ancestors([x for x in flat if not isinstance(x, str)])
     if not ctx.inputs_declared and all(not isinstance(x, str) for x in flat):
         order: list[str] = []
         seen: set[str] = set()
