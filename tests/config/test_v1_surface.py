@@ -199,3 +199,17 @@ def test_trainer_config_helpers_has_paddles_module_names():
                  "define_py_data_sources2", "simple_lstm", "TanhActivation", "MaxPooling",
                  "parse_network_config", "wrap_name_default", "layer_math", "inputs"):
         assert name in tch.__all__ and hasattr(tch, name), name
+
+
+def test_a_v2_script_using_declared_functions_and_operators_stays_a_v2_script(tmp_path):
+    from sculler.config.config_parser import run_config
+
+    script = tmp_path / "v2_script.py"
+    script.write_text("""
+import sculler as paddle
+x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+y = paddle.layer.fc(input=paddle.op.exp(x) * 2 + 1, size=2)
+cost = paddle.layer.sum_cost(input=y)
+""")
+    parsed, names = run_config(script)
+    assert parsed is None and names["cost"].layer_type == "sum_cost"
