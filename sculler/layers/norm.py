@@ -18,6 +18,7 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import PASS_TEST, PASS_TRAIN, register_layer
 from sculler.core.model_config import LayerConfig
+from sculler.layers.cross_channel_norm import CrossChannelNormLayer
 from sculler.layers.image import (
     ImageLayer,
     channels_attr,
@@ -128,7 +129,8 @@ class CrossMapNormLayer(ImageLayer):
     ``y[c] = x[c] * (1 + scale/norm_size * sum_{c' in window(c)} x[c']^2)^(-power)``, the
     window ``norm_size`` channels starting at ``c - (norm_size-1)//2``, clipped.
 
-    Attrs: ``norm_type`` ("cmrnorm-projection", the only type supported), ``norm_size``
+    Attrs: ``norm_type`` ("cmrnorm-projection"; "cross-channel-norm" selects
+    :class:`~sculler.layers.cross_channel_norm.CrossChannelNormLayer`), ``norm_size``
     (window, Paddle's ``size``), ``scale`` (the alpha given to ``img_cmrnorm_layer``, default
     0.0128; Paddle's NormConfig stores ``scale/size``), ``power`` (0.75),
     ``channels``/``height``/``width`` of the input. Output geometry equals the input's.
@@ -137,11 +139,31 @@ class CrossMapNormLayer(ImageLayer):
     max_inputs = 1
 
     @classmethod
-    def infer_size(cls, config, inputs):
+    def variant(cls, config) -> type:
+        """The class of this ``norm_type`` (the engine type ``norm`` covers both)."""
         t = config.attrs.get("norm_type", "cmrnorm-projection")
+        if t == "cross-channel-norm":
+            return CrossChannelNormLayer
         if t != "cmrnorm-projection":
             raise ValueError(f"layer {config.name!r} (norm): norm_type {t!r} is not supported; "
-                             "only 'cmrnorm-projection'")
+                             "use 'cmrnorm-projection' or 'cross-channel-norm'")
+        return CrossMapNormLayer
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        variant = cls.variant(config)
+        return {} if variant is CrossMapNormLayer else variant.weight_dims(config, inputs)
+
+    @classmethod
+    def weight_defaults(cls, config, inputs):
+        variant = cls.variant(config)
+        return {} if variant is CrossMapNormLayer else variant.weight_defaults(config, inputs)
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        variant = cls.variant(config)
+        if variant is not CrossMapNormLayer:
+            return variant.infer_size(config, inputs)
         n = config.attrs.get("norm_size")
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"layer {config.name!r} (norm): norm_size must be a positive int, "
