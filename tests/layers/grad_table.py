@@ -280,6 +280,11 @@ DENSE = [
         [INPUT_DATA(3), INPUT_SEQUENCE_DATA(2)], use_weight=True),
     Row("selective_fc", dict(size=6, has_select=True, active_type="sigmoid"),
         [INPUT_DATA(5), INPUT_SPARSE_NON_VALUE_DATA(6, nnz=2)], use_weight=True),
+    Row("conv_shift", dict(), [INPUT_DATA(7), INPUT_DATA(3)]),
+    Row("conv_shift", dict(active_type="tanh"), [INPUT_SEQUENCE_DATA(4), INPUT_SEQUENCE_DATA(5)]),
+    Row("factorization_machine", dict(factor_size=3), [INPUT_DATA(6)]),
+    Row("factorization_machine", dict(factor_size=2), [INPUT_SPARSE_FLOAT_VALUE_DATA(20)]),
+    Row("factorization_machine", dict(factor_size=3), [INPUT_SPARSE_NON_VALUE_DATA(20)]),
 ]
 
 # ---- similarity layers (cos, rank-cost) and a PyLayer run as an engine layer ----------------
@@ -287,6 +292,8 @@ SIMILARITY = [
     Row("cos", dict(size=1), [INPUT_DATA(5), INPUT_DATA(5)]),
     Row("cos", dict(size=1, scale=2.5), [INPUT_DATA(4), INPUT_DATA(4)]),
     Row("cos", dict(size=1), [INPUT_SEQUENCE_DATA(3), INPUT_SEQUENCE_DATA(3)]),
+    Row("cos_vm", dict(size=3, scale=2.0), [INPUT_DATA(4), INPUT_DATA(12)]),
+    Row("cos_vm", dict(size=2), [INPUT_SEQUENCE_DATA(3), INPUT_SEQUENCE_DATA(6)]),
     Row("rank-cost", dict(), [INPUT_DATA(1), INPUT_DATA(1), INPUT_DATA_TARGET(1, **PROB)]),
     Row("rank-cost", dict(coeff=0.7),
         [INPUT_DATA(1), INPUT_DATA(1), INPUT_DATA_TARGET(1, **PROB), INPUT_DATA(1, **POSITIVE)]),
@@ -306,6 +313,15 @@ def bn_inputs(size: int) -> list[InputDef]:
 
 
 image = partial(Row, batch_size=4)
+
+
+def sub_region_boxes(rng: np.random.RandomState, batch: int) -> np.ndarray:
+    """scale_sub_region's boxes ``[c0, c1, h0, h1, w0, w1]`` (1-based, ends included) inside
+    a 2 x 5 x 4 image, one per sample."""
+    starts = rng.randint(1, [3, 6, 5], size=(batch, 3))
+    ends = np.minimum(starts + rng.randint(0, 3, size=(batch, 3)), [2, 5, 4])
+    return np.stack([starts[:, 0], ends[:, 0], starts[:, 1], ends[:, 1], starts[:, 2],
+                     ends[:, 2]], axis=1).astype(np.float64)
 transposed = partial(Row, batch_size=3, use_weight=True, check=dict(trans=True))
 IMAGE = [
     image("exconv", dict(CONV), [INPUT_DATA(40)]),
@@ -361,6 +377,14 @@ IMAGE = [
     image("crop", dict(IMG, axis=2, offset=[1, 1], shape=[3, 2]), [INPUT_DATA(40)]),
     image("crop", dict(channels=3, height=5, width=4, axis=1, offset=[1, 2, 1]),
           [INPUT_DATA(60), INPUT_DATA(8, attrs=dict(channels=2, height=2, width=2))]),
+    image("norm", dict(IMG, norm_type="cross-channel-norm"), [INPUT_DATA(40)]),
+    image("norm", dict(channels=3, height=2, width=2, norm_type="cross-channel-norm",
+                       active_type="tanh"), [INPUT_DATA(12)]),
+    image("rotate", dict(IMG), [INPUT_DATA(40)]),
+    image("switch_order", dict(IMG, reshape_axis=3), [INPUT_DATA(40)]),
+    image("scale_sub_region", dict(IMG, value=2.5), [INPUT_DATA(40), INPUT_DATA_TARGET(6)],
+          make_inputs=lambda batch, rng: [Argument(value=dense(rng, batch, 40)),
+                                          Argument(value=sub_region_boxes(rng, batch))]),
 ]
 
 # ---- recurrent layers over sequence layouts and activations, both directions -----------------
@@ -575,6 +599,9 @@ def aggregate(layer_type: str, extra: dict) -> list[Row]:
 
 
 SEQUENCE = [
+    *sequence("row_conv", dict(context_length=3), [SEQ(4)], seq(4, "many")),
+    *sequence("row_conv", dict(context_length=2, active_type="tanh"), [NESTED(3)],
+              seq(3, "many", nested=True)),
     *aggregate("seqlastins", {}),
     *aggregate("seqlastins", {"select_first": True}),
     *sequence("seqfirstins", dict(seq_pool_stride=2), [SEQ(2)], seq(2, "many")),
@@ -653,4 +680,5 @@ NOT_CHECKED_AS_ONE_LAYER = {
     "sampling_id": "outputs sampled integer ids; no gradient",
     "crf_decoding": "Viterbi decoding outputs integer labels; no gradient",
     "beam_search": "generation only (ids chosen by beam search); no gradient",
+    "eos_id": "outputs integer ids (id == eos_id); no gradient",
 }
