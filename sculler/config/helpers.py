@@ -43,6 +43,7 @@ from sculler.config.config_parser import (
 )
 from sculler.config.data_provider import define_py_data_sources2
 from sculler.config.evaluators import *  # noqa: F403
+from sculler.core.expression import layer_support
 from sculler.core.faces import Face, faces
 from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
 
@@ -162,7 +163,7 @@ for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "sma
               "bidirectional_gru"):
     globals()[_name] = _helper(getattr(_networks, _name))
     __all__.append(_name)
-__all__ += ["layer_math", "define_py_data_sources2", *_v1_evaluators.__all__]
+__all__ += ["layer_math", "define_py_data_sources2", "layer_support", *_v1_evaluators.__all__]
 
 
 def _flat(layers: tuple) -> list:
