@@ -681,5 +681,6 @@ NOT_CHECKED_AS_ONE_LAYER = {
     "crf_decoding": "Viterbi decoding outputs integer labels; no gradient",
     "beam_search": "generation only (ids chosen by beam search); no gradient",
     "eos_id": "outputs integer ids (id == eos_id); no gradient",
-    "print": "logs its inputs; no output, no gradient (tests/layers/test_gated_unit_and_printer.py)",
+    "print": "logs its inputs; no output, no gradient "
+             "(tests/layers/test_gated_unit_and_printer.py)",
 }
