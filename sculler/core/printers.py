@@ -8,14 +8,16 @@ Messages go to the ``sculler.evaluator`` logger at INFO, in PaddlePaddle's forma
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.core.evaluator_base import Evaluator, register_evaluator
 
-LOG = logging.getLogger("sculler.evaluator")
+
+def _log(message: str, *args: object) -> None:
+    import logging  # (loaded when a printer first prints, not with sculler)
+
+    logging.getLogger("sculler.evaluator").info(message, *args)
 
 
 class Printer(Evaluator):
@@ -43,7 +45,7 @@ class GradientPrinter(Printer):
     def eval_batch(self, layers: dict) -> None:
         for name, arg in self.outputs(layers):
             if arg.grad is not None:
-                LOG.info("layer=%s grad matrix:\n%s", name,
+                _log("layer=%s grad matrix:\n%s", name,
                          np.array2string(to_numpy(arg.grad), precision=6))
 
 
@@ -59,7 +61,7 @@ class MaxIdPrinter(Printer):
             ids, vals = _top(to_numpy(arg.value), k)
             rows = ["".join(f"{i} : {v:g}, " for i, v in zip(r_ids, r_vals))
                     for r_ids, r_vals in zip(ids, vals)]
-            LOG.info("layer=%s row max id vector:\n%s", name, "\n".join(rows))
+            _log("layer=%s row max id vector:\n%s", name, "\n".join(rows))
 
 
 @register_evaluator("max_frame_printer")
@@ -79,7 +81,7 @@ class MaxFramePrinter(Printer):
                 ids, vals = _top(column[None, a:b], min(k, b - a))
                 lines.append("".join(f"{i} : {v:g}, " for i, v in zip(ids[0], vals[0]))
                              + f"total {b - a} frames")
-            LOG.info("layer=%s sequence max frames:\n%s", name, "\n".join(lines))
+            _log("layer=%s sequence max frames:\n%s", name, "\n".join(lines))
 
 
 @register_evaluator("seq_text_printer")
