@@ -24,7 +24,7 @@ from sculler import (  # noqa: E402, F401
     topology,
     trainer,
 )
-from sculler.inference import infer  # noqa: E402, F401
+from sculler.inference import infer, load_inference_model  # noqa: E402, F401
 from sculler.minibatch import array_batches, batch  # noqa: E402, F401
 from sculler.trainer import train  # noqa: E402, F401
 from sculler.v2.runtime import init  # noqa: E402, F401

@@ -18,7 +18,7 @@ from sculler.parameters import Parameters
 from sculler.topology import Topology
 from sculler.validate import positive_int
 
-__all__ = ["Inference", "infer"]
+__all__ = ["Inference", "infer", "load_inference_model"]
 
 FIELDS = ("value", "id", "prob")
 
@@ -27,11 +27,25 @@ class Inference:
     """A test-mode network over ``output_layer`` (one layer or a list) bound to
     ``parameters``; or, with ``fileobj``, the model written by
     ``Topology.serialize_for_inference`` (its stored parameters unless ``parameters`` is
-    given)."""
+    given). ``fileobj`` may also be what PaddlePaddle's ``serialize_for_inference`` wrote (a
+    pickled ModelConfig and data types, see :mod:`sculler.proto.files`); ``parameters`` are then
+    required, as in PaddlePaddle, and taken by name and size."""
 
     def __init__(self, output_layer: Any = None, parameters: Parameters | None = None,
                  fileobj: Any = None, batch_size: int = 1024):
+        from_paddle = False
         if fileobj is not None:
+            from sculler.proto import files
+
+            from_paddle = files.is_paddle_inference_file(fileobj)
+        if from_paddle:
+            if not isinstance(parameters, Parameters):
+                raise TypeError("Inference(fileobj=...) of a PaddlePaddle inference file needs "
+                                "parameters= (a sculler.parameters.Parameters, e.g. "
+                                f"Parameters.from_tar of its tar), got {type(parameters).__name__}")
+            topo = files.load_paddle_topology(fileobj)
+            parameters = files.paddle_parameters_for(topo.proto(), parameters)
+        elif fileobj is not None:
             topo, ptar = Topology.load_for_inference(fileobj)
             if parameters is None:
                 if ptar is None:
@@ -104,3 +118,17 @@ def infer(output_layer: Any, parameters: Parameters, input: Sequence[Any],  # no
     value) or a list; several outputs/fields come back as a list in order.
     """
     return Inference(output_layer, parameters).infer(input, feeding, field)
+
+
+def load_inference_model(f: Any, input_types: dict[str, Any] | None = None,
+                         batch_size: int = 1024) -> Inference:
+    """An :class:`Inference` over a merged model file (config plus parameters, as
+    PaddlePaddle's ``paddle.utils.merge_model.merge_v2_model`` writes it). A merged model holds
+    no data types: data layers are dense vectors of their size unless ``input_types`` (name ->
+    ``paddle.data_type.*``) says otherwise."""
+    from sculler.proto import files
+
+    model_config, parameters = files.read_merged_model(f)
+    types = files.merged_model_input_types(model_config, input_types)
+    return Inference(Topology.from_model_config(model_config, types), parameters,
+                     batch_size=batch_size)

@@ -34,6 +34,7 @@ from sculler.core.expression import (  # noqa: F401 - re-exported
 from sculler.core.faces import v2_functions
 from sculler.layers.mixed import MixedLayerType  # noqa: F401 - re-exported
 from sculler.layers.sequence import AggregateLevel, ExpandLevel  # noqa: F401 - re-exported
+from sculler.proto.convert import parse_network  # noqa: F401 - re-exported
 from sculler.v2 import group_layers as _groups
 
 
@@ -54,5 +55,5 @@ globals().update({name: getattr(_groups, name) for name in _groups.__all__})
 
 __all__ = sorted(
     ["LayerOutput", "make_layer", "reset_names", "py_layer", "Projection", "MixedLayerType",
-     "layer_support",
+     "layer_support", "parse_network",
      "AggregateLevel", "ExpandLevel", *_groups.__all__, *v2_functions()])

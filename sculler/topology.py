@@ -71,14 +71,22 @@ class Topology:
         self.initializers: dict[str, Any] = {}
 
     @classmethod
-    def from_model_config(cls, model_config: ModelConfig) -> Topology:
-        """A topology over an already built ModelConfig (a v1 config). Data types come from
-        the data layers' sizes and ``attrs['kind']``/``attrs['seq_type']`` (default dense)."""
+    def from_model_config(cls, model_config: ModelConfig,
+                          data_types: dict[str, InputType] | None = None) -> Topology:
+        """A topology over an already built ModelConfig (a v1 config, a loaded model). Data
+        types are ``data_types[name]`` where given, else from the data layers' sizes and
+        ``attrs['kind']``/``attrs['seq_type']`` (default dense)."""
+        data_types = dict(data_types or {})
+        unknown = set(data_types) - set(model_config.input_layer_names)
+        if unknown:
+            raise ValueError(f"data types given for {sorted(unknown)}, which are not data "
+                             f"layers of the model; data layers are "
+                             f"{model_config.input_layer_names}")
         self = cls.__new__(cls)
         nodes: dict[str, LayerOutput] = {}
         for lc in model_config.layers:
-            dt = None
-            if lc.type == "data":
+            dt = data_types.get(lc.name)
+            if lc.type == "data" and dt is None:
                 kind = lc.attrs.get("kind", "dense")
                 if kind not in TYPE_OF_KIND:
                     raise ValueError(f"data layer {lc.name!r}: unknown kind {kind!r}; expected "
@@ -193,8 +201,5 @@ class Topology:
         except (ValueError, KeyError, TypeError) as e:
             raise FileFormatError(f"load_for_inference: {fname} entry 'model.json' is "
                                   f"damaged ({type(e).__name__}: {e})") from e
-        params = entries.get("parameters.tar")
-        topo = Topology.from_model_config(model_config)
-        for name, data_type in data_types:
-            topo._by_name[name].data_type = data_type
-        return topo, params
+        return Topology.from_model_config(model_config, dict(data_types)), entries.get(
+            "parameters.tar")

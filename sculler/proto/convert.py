@@ -43,7 +43,7 @@ from sculler.layers.image import image_geometry
 from sculler.layers.mixed import _proj_width
 from sculler.proto import messages
 
-__all__ = ["to_proto", "from_proto", "model_config_text", "IGNORED_LAYER_FIELDS",
+__all__ = ["to_proto", "from_proto", "model_config_text", "parse_network", "IGNORED_LAYER_FIELDS",
            "IGNORED_PARAMETER_FIELDS"]
 
 # LayerConfig fields whose Sculler attr has the same name and meaning.
@@ -624,3 +624,35 @@ def model_config_text(model_config: ModelConfig | Any) -> str:
     message = model_config if not isinstance(model_config, ModelConfig) else to_proto(
         model_config)
     return text_format.MessageToString(message)
+
+
+def parse_network(output_layers: Any, extra_layers: Any = None) -> Any:
+    """``paddle.layer.parse_network``: the ``paddle.ModelConfig`` message of the network that
+    computes ``output_layers`` (a layer or a list) and ``extra_layers``, as PaddlePaddle v2
+    returns it: ``str()`` of it is the protobuf text format, ``SerializeToString()`` its bytes,
+    and :func:`from_proto` turns it back into Sculler's ModelConfig.
+
+    Like PaddlePaddle's, ``output_layer_names`` lists only ``output_layers``, and a ``root``
+    sub-model lists the layers outside recurrent groups."""
+    from sculler.topology import Topology
+
+    outputs = list(output_layers) if isinstance(output_layers, (list, tuple)) else [
+        output_layers]
+    mc = Topology(outputs, extra_layers).proto()
+    message = to_proto(mc)
+    del message.output_layer_names[:]
+    message.output_layer_names.extend(o.name for o in outputs)
+    if not any(sm.name == "root" for sm in mc.sub_models):
+        groups = [type(sm)() for sm in message.sub_models]
+        for copy, sm in zip(groups, message.sub_models):
+            copy.CopyFrom(sm)
+        del message.sub_models[:]
+        in_groups = {n for sm in mc.sub_models for n in sm.layer_names}
+        names = [lc.name for lc in mc.layers if lc.name not in in_groups]
+        root = message.sub_models.add(name="root", is_recurrent_layer_group=False)
+        root.layer_names.extend(names)
+        root.input_layer_names.extend(n for n in names if n in mc.input_layer_names)
+        root.output_layer_names.extend(n for n in names if n in message.output_layer_names)
+        root.evaluator_names.extend(ev.name for ev in mc.evaluators)
+        message.sub_models.extend(groups)
+    return message

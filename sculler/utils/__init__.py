@@ -1,0 +1,1 @@
+"""PaddlePaddle's ``paddle.utils`` helpers that v2 programs call (``merge_model``)."""
