@@ -307,10 +307,14 @@ def _evaluator_to_proto(ev: EvaluatorConfig, p: Any) -> None:
 
 
 def _dataclass_to_message(obj: Any, msg: Any) -> None:
-    """Copy a dataclass whose fields are named as the message's (SubModelConfig & co.)."""
+    """Copy a dataclass whose fields are named as the message's (SubModelConfig & co.).
+    False flags are left unset, as PaddlePaddle leaves them, except the two it always writes
+    (``is_recurrent_layer_group``; ``reversed`` of a recurrent group)."""
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if value is None:
+        always = f.name == "is_recurrent_layer_group" or (
+            f.name == "reversed" and getattr(obj, "is_recurrent_layer_group", False))
+        if value is None or (value is False and not always):
             continue
         if isinstance(value, list):
             for item in value:
