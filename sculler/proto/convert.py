@@ -21,6 +21,7 @@ it; parameter ``dims`` follow Sculler's layout (PaddlePaddle leaves some empty o
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -66,8 +67,17 @@ IGNORED_PARAMETER_FIELDS = frozenset({"device", "num_batches_regularization", "p
 DATA_TYPE_ATTRS = ("kind", "seq_type")
 
 CONV_TYPES = frozenset({"exconv", "conv", "cudnn_conv"})
-# Image layers: PaddlePaddle writes their OUTPUT geometry in LayerConfig.height/width.
-IMAGE_OUTPUT_TYPES = CONV_TYPES | {"pool", "batch_norm", "cudnn_batch_norm", "norm"}
+CONVT_TYPES = frozenset({"exconvt", "convt", "cudnn_convt"})
+# Layers whose input geometry PaddlePaddle writes in an image_conf inside a per-input message,
+# with the settings that message holds besides it.
+IMAGE_CONF_LAYERS = {"maxout": ("maxout_conf", ("groups",)),
+                     "spp": ("spp_conf", ("pool_type", "pyramid_height")),
+                     "bilinear_interp": ("bilinear_interp_conf", ("out_size_x", "out_size_y")),
+                     "pad": ("pad_conf", ("pad_c", "pad_h", "pad_w"))}
+# Image layers: PaddlePaddle writes their OUTPUT geometry in LayerConfig.height/width (spp
+# writes 1 and its number of bins).
+IMAGE_OUTPUT_TYPES = CONV_TYPES | CONVT_TYPES | set(IMAGE_CONF_LAYERS) | {
+    "pool", "batch_norm", "cudnn_batch_norm", "norm"}
 GEOMETRY_ATTRS = ("out_channels", "out_height", "out_width")
 CONV_KEYS = ("filter_size", "filter_size_y", "stride", "stride_y", "padding", "padding_y",
              "dilation", "dilation_y", "groups", "channels", "height", "width", "caffe_mode")
@@ -134,9 +144,18 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
         for key in DATA_TYPE_ATTRS:
             attrs.pop(key, None)
     if lc.type in IMAGE_OUTPUT_TYPES and "out_height" in attrs:
-        p.height, p.width = int(attrs["out_height"]), int(attrs["out_width"])
-    if lc.type in CONV_TYPES:
+        p.height, p.width = _paddle_output_geometry(lc.type, attrs)
+    if lc.type in CONV_TYPES or lc.type in CONVT_TYPES:
         _conv_to_proto(lc, inputs, p, attrs, in_attrs)
+    elif lc.type in IMAGE_CONF_LAYERS:
+        conf_name, keys = IMAGE_CONF_LAYERS[lc.type]
+        conf = getattr(p.inputs[0], conf_name)
+        c, h, w = image_geometry(lc, inputs, 0)
+        conf.image_conf.channels, conf.image_conf.img_size, conf.image_conf.img_size_y = c, w, h
+        for key in keys:
+            _set_field(conf, key, attrs.pop(key))
+        _pop(attrs, ("channels", "height", "width"))
+        _pop(in_attrs[0], ("channels", "height", "width"))
     elif lc.type == "pool":
         _pool_to_proto(lc, inputs, p, attrs)
     elif lc.type == "norm":
@@ -169,6 +188,13 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
                         "field in PaddlePaddle's LayerInputConfig")
 
 
+def _paddle_output_geometry(layer_type: str, attrs: dict) -> tuple[int, int]:
+    """LayerConfig ``(height, width)`` as PaddlePaddle writes them for an image layer."""
+    if layer_type == "spp":
+        return 1, (4 ** int(attrs["pyramid_height"]) - 1) // 3
+    return int(attrs["out_height"]), int(attrs["out_width"])
+
+
 def _set_field(msg: Any, field: str, value: Any) -> None:
     if isinstance(value, (list, tuple)):
         getattr(msg, field).extend(value)
@@ -182,9 +208,11 @@ def _pop(d: dict, keys: tuple[str, ...]) -> None:
 
 
 def _conv_to_proto(lc, inputs, p, attrs, in_attrs) -> None:
+    trans = lc.type in CONVT_TYPES
+    nf = int(attrs["num_filters"])
     for i in range(len(lc.inputs)):
         cf, (c, h, w) = conv_conf(lc, i), image_geometry(lc, inputs, i)
-        if not cf["caffe_mode"]:
+        if not (trans or cf["caffe_mode"]):
             raise _fail(lc.name, "caffe_mode=False convolutions are not supported")
         conf = p.inputs[i].conv_conf
         conf.filter_size_y, conf.filter_size = cf["filter_size"]
@@ -192,10 +220,13 @@ def _conv_to_proto(lc, inputs, p, attrs, in_attrs) -> None:
         conf.padding_y, conf.padding = cf["padding"]
         conf.dilation_y, conf.dilation = cf["dilation"]
         conf.groups, conf.channels = cf["groups"], c
-        conf.filter_channels = c // cf["groups"]
-        conf.img_size, conf.img_size_y = w, h
-        conf.output_x, conf.output_y = int(attrs["out_width"]), int(attrs["out_height"])
-        conf.caffe_mode = True
+        out_hw = int(attrs["out_height"]), int(attrs["out_width"])
+        # a transposed convolution is described as the convolution it inverts: its input is
+        # that convolution's output (PaddlePaddle's parse_conv with trans=True)
+        conf.filter_channels = (nf if trans else c) // cf["groups"]
+        (conf.img_size_y, conf.img_size), (conf.output_y, conf.output_x) = (
+            (out_hw, (h, w)) if trans else ((h, w), out_hw))
+        conf.caffe_mode = cf["caffe_mode"]
         _pop(in_attrs[i], CONV_KEYS)
     _pop(attrs, CONV_KEYS)
     p.num_filters = int(attrs.pop("num_filters"))
@@ -214,8 +245,8 @@ def _pool_to_proto(lc, inputs, p, attrs) -> None:
     conf.padding = int(attrs.get("padding", 0))
     conf.padding_y = int(attrs.get("padding_y", conf.padding))
     conf.output_x, conf.output_y = int(attrs["out_width"]), int(attrs["out_height"])
-    if "exclude_mode" in attrs:
-        conf.exclude_mode = bool(attrs["exclude_mode"])
+    if not attrs.get("exclude_mode", True):  # unset means True to PaddlePaddle's PoolLayer
+        conf.exclude_mode = False
     _pop(attrs, POOL_KEYS)
 
 
@@ -236,6 +267,13 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
     for i, (ic, src) in enumerate(zip(lc.inputs, inputs)):
         a = in_attrs[i]
         kind = a.pop("proj", "table" if lc.type in ("embedding", "table") else None)
+        if kind == "operand":
+            continue
+        if kind == "dotmul_operator":  # inputs i and i+1, PaddlePaddle's DotMulOperator
+            p.operator_confs.add(type="dot_mul", input_indices=[i, i + 1],
+                                 input_sizes=[src.size, inputs[i + 1].size],
+                                 output_size=src.size, dotmul_scale=float(a.pop("scale", 1.0)))
+            continue
         if kind not in PROJ_TO_PADDLE:
             raise _fail(lc.name, f"({lc.type}) input {i}: projection/operator {kind!r} cannot "
                         f"be written to a Paddle model; supported: {sorted(PROJ_TO_PADDLE)}")
@@ -370,7 +408,7 @@ def from_proto(message: Any) -> ModelConfig:
             raise _fail(lc.name, f"({lc.type}) the Paddle model says size {sizes[lc.name]}, "
                         f"Sculler's {lc.type} layer computes {lc.size} from its inputs")
         if lc.name in geometry and "out_height" in lc.attrs:
-            have = (lc.attrs["out_height"], lc.attrs["out_width"])
+            have = _paddle_output_geometry(lc.type, lc.attrs)
             if have != geometry[lc.name]:
                 raise _fail(lc.name, f"({lc.type}) the Paddle model says output height, "
                             f"width {geometry[lc.name]}, Sculler computes {have}")
@@ -413,12 +451,15 @@ def _layer_from_proto(pl: Any) -> LayerConfig:
         lc.inputs.append(InputConfig(pin.input_layer_name, pin.input_parameter_name or None))
     if pl.type in IMAGE_OUTPUT_TYPES:
         handled |= {"height", "width"}  # output geometry: checked after the build
-    if pl.type in CONV_TYPES:
+    if pl.type in CONV_TYPES or pl.type in CONVT_TYPES:
         lc.attrs["num_filters"] = int(pl.num_filters)
         lc.attrs["shared_biases"] = bool(pl.shared_biases)
         handled |= {"num_filters", "shared_biases"}
     for i, pin in enumerate(pl.inputs):
         _input_from_proto(pl, i, pin, lc)
+    if pl.operator_confs:
+        _operators_from_proto(pl, lc)
+        handled.add("operator_confs")
     for fd, value in pl.ListFields():
         name = fd.name
         if name in handled:
@@ -451,8 +492,16 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
         name = fd.name
         if name in ("input_layer_name", "input_parameter_name"):
             continue
-        if name == "conv_conf" and pl.type in CONV_TYPES:
+        if name == "conv_conf" and (pl.type in CONV_TYPES or pl.type in CONVT_TYPES):
             a.update(_conv_attrs(pl, conf))
+        elif pl.type in IMAGE_CONF_LAYERS and name == IMAGE_CONF_LAYERS[pl.type][0]:
+            img = conf.image_conf
+            a.update(channels=int(img.channels), height=int(img.img_size_y or img.img_size),
+                     width=int(img.img_size))
+            for key in IMAGE_CONF_LAYERS[pl.type][1]:
+                value = getattr(conf, key)
+                lc.attrs[key] = list(value) if isinstance(value, Iterable) and not isinstance(
+                    value, str) else value
         elif name == "pool_conf" and pl.type == "pool":
             lc.attrs.update(_pool_attrs(pl, conf))
         elif name == "norm_conf" and pl.type == "norm":
@@ -476,6 +525,34 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                         "Sculler equivalent")
 
 
+def _operators_from_proto(pl: Any, lc: LayerConfig) -> None:
+    """PaddlePaddle's dot_mul operators over inputs (i, j) become Sculler's
+    ``dotmul_operator`` at input i followed by its ``operand``; the operand input moves next
+    to it when PaddlePaddle listed another input between them (the sum does not depend on the
+    order of the inputs)."""
+    if pl.type != "mixed":
+        raise _fail(pl.name, f"({pl.type}) operator_confs outside a mixed layer")
+    follows: dict[int, int] = {}
+    for op in pl.operator_confs:
+        if op.type != "dot_mul" or len(op.input_indices) != 2:
+            raise _fail(pl.name, f"(mixed) operator {op.type!r} has no Sculler equivalent; "
+                        "supported: dot_mul")
+        i, j = op.input_indices
+        for k in (i, j):
+            if lc.inputs[k].attrs:
+                raise _fail(pl.name, f"(mixed) input {k} is both a projection and an operand")
+        lc.inputs[i].attrs.update(proj="dotmul_operator", scale=float(op.dotmul_scale))
+        lc.inputs[j].attrs["proj"] = "operand"
+        follows[j] = i
+    order = []
+    for k in range(len(lc.inputs)):
+        if k not in follows:
+            order.append(k)
+        if k in follows.values():
+            order.append(next(j for j, i in follows.items() if i == k))
+    lc.inputs = [lc.inputs[k] for k in order]
+
+
 def _check_3d(pl: Any, conf: Any, keys: tuple[str, ...]) -> None:
     for key in keys:
         if conf.HasField(key) and getattr(conf, key) != 1 and not key.startswith("padding"):
@@ -485,16 +562,23 @@ def _check_3d(pl: Any, conf: Any, keys: tuple[str, ...]) -> None:
 
 def _conv_attrs(pl: Any, conf: Any) -> dict[str, Any]:
     _check_3d(pl, conf, ("filter_size_z", "stride_z", "output_z", "img_size_z"))
-    if not conf.caffe_mode:
+    trans = pl.type in CONVT_TYPES
+    if not (trans or conf.caffe_mode):
         raise _fail(pl.name, f"({pl.type}) caffe_mode=false convolutions are not supported")
-    if conf.filter_channels * conf.groups != conf.channels:
+    filters = pl.num_filters if trans else conf.channels
+    if conf.filter_channels * conf.groups != filters:
         raise _fail(pl.name, f"({pl.type}) filter_channels {conf.filter_channels} * groups "
-                    f"{conf.groups} != channels {conf.channels}")
-    return {"filter_size": conf.filter_size, "filter_size_y": conf.filter_size_y,
-            "stride": conf.stride, "stride_y": conf.stride_y, "padding": conf.padding,
-            "padding_y": conf.padding_y, "dilation": conf.dilation,
-            "dilation_y": conf.dilation_y, "groups": conf.groups, "channels": conf.channels,
-            "height": conf.img_size_y or conf.img_size, "width": conf.img_size}
+                    f"{conf.groups} != {'num_filters' if trans else 'channels'} {filters}")
+    width, height = ((conf.output_x, conf.output_y or conf.output_x) if trans else
+                     (conf.img_size, conf.img_size_y or conf.img_size))
+    out = {"filter_size": conf.filter_size, "filter_size_y": conf.filter_size_y,
+           "stride": conf.stride, "stride_y": conf.stride_y, "padding": conf.padding,
+           "padding_y": conf.padding_y, "dilation": conf.dilation,
+           "dilation_y": conf.dilation_y, "groups": conf.groups, "channels": conf.channels,
+           "height": height, "width": width}
+    if not conf.caffe_mode:
+        out["caffe_mode"] = False
+    return out
 
 
 def _pool_attrs(pl: Any, conf: Any) -> dict[str, Any]:

@@ -326,3 +326,54 @@ def test_to_proto_refuses_settings_paddle_cannot_hold():
     mc.evaluators = [EvaluatorConfig("e", "column_sum", ["h"], {"column": 1})]
     with pytest.raises(ValueError, match="evaluator 'e' .* column=1 has no field"):
         to_proto(mc)
+
+
+def test_transposed_conv_and_image_conf_layers_round_trip():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(4 * 5 * 5), height=5, width=5)
+    up = paddle.layer.img_conv(input=img, filter_size=3, num_filters=6, num_channels=4,
+                               stride=2, padding=1, trans=True, act=paddle.activation.Relu())
+    mx = paddle.layer.maxout(input=up, groups=2)
+    padded = paddle.layer.pad(input=mx, pad_c=[1, 0], pad_h=[0, 1], pad_w=[2, 1])
+    resized = paddle.layer.bilinear_interp(input=padded, out_size_x=6, out_size_y=5)
+    pyramid = paddle.layer.spp(input=resized, pyramid_height=2)
+    out = paddle.layer.fc(input=pyramid, size=2, act=paddle.activation.Softmax())
+    data = [(np.random.default_rng(k).normal(size=100).astype(np.float32),) for k in range(2)]
+    message = _round_trip(out, data)
+    convt, maxout, pad_p, interp, spp_p = message.layers[1:6]
+    # described as the convolution it inverts: input 5x5 is its output, 9x9 its image
+    conf = convt.inputs[0].conv_conf
+    assert (conf.output_x, conf.img_size, conf.channels, conf.filter_channels) == (5, 9, 4, 6)
+    assert (convt.height, convt.width) == (9, 9)
+    assert (maxout.inputs[0].maxout_conf.groups,
+            maxout.inputs[0].maxout_conf.image_conf.channels) == (2, 6)
+    assert list(pad_p.inputs[0].pad_conf.pad_w) == [2, 1]
+    assert (interp.inputs[0].bilinear_interp_conf.out_size_x, interp.height) == (6, 5)
+    assert (spp_p.inputs[0].spp_conf.pyramid_height, spp_p.height, spp_p.width) == (2, 1, 5)
+
+
+def test_paddle_dot_mul_operator_with_an_input_between_its_operands():
+    text = ('layers { name: "x" type: "data" size: 3 active_type: "" } '
+            'layers { name: "y" type: "data" size: 3 active_type: "" } '
+            'layers { name: "m" type: "mixed" size: 3 active_type: "" '
+            '  inputs { input_layer_name: "x" } '
+            '  inputs { input_layer_name: "x" input_parameter_name: "_m.w1" '
+            '    proj_conf { type: "scaling" name: "_m.w1" input_size: 3 output_size: 3 } } '
+            '  inputs { input_layer_name: "y" } '
+            '  operator_confs { type: "dot_mul" input_indices: 0 input_indices: 2 '
+            '    input_sizes: 3 input_sizes: 3 output_size: 3 dotmul_scale: 2 } } '
+            'parameters { name: "_m.w1" size: 1 dims: 1 dims: 1 } '
+            'input_layer_names: "x" input_layer_names: "y" output_layer_names: "m"')
+    mc = from_proto(_message(text))
+    assert [ic.attrs.get("proj") for ic in mc.layer("m").inputs] == [
+        "dotmul_operator", "operand", "scaling"]
+    params = paddle.parameters.Parameters()
+    for pc in mc.parameters:
+        params.parameter_set.create(pc, owner="test")
+    params.set("_m.w1", np.array([[0.5]], np.float32))
+    x, y = np.array([1, 2, 3], np.float32), np.array([4, -1, 0.5], np.float32)
+    types = [("x", paddle.data_type.dense_vector(3)), ("y", paddle.data_type.dense_vector(3))]
+    (got,) = _outputs(mc, params, [(x, y)], types)
+    np.testing.assert_allclose(got[0], 2 * x * y + 0.5 * x)
+    ops = to_proto(mc).layers[2].operator_confs
+    assert (list(ops[0].input_indices), ops[0].dotmul_scale) == ([0, 1], 2)
