@@ -34,7 +34,6 @@ from sculler.core.expression import (  # noqa: F401 - re-exported
 from sculler.core.faces import v2_functions
 from sculler.layers.mixed import MixedLayerType  # noqa: F401 - re-exported
 from sculler.layers.sequence import AggregateLevel, ExpandLevel  # noqa: F401 - re-exported
-from sculler.proto.convert import parse_network  # noqa: F401 - re-exported
 from sculler.v2 import group_layers as _groups
 
 
@@ -48,6 +47,14 @@ def py_layer(py_layer: type, input: Any, size: int, name: str | None = None,  # 
     return make_layer("py_layer", as_inputs(input, "py_layer"), name=name, size=size, act=act,
                       layer_attr=layer_attr, bias_attr=False,
                       attrs={"py_layer": py_layer_path(py_layer), "kwargs": dict(kwargs)})
+
+
+def parse_network(output_layers: Any, extra_layers: Any = None) -> Any:
+    """The ``paddle.ModelConfig`` message of the network, as PaddlePaddle v2's
+    ``parse_network`` returns it (see :func:`sculler.proto.convert.parse_network`)."""
+    from sculler.proto.convert import parse_network as parse
+
+    return parse(output_layers, extra_layers)
 
 
 globals().update(v2_functions())

@@ -72,10 +72,10 @@ def test_compiled_descriptors_match_the_proto_sources():
 
 def test_import_sculler_does_not_import_protobuf():
     code = ("import sys, sculler, sculler.config, sculler.layer; "
-            "print('google.protobuf' in sys.modules)")
+            "print('google.protobuf' in sys.modules, 'sculler.proto.convert' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=pathlib.Path(paddle.__file__).parent.parent)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
 
 
 def _outputs(model_config, params, data, data_types):
