@@ -56,12 +56,16 @@ class _InferenceUnpickler(pickle.Unpickler):
 
 
 def is_paddle_inference_file(f: Any) -> bool:
-    """Whether ``f`` (a path or a seekable binary stream, left where it was) starts like a
-    pickle, as PaddlePaddle's ``serialize_for_inference`` files do (Sculler's are tars)."""
+    """Whether ``f`` (a path or a binary stream, left where it was: peeked at, or read and
+    sought back) starts like a pickle, as PaddlePaddle's ``serialize_for_inference`` files do
+    (Sculler's are tars)."""
     if is_path(f):
         with open(f, "rb") as fh:
             return fh.read(1) == b"\x80"
     stream = binary(f)
+    peek = getattr(stream, "peek", None)  # buffered readers, pipes included
+    if peek is not None:
+        return peek(1)[:1] == b"\x80"
     pos = stream.tell()
     head = stream.read(1)
     stream.seek(pos)

@@ -13,6 +13,7 @@ and batch-norm weights without dims, a conv bias of dims ``[F, 1]``, ``depth: 1`
 
 import gzip
 import io
+import os
 import pickle
 import struct
 import tarfile
@@ -402,3 +403,19 @@ def test_sculler_inference_files_still_load_next_to_paddles(tmp_path):
     got = paddle.inference.Inference(fileobj=buf).infer(MLP_INPUT)
     np.testing.assert_allclose(got, paddle.infer(output_layer=out, parameters=params,
                                                  input=MLP_INPUT))
+
+
+def test_paddle_inference_file_is_recognised_on_an_unseekable_buffered_stream(tmp_path):
+    message = paddle_message(MLP)
+    values = trained_like_values(message)
+    path = tmp_path / "inference.pkl"
+    path.write_bytes(paddle_inference_file(message, CASES["mlp"][3]))
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as w:
+        w.write(path.read_bytes())
+    with open(read_end, "rb") as pipe:
+        assert not pipe.seekable()
+        inferer = paddle.inference.Inference(parameters=paddle_parameters(message, values),
+                                             fileobj=pipe)
+    np.testing.assert_allclose(inferer.infer(MLP_INPUT),
+                               sculler_reference(sculler_mlp, values, MLP_INPUT), rtol=1e-6)
