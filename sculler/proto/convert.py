@@ -42,6 +42,7 @@ from sculler.core.model_config import (
 from sculler.layers.conv import conv_conf
 from sculler.layers.image import image_geometry
 from sculler.layers.mixed import _proj_width
+from sculler.layers.mixed_conv import conv_geometry
 from sculler.proto import messages
 
 __all__ = ["to_proto", "from_proto", "model_config_text", "parse_network", "IGNORED_LAYER_FIELDS",
@@ -150,8 +151,7 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
     elif lc.type in IMAGE_CONF_LAYERS:
         conf_name, keys = IMAGE_CONF_LAYERS[lc.type]
         conf = getattr(p.inputs[0], conf_name)
-        c, h, w = image_geometry(lc, inputs, 0)
-        conf.image_conf.channels, conf.image_conf.img_size, conf.image_conf.img_size_y = c, w, h
+        _image_conf(conf.image_conf, image_geometry(lc, inputs, 0))
         for key in keys:
             _set_field(conf, key, attrs.pop(key))
         _pop(attrs, ("channels", "height", "width"))
@@ -161,12 +161,9 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
     elif lc.type == "norm":
         _norm_to_proto(lc, inputs, p, attrs)
     elif lc.type in ("batch_norm", "cudnn_batch_norm"):
-        c, h, w = image_geometry(lc, inputs, 0, flat_ok=True)
-        p.inputs[0].image_conf.channels, p.inputs[0].image_conf.img_size = c, w
-        p.inputs[0].image_conf.img_size_y = h
-        for key in ("channels", "height", "width"):
-            attrs.pop(key, None)
-            in_attrs[0].pop(key, None)
+        _image_conf(p.inputs[0].image_conf, image_geometry(lc, inputs, 0, flat_ok=True))
+        _pop(attrs, ("channels", "height", "width"))
+        _pop(in_attrs[0], ("channels", "height", "width"))
     elif lc.type in PROJECTION_LAYERS or lc.type in ("embedding", "table"):
         _projections_to_proto(lc, inputs, p, in_attrs)
     elif lc.type == "clip":
@@ -186,6 +183,10 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
         if left:
             raise _fail(lc.name, f"({lc.type}) input {i} settings {sorted(left)} have no "
                         "field in PaddlePaddle's LayerInputConfig")
+
+
+def _image_conf(conf: Any, geometry: tuple[int, int, int]) -> None:
+    conf.channels, conf.img_size_y, conf.img_size = geometry
 
 
 def _paddle_output_geometry(layer_type: str, attrs: dict) -> tuple[int, int]:
@@ -290,18 +291,17 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
             conf.context_length = int(a.pop("context_len"))
             conf.trainable_padding = bool(a.pop("trainable_padding", False))
         elif kind == "conv":
-            cf, (c, h, w) = conv_conf(lc, i), image_geometry(lc, inputs, i)
+            geo = conv_geometry(lc, inputs, i)
+            (c, h, w), (nf, per_group, fy, fx) = geo["x_shape"], geo["w_shape"]
             cc = conf.conv_conf
-            cc.filter_size_y, cc.filter_size = cf["filter_size"]
-            cc.stride_y, cc.stride = cf["stride"]
-            cc.padding_y, cc.padding = cf["padding"]
-            cc.dilation_y, cc.dilation = cf["dilation"]
-            cc.groups, cc.channels, cc.filter_channels = cf["groups"], c, c // cf["groups"]
+            cc.filter_size, cc.filter_size_y = fx, fy
+            cc.stride_y, cc.stride = geo["stride"]
+            cc.padding_y, cc.padding = geo["padding"]
+            cc.groups, cc.channels, cc.filter_channels = geo["groups"], c, per_group
             cc.img_size, cc.img_size_y, cc.caffe_mode = w, h, True
-            nf = int(a.pop("num_filters"))
+            cc.output_y, cc.output_x = geo["out_hw"]
             conf.num_filters = nf
-            cc.output_y = h_out = conf.output_size // nf
-            cc.output_x = h_out and conf.output_size // nf // h_out
+            a.pop("num_filters", None)
             _pop(a, CONV_KEYS)
 
 
@@ -495,9 +495,7 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
         if name == "conv_conf" and (pl.type in CONV_TYPES or pl.type in CONVT_TYPES):
             a.update(_conv_attrs(pl, conf))
         elif pl.type in IMAGE_CONF_LAYERS and name == IMAGE_CONF_LAYERS[pl.type][0]:
-            img = conf.image_conf
-            a.update(channels=int(img.channels), height=int(img.img_size_y or img.img_size),
-                     width=int(img.img_size))
+            a.update(_image_attrs(pl, conf.image_conf))
             for key in IMAGE_CONF_LAYERS[pl.type][1]:
                 value = getattr(conf, key)
                 lc.attrs[key] = list(value) if isinstance(value, Iterable) and not isinstance(
@@ -514,8 +512,7 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                                                                     or conf.img_size),
                             width=int(conf.img_size))
         elif name == "image_conf" and pl.type in ("batch_norm", "cudnn_batch_norm"):
-            a.update(channels=int(conf.channels), height=int(conf.img_size_y or conf.img_size),
-                     width=int(conf.img_size))
+            a.update(_image_attrs(pl, conf))
         elif name == "proj_conf" and pl.type in PROJECTION_LAYERS:
             a.update(_projection_attrs(pl, i, conf))
         elif name == "clip_conf" and pl.type == "clip":
@@ -523,6 +520,13 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
         else:
             raise _fail(pl.name, f"({pl.type}) input {i} PaddlePaddle field {name} has no "
                         "Sculler equivalent")
+
+
+def _image_attrs(pl: Any, img: Any) -> dict[str, int]:
+    """Sculler's input geometry attrs of a PaddlePaddle ImageConfig (2-D images only)."""
+    _check_3d(pl, img, ("img_size_z",))
+    return {"channels": int(img.channels), "height": int(img.img_size_y or img.img_size),
+            "width": int(img.img_size)}
 
 
 def _operators_from_proto(pl: Any, lc: LayerConfig) -> None:
@@ -615,7 +619,11 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
         a.update(context_start=int(conf.context_start), context_len=int(conf.context_length),
                  trainable_padding=bool(conf.trainable_padding))
     elif kind == "conv":
+        if conf.conv_conf.dilation != 1 or conf.conv_conf.dilation_y != 1:
+            raise _fail(pl.name, f"({pl.type}) input {i}: a dilated conv projection has no "
+                        "Sculler equivalent")
         a.update(_conv_attrs(pl, conf.conv_conf), num_filters=int(conf.num_filters))
+        _pop(a, ("dilation", "dilation_y"))
     if kind in ("full_matrix", "trans_full_matrix", "table") and conf.output_size != pl.size:
         a["size"] = int(conf.output_size)
     for fd, _ in conf.ListFields():

@@ -377,3 +377,18 @@ def test_paddle_dot_mul_operator_with_an_input_between_its_operands():
     np.testing.assert_allclose(got[0], 2 * x * y + 0.5 * x)
     ops = to_proto(mc).layers[2].operator_confs
     assert (list(ops[0].input_indices), ops[0].dotmul_scale) == ([0, 1], 2)
+
+
+def test_conv_projection_round_trips():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(2 * 6 * 6), height=6, width=6)
+    proj = paddle.layer.conv_projection(input=img, filter_size=3, num_filters=4,
+                                        num_channels=2, stride=2, padding=1)
+    conv = paddle.layer.mixed(input=proj, size=4 * 3 * 3)
+    out = paddle.layer.fc(input=conv, size=2, act=paddle.activation.Softmax())
+    data = [(np.random.default_rng(k).normal(size=72).astype(np.float32),) for k in range(2)]
+    message = _round_trip(out, data)
+    proj_conf = message.layers[1].inputs[0].proj_conf
+    assert (proj_conf.type, proj_conf.num_filters, proj_conf.output_size) == ("conv", 4, 36)
+    conf = proj_conf.conv_conf
+    assert (conf.output_x, conf.output_y, conf.img_size, conf.filter_channels) == (3, 3, 6, 2)
