@@ -58,7 +58,13 @@ SAME_NAME_FIELDS = frozenset({
     "moving_average_fraction", "user_arg", "height", "width", "blank", "seq_pool_stride",
     "axis", "offset", "shape", "delta", "epsilon", "factor_size", "data_norm_strategy",
 })
-RENAMED_FIELDS = {"cos_scale": "scale", "neg_sampling_dist": "neg_distribution"}
+# LayerConfig fields a layer type's Sculler attr names differently: type -> {field: attr}.
+RENAMED_FIELDS = {"cos": {"cos_scale": "scale"}, "nce": {"neg_sampling_dist": "neg_distribution"},
+                  "print": {"user_arg": "format"}}
+# Per-input messages of input 0 whose fields are the layer's attrs of the same name.
+INPUT_CONF_FIELDS = {"roi_pool": ("roi_pool_conf", ("pooled_width", "pooled_height",
+                                                    "spatial_scale")),
+                     "row_conv": ("row_conv_conf", ("context_length",))}
 # Fields about placement or bookkeeping, not about what the layer computes.
 IGNORED_LAYER_FIELDS = frozenset({"device"})
 IGNORED_PARAMETER_FIELDS = frozenset({"device", "num_batches_regularization", "para_id",
@@ -78,7 +84,7 @@ IMAGE_CONF_LAYERS = {"maxout": ("maxout_conf", ("groups",)),
 # Image layers: PaddlePaddle writes their OUTPUT geometry in LayerConfig.height/width (spp
 # writes 1 and its number of bins).
 IMAGE_OUTPUT_TYPES = CONV_TYPES | CONVT_TYPES | set(IMAGE_CONF_LAYERS) | {
-    "pool", "batch_norm", "cudnn_batch_norm", "norm"}
+    "pool", "batch_norm", "cudnn_batch_norm", "norm", "roi_pool"}
 GEOMETRY_ATTRS = ("out_channels", "out_height", "out_width")
 CONV_KEYS = ("filter_size", "filter_size_y", "stride", "stride_y", "padding", "padding_y",
              "dilation", "dilation_y", "groups", "channels", "height", "width", "caffe_mode")
@@ -128,7 +134,9 @@ def to_proto(model_config: ModelConfig) -> Any:
 
 
 def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
-    p.name, p.size = lc.name, int(lc.size)
+    p.name = lc.name
+    if lc.size:  # PaddlePaddle leaves it unset where its engine works the size out
+        p.size = int(lc.size)
     p.type = "mixed" if lc.type in ("embedding", "table") else lc.type
     p.active_type = "" if lc.active_type in ("linear", "", None) else lc.active_type
     if lc.bias_parameter_name:
@@ -172,10 +180,15 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
     if lc.type in IMAGE_OUTPUT_TYPES:
         for key in GEOMETRY_ATTRS:
             attrs.pop(key, None)
-    renamed = {v: k for k, v in RENAMED_FIELDS.items()}
+    if lc.type in INPUT_CONF_FIELDS:
+        conf_name, keys = INPUT_CONF_FIELDS[lc.type]
+        for key in keys:
+            setattr(getattr(p.inputs[0], conf_name), key, attrs.pop(key))
+    type_renames = RENAMED_FIELDS.get(lc.type, {})
+    renamed = {v: k for k, v in type_renames.items()}
     for key, value in attrs.items():
         field = renamed.get(key, key)
-        if field not in SAME_NAME_FIELDS and field not in RENAMED_FIELDS:
+        if field not in SAME_NAME_FIELDS and field not in type_renames:
             raise _fail(lc.name, f"({lc.type}) setting {key}={value!r} has no field in "
                         "PaddlePaddle's LayerConfig; it cannot be written to a Paddle model")
         _set_field(p, field, value)
@@ -392,7 +405,8 @@ def from_proto(message: Any) -> ModelConfig:
     sizes, geometry = {}, {}
     for pl in message.layers:
         lc = _layer_from_proto(pl)
-        sizes[lc.name] = int(pl.size)
+        if pl.HasField("size"):
+            sizes[lc.name] = int(pl.size)
         if pl.type in IMAGE_OUTPUT_TYPES and pl.HasField("height"):
             geometry[lc.name] = (int(pl.height), int(pl.width))
         weight_attrs = [_parameter_attrs(params, ic.input_parameter_name, lc.name)
@@ -404,7 +418,7 @@ def from_proto(message: Any) -> ModelConfig:
         builder.add_evaluator(_evaluator_from_proto(pe))
     mc = builder.build(list(message.output_layer_names), list(message.input_layer_names))
     for lc in mc.layers:
-        if lc.size != sizes[lc.name]:
+        if lc.name in sizes and lc.size != sizes[lc.name]:
             raise _fail(lc.name, f"({lc.type}) the Paddle model says size {sizes[lc.name]}, "
                         f"Sculler's {lc.type} layer computes {lc.size} from its inputs")
         if lc.name in geometry and "out_height" in lc.attrs:
@@ -464,8 +478,9 @@ def _layer_from_proto(pl: Any) -> LayerConfig:
         name = fd.name
         if name in handled:
             continue
-        if name in SAME_NAME_FIELDS or name in RENAMED_FIELDS:
-            key = RENAMED_FIELDS.get(name, name)
+        type_renames = RENAMED_FIELDS.get(pl.type, {})
+        if name in SAME_NAME_FIELDS or name in type_renames:
+            key = type_renames.get(name, name)
             lc.attrs[key] = list(value) if _repeated(fd) else value
         elif not _repeated(fd) and fd.has_default_value and (
                 value == fd.default_value):
@@ -515,6 +530,13 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
             a.update(_image_attrs(pl, conf))
         elif name == "proj_conf" and pl.type in PROJECTION_LAYERS:
             a.update(_projection_attrs(pl, i, conf))
+        elif pl.type in INPUT_CONF_FIELDS and name == INPUT_CONF_FIELDS[pl.type][0]:
+            keys = INPUT_CONF_FIELDS[pl.type][1]
+            for sub, value in conf.ListFields():
+                if sub.name not in keys:
+                    raise _fail(pl.name, f"({pl.type}) {name}.{sub.name} has no Sculler "
+                                "equivalent")
+                lc.attrs[sub.name] = value
         elif name == "clip_conf" and pl.type == "clip":
             lc.attrs.update(min=float(conf.min), max=float(conf.max))
         else:

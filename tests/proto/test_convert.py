@@ -392,3 +392,31 @@ def test_conv_projection_round_trips():
     assert (proj_conf.type, proj_conf.num_filters, proj_conf.output_size) == ("conv", 4, 36)
     conf = proj_conf.conv_conf
     assert (conf.output_x, conf.output_y, conf.img_size, conf.filter_channels) == (3, 3, 6, 2)
+
+
+def test_paddle_row_conv_roi_pool_and_print_settings_load():
+    text = ('layers { name: "x" type: "data" size: 8 active_type: "" } '
+            'layers { name: "img" type: "data" size: 32 active_type: "" height: 4 width: 4 } '
+            'layers { name: "rois" type: "data" size: 5 active_type: "" } '
+            'layers { name: "rc" type: "row_conv" size: 8 active_type: "relu" '
+            '  inputs { input_layer_name: "x" input_parameter_name: "_rc.w0" '
+            '    row_conv_conf { context_length: 3 } } } '
+            'layers { name: "roi" type: "roi_pool" size: 8 active_type: "" '
+            '  inputs { input_layer_name: "img" '
+            '    roi_pool_conf { pooled_width: 2 pooled_height: 2 spatial_scale: 0.5 } } '
+            '  inputs { input_layer_name: "rois" } height: 2 width: 2 } '
+            'layers { name: "show" type: "print" active_type: "" '
+            '  inputs { input_layer_name: "x" } user_arg: "x=%s" } '
+            'parameters { name: "_rc.w0" size: 24 dims: 3 dims: 8 } '
+            'input_layer_names: "x" input_layer_names: "img" input_layer_names: "rois" '
+            'output_layer_names: "rc" output_layer_names: "roi"')
+    message = _message(text)
+    mc = from_proto(message)
+    assert mc.layer("rc").attrs == {"context_length": 3}
+    assert mc.layer("roi").attrs["spatial_scale"] == 0.5
+    assert mc.layer("roi").attrs["out_channels"] == 2  # 32 values of a 4x4 image: 2 channels
+    assert mc.layer("show").attrs == {"format": "x=%s"}
+    assert to_proto(mc).layers[3:] == message.layers[3:]
+    bad = text.replace("spatial_scale: 0.5", "spatial_scale: 0.5 height: 4")
+    with pytest.raises(ValueError, match=r"layer 'roi': \(roi_pool\) roi_pool_conf.height has"):
+        from_proto(_message(bad))
