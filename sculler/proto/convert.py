@@ -397,6 +397,10 @@ def from_proto(message: Any) -> ModelConfig:
     if not isinstance(message, M.ModelConfig):
         raise TypeError(f"from_proto takes a paddle.ModelConfig message or its bytes, got "
                         f"{type(message).__name__}")
+    if message.type not in ("nn", "recurrent_nn"):
+        raise ValueError(f"from_proto: model type {message.type!r} (PaddlePaddle's MultiNetwork "
+                         "and others) has no Sculler equivalent; expected 'nn' or "
+                         "'recurrent_nn'")
     if message.HasField("external_config"):
         raise ValueError("from_proto: external_config (layers run by an outside engine) has no "
                          "Sculler equivalent")

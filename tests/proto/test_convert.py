@@ -293,6 +293,7 @@ FC = ('layers { name: "h" type: "fc" size: 3 active_type: "tanh" '
     (DATA + FC.replace("tanh", "swish") % "", "layer 'h': active_type: unknown activation"),
     (DATA + FC.replace("dims: 4", "is_sparse: true dims: 4") % "",
      "parameter 'w': PaddlePaddle field is_sparse=True has no Sculler equivalent"),
+    ('type: "multi_nn" ' + DATA + FC % "", "model type 'multi_nn' .* has no Sculler"),
     (DATA.replace("size: 4", "size: 4 depth: 3") + FC % "",
      r"layer 'x': \(data\) PaddlePaddle field depth=3 has no Sculler equivalent"),
 ])
