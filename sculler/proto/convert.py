@@ -14,8 +14,9 @@ accepted and not kept (see ``IGNORED_*``).
 
 :func:`from_proto` rebuilds sizes and parameter shapes with Sculler's own layer classes (the
 proto's are checked against them), so a model PaddlePaddle serialized runs as Sculler builds
-it; parameter ``dims`` follow Sculler's layout (PaddlePaddle leaves some empty or writes
-``[F, 1]`` for a conv bias).
+it. Parameter ``dims`` are written as PaddlePaddle writes them (``ParameterConfig.paddle_dims``
+where a layer declares them: none for a conv weight, ``[F, 1]`` for a conv bias); read back,
+the arrays take Sculler's shapes, with the same values.
 """
 
 from __future__ import annotations
@@ -320,7 +321,8 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
 
 def _parameter_to_proto(pc: ParameterConfig, p: Any) -> None:
     p.name, p.size = pc.name, int(pc.size)
-    p.dims.extend(int(d) for d in pc.dims)
+    written = pc.dims if pc.paddle_dims is None else pc.paddle_dims
+    p.dims.extend(int(d) for d in written)
     if pc.learning_rate != 1.0:
         p.learning_rate = float(pc.learning_rate)
     for key in ("momentum", "decay_rate", "decay_rate_l1", "gradient_clipping_threshold"):
@@ -333,11 +335,15 @@ def _parameter_to_proto(pc: ParameterConfig, p: Any) -> None:
         p.initial_smart = False
     else:
         p.initial_strategy, p.initial_mean = 0, float(pc.initial_mean)
-        # Sculler's initial_std=None is PaddlePaddle's initial_smart (mean 0, 1/sqrt(dims[0]))
+        # Sculler's initial_std=None is 1/sqrt(dims[0]) of its own dims; it is PaddlePaddle's
+        # initial_smart only where Paddle's rule (1/sqrt of the written dims[0], or of the
+        # size without dims) gives the same std
         smart = pc.initial_std is None
         p.initial_std = 1.0 / math.sqrt(pc.dims[0] if pc.dims else pc.size) if smart else float(
             pc.initial_std)
-        p.initial_smart = smart and pc.initial_mean == 0.0
+        paddle_first = written[0] if len(written) else pc.size
+        same_rule = (pc.dims[0] if pc.dims else pc.size) == paddle_first
+        p.initial_smart = smart and same_rule and pc.initial_mean == 0.0
     for key in ("is_static", "sparse_update", "sparse_remote_update"):
         if getattr(pc, key):
             setattr(p, key, True)

@@ -421,3 +421,20 @@ def test_paddle_row_conv_roi_pool_and_print_settings_load():
     bad = text.replace("spatial_scale: 0.5", "spatial_scale: 0.5 height: 4")
     with pytest.raises(ValueError, match=r"layer 'roi': \(roi_pool\) roi_pool_conf.height has"):
         from_proto(_message(bad))
+
+
+def test_parameters_are_written_with_the_dims_paddle_writes():
+    import sculler as paddle
+    from sculler.config import to_proto
+
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 6 * 6),
+                            height=6, width=6)
+    conv = paddle.layer.img_conv(input=img, filter_size=3, num_filters=4, name="c",
+                                 act=paddle.activation.Linear())
+    fc = paddle.layer.fc(input=conv, size=3, name="f")
+    message = to_proto(paddle.topology.Topology(fc).proto())
+    dims = {p.name: list(p.dims) for p in message.parameters}
+    assert dims["_c.w0"] == [] and dims["_c.wbias"] == [4, 1]
+    assert dims["_f.w0"] == [64, 3] and dims["_f.wbias"] == [1, 3]
+    smart = {p.name: p.initial_smart for p in message.parameters}
+    assert smart["_f.w0"] and not smart["_c.w0"]
