@@ -103,7 +103,7 @@ def _remove_stale_temps(path: str) -> None:
             continue
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -147,7 +147,7 @@ def atomic_write(f: Any, write: Callable[[BinaryIO], None], what: str = "write",
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     _remove_stale_temps(path)
 
 

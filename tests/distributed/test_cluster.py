@@ -297,3 +297,36 @@ def test_a_call_past_its_deadline_or_to_a_dead_actor_raises_remote_timeout(ray_c
     with pytest.raises(RemoteTimeout):
         call("slow", h.wait, 0, timeout_s=1)
     assert time.monotonic() - t0 < 15  # no hang
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_master_killed_at_any_point_loses_no_batch_and_trains_none_twice(ray_cluster, mode):
+    """SIGKILL the master before the first task is done, mid-pass and near the end of a pass,
+    with the default checkpoint_every=100 (no snapshot within a pass): Ray restarts it, it
+    replays its journal, and every (pass, batch) is trained exactly once, as the driver's
+    events and the servers' own counts of applied pushes both say."""
+    cost = _mlp()
+    params = paddle.parameters.create(cost)
+    kill_at = {(0, 1), (0, 12), (1, N_BATCHES - 2)}  # (pass, batches trained in it)
+    with Cluster(num_trainers=2, num_pservers=2, mode=mode, rpc_timeout_s=120) as cluster:
+        killed = []
+        rec = Recorder()
+
+        def handler(e):
+            rec(e)
+            if isinstance(e, paddle.event.EndIteration):
+                if (e.pass_id, len(rec.batches(e.pass_id))) in kill_at:
+                    killed.append(cluster.kill_master())
+            elif isinstance(e, paddle.event.EndPass):
+                statuses = [call(f"pserver {s}", h.status, timeout_s=60)
+                            for s, h in enumerate(cluster.shards)]
+                applied.append([st["applied"] for st in statuses])
+
+        applied = []
+        cluster.train(cost, params, _optimizer(), TRAIN, num_passes=2, event_handler=handler)
+    for p in range(2):
+        assert rec.batches(p) == list(range(N_BATCHES)), p  # none lost, none twice
+    assert len(set(killed)) == 3  # three different master processes were killed
+    # every shard applied one push per batch: 23 after pass 0, 46 after pass 1
+    assert applied == [[N_BATCHES] * 2, [2 * N_BATCHES] * 2]
+    assert rec.passes[-1]["dist.lost_updates"] == 0
