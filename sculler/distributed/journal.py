@@ -16,7 +16,7 @@ import os
 import zlib
 from typing import Any
 
-from sculler.fileio import FileFormatError, fsync_dir
+from sculler.fileio import FileFormatError, fsync_dir, raise_write_error
 
 
 def _line(record: dict[str, Any]) -> bytes:
@@ -81,7 +81,7 @@ class Journal:
 
     def append(self, records: list[dict[str, Any]]) -> None:
         """Write ``records`` and fsync. A failed write (disk full) is cut off again and
-        raises OSError naming the file; the records then do not count."""
+        raises FileWriteError naming the file; the records then do not count."""
         if not records:
             return
         payload = b"".join(_line(r) for r in records)
@@ -94,7 +94,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, self.size)
                 os.lseek(self.fd, self.size, os.SEEK_SET)
-            raise OSError(e.errno, f"journal: cannot write {self.path!r}: {e.strerror}") from e
+            raise_write_error("master journal", repr(self.path), e)
         self.size += len(payload)
 
     def close(self) -> None:

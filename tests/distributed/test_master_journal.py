@@ -9,7 +9,7 @@ import pytest
 
 from sculler.distributed.journal import Journal, read_journal
 from sculler.distributed.master import Master
-from sculler.fileio import FileFormatError
+from sculler.fileio import FileFormatError, FileWriteError
 
 
 def _state(master):
@@ -126,7 +126,8 @@ def test_journal_on_a_full_disk_names_the_file_and_keeps_what_was_durable(tmp_pa
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "write", full)
-    with pytest.raises(OSError, match=r"cannot write '.*j\.log': No space left") as info:
+    with pytest.raises(FileWriteError,
+                       match=r"master journal: cannot write '.*j\.log': No space left") as info:
         j.append([{"op": "commit"}])
     assert info.value.errno == errno.ENOSPC
     monkeypatch.setattr(os, "write", real_write)

@@ -1,0 +1,80 @@
+"""Ordinary I/O errors while writing (disk full, read-only directory) name the file being
+written and what wrote it (sculler.fileio.FileWriteError, an OSError with the system's errno),
+and leave the previous file whole with no temporary file behind."""
+
+import errno
+import os
+
+import numpy as np
+import pytest
+
+import sculler as paddle
+from sculler.distributed import checkpoint as dist_checkpoint
+from sculler.fileio import FileWriteError, atomic_write
+
+
+def _trainer():
+    paddle.init(seed=1)
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+    out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    return paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
+
+
+@pytest.fixture
+def disk_full(monkeypatch):
+    """Every fsync reports ENOSPC (how a full disk shows up for data the kernel buffered)."""
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+
+
+def test_a_checkpoint_in_a_read_only_directory_names_the_file(read_only_dir):
+    path = read_only_dir / "model.ckpt"
+    with pytest.raises(FileWriteError, match=r"^\[Errno 13\] save_checkpoint: cannot write "
+                                             r"'.*/read-only/model\.ckpt': Permission denied$"):
+        _trainer().save_checkpoint(str(path))
+
+
+def test_a_parameter_tar_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path,
+                                                                            disk_full,
+                                                                            monkeypatch):
+    trainer = _trainer()
+    path = tmp_path / "params.tar"
+    path.write_bytes(b"the previous tar")
+    with pytest.raises(FileWriteError, match=r"Parameters\.to_tar: cannot write "
+                                             r"'.*params\.tar': No space left on device") as e:
+        trainer.parameters.to_tar(str(path))
+    assert e.value.errno == errno.ENOSPC and isinstance(e.value, OSError)
+    assert path.read_bytes() == b"the previous tar"
+    assert os.listdir(tmp_path) == ["params.tar"]  # no temporary file left
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_stream_on_a_full_disk_is_named_by_its_file_name():
+    with open("/dev/full", "wb", buffering=0) as full:
+        with pytest.raises(FileWriteError, match=r"Parameters\.to_tar: cannot write "
+                                                 r"'/dev/full': No space left on device"):
+            _trainer().parameters.to_tar(full)
+
+
+def test_a_distributed_checkpoint_on_a_full_disk_names_the_file(tmp_path, disk_full):
+    with pytest.raises(FileWriteError, match=r"checkpoint: cannot write '.*master\.json'"):
+        dist_checkpoint.save_json(str(tmp_path / "master.json"), {"a": 1})
+    with pytest.raises(FileWriteError, match=r"checkpoint: cannot write '.*pserver-0"):
+        dist_checkpoint.save_arrays(str(tmp_path / "pserver-0.safetensors"),
+                                    {"w": np.zeros(3, np.float32)}, {})
+
+
+def test_an_error_that_is_not_about_the_file_passes_unchanged(tmp_path):
+    def write(stream):
+        raise ConnectionResetError(errno.ECONNRESET, "peer went away")
+
+    with pytest.raises(ConnectionResetError, match="peer went away"):
+        atomic_write(str(tmp_path / "download.bin"), write, "download")
+    assert os.listdir(tmp_path) == []
