@@ -78,3 +78,28 @@ def test_an_error_that_is_not_about_the_file_passes_unchanged(tmp_path):
     with pytest.raises(ConnectionResetError, match="peer went away"):
         atomic_write(str(tmp_path / "download.bin"), write, "download")
     assert os.listdir(tmp_path) == []
+
+
+def test_cli_train_into_a_read_only_directory_is_one_line_naming_the_file(read_only_dir,
+                                                                          tmp_path, capsys):
+    from sculler import cli
+
+    script = tmp_path / "tiny.py"
+    script.write_text(
+        "import numpy as np\nimport sculler as paddle\n"
+        "x = paddle.layer.data(name='x', type=paddle.data_type.dense_vector(3))\n"
+        "y = paddle.layer.data(name='y', type=paddle.data_type.integer_value(2))\n"
+        "out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())\n"
+        "cost = paddle.layer.classification_cost(input=out, label=y)\n"
+        "optimizer = paddle.optimizer.Momentum(learning_rate=0.01)\n"
+        "batch_size = 10\n"
+        "def train_reader():\n"
+        "    for i in range(20):\n"
+        "        yield np.full(3, i / 20, np.float32), i % 2\n")
+    code = cli.main(["train", "--config", str(script), "--num_passes", "1", "--no_progress",
+                     "--save_dir", str(read_only_dir)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("sculler: error: [Errno 13] Parameters.to_tar: cannot write '")
+    assert "read-only/pass-00000.tar': Permission denied" in err
+    assert "Traceback" not in err and err.count("\n") == 1
