@@ -45,7 +45,6 @@ class Master:
         self.run_id = run_id or uuid.uuid4().hex
         self.extra: dict[str, Any] | None = None
         self.generation = 0
-        self.replayed = 0
         self.journal: Journal | None = None
         self.dir = checkpoint_dir
         if checkpoint_dir is None:
@@ -60,7 +59,6 @@ class Master:
         records = read_journal(path)[0] if os.path.exists(path) else []
         if records and records[0].get("run") == self.run_id:
             self.queue.replay(records[1:])
-            self.replayed = len(records) - 1
             self.journal = Journal(path)
         else:
             self.journal = Journal(path, header={"run": self.run_id})
@@ -110,7 +108,7 @@ class Master:
         q = self.queue
         return {"pass_id": q.pass_id, "finished": q.pass_finished(),
                 "committed": q.committed_batches(), "num_batches": q.num_batches,
-                "requeued": q.requeued, "failed": sorted(q.failed), "replayed": self.replayed}
+                "requeued": q.requeued, "failed": sorted(q.failed)}
 
     def checkpoint(self, extra: dict[str, Any]) -> None:
         """Save the queue and the driver's ``extra`` counters atomically, then start the

@@ -322,16 +322,19 @@ def test_a_call_past_its_deadline_or_to_a_dead_actor_raises_remote_timeout(ray_c
     assert time.monotonic() - t0 < 15  # no hang
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_master_killed_at_any_point_loses_no_batch_and_trains_none_twice(ray_cluster, mode):
+@pytest.mark.parametrize("mode,checkpoint_every", [("sync", 100), ("async", 100), ("sync", 5)])
+def test_master_killed_at_any_point_loses_no_batch_and_trains_none_twice(ray_cluster, mode,
+                                                                          checkpoint_every):
     """SIGKILL the master before the first task is done, mid-pass and near the end of a pass,
-    with the default checkpoint_every=100 (no snapshot within a pass): Ray restarts it, it
-    replays its journal, and every (pass, batch) is trained exactly once, as the driver's
-    events and the servers' own counts of applied pushes both say."""
+    with the default checkpoint_every=100 (no snapshot within a pass) and with snapshots
+    every 5 steps: Ray restarts it, it replays its journal onto its last snapshot, and every
+    (pass, batch) is trained exactly once, as the driver's events and the servers' own counts
+    of applied pushes both say."""
     cost = _mlp()
     params = paddle.parameters.create(cost)
     kill_at = {(0, 1), (0, 12), (1, N_BATCHES - 2)}  # (pass, batches trained in it)
-    with Cluster(num_trainers=2, num_pservers=2, mode=mode, rpc_timeout_s=120) as cluster:
+    with Cluster(num_trainers=2, num_pservers=2, mode=mode, checkpoint_every=checkpoint_every,
+                 rpc_timeout_s=120) as cluster:
         killed = []
         rec = Recorder()
 
