@@ -8,6 +8,26 @@ import pytest
 
 
 @pytest.fixture
+def small_sgd():
+    """A factory of fresh ``SGD`` trainers over a 3 -> 2 softmax classifier (seed 1, layer
+    names reset): ``small_sgd(momentum=0.0)``."""
+    import sculler as paddle
+
+    def make(momentum: float = 0.0):
+        paddle.init(seed=1)
+        paddle.layer.reset_names()
+        x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+        y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+        out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+        cost = paddle.layer.classification_cost(input=out, label=y)
+        params = paddle.parameters.create(cost)
+        optimizer = paddle.optimizer.Momentum(learning_rate=0.01, momentum=momentum)
+        return paddle.trainer.SGD(cost, params, optimizer)
+
+    return make
+
+
+@pytest.fixture
 def read_only_dir(tmp_path, monkeypatch):
     """A directory nothing can be created in: mode 0o500, and where the tests run as root
     (who may write anyway) every open for writing under it fails with EACCES as it would

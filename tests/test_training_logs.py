@@ -71,24 +71,12 @@ def test_events_become_scalars_by_iteration_pass_and_test(tmp_path):
     assert got["lr"] == [(3, pytest.approx(0.01))]
 
 
-def small_trainer():
-    """SGD over a 3 -> 2 softmax classifier."""
-    paddle.init(seed=1)
-    paddle.layer.reset_names()
-    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
-    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
-    out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
-    cost = paddle.layer.classification_cost(input=out, label=y)
-    params = paddle.parameters.create(cost)
-    return paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
-
-
 SAMPLES = [(np.full(3, i / 10, np.float32), i % 2) for i in range(40)]
 
 
 @needs_tensorboardx
-def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
-    trainer = small_trainer()
+def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path, small_sgd):
+    trainer = small_sgd()
     seen: list = []
     board = paddle.plot.TensorBoard(tmp_path)
     trainer.train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
@@ -119,8 +107,9 @@ def _bars(err: str, pass_id: int) -> list[str]:
     return [s for s in re.split(r"[\r\n]", err) if s.startswith(f"pass {pass_id}:")]
 
 
-def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_update, capsys):
-    small_trainer().train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
+def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_update, capsys,
+                                                                       small_sgd):
+    small_sgd().train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
                      show_progress=True)
     err = capsys.readouterr().err
     first, second = _bars(err, 0), _bars(err, 1)
@@ -130,9 +119,9 @@ def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_upd
     assert re.search(r"cost=[0-9.]+", last) and "classification_error_evaluator=" in last
 
 
-def test_total_comes_from_len_of_the_reader(every_update, capsys):
+def test_total_comes_from_len_of_the_reader(every_update, capsys, small_sgd):
     batches = [SAMPLES[i:i + 10] for i in range(0, 40, 10)]
-    small_trainer().train(lambda: batches, num_passes=1, show_progress=True)
+    small_sgd().train(lambda: batches, num_passes=1, show_progress=True)
     assert any(" 4/4 [" in s for s in _bars(capsys.readouterr().err, 0))
 
 
@@ -184,12 +173,13 @@ def _bounded(fn, seconds=60):
 @needs_tensorboardx
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_disk_that_fills_up_mid_training_is_an_error_naming_the_event_file(tmp_path,
-                                                                             monkeypatch):
+                                                                             monkeypatch,
+                                                                             small_sgd):
     from tensorboardX import record_writer
 
     monkeypatch.setattr(record_writer, "open_file", lambda path: io.BufferedWriter(
         FillsUp(path, room=2000), buffer_size=256))
-    trainer = small_trainer()
+    trainer = small_sgd()
     board = paddle.plot.TensorBoard(tmp_path, flush_secs=0)
     seen = []
     err = _bounded(lambda: trainer.train(paddle.batch(lambda: iter(SAMPLES), 10),

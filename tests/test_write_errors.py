@@ -8,20 +8,8 @@ import os
 import numpy as np
 import pytest
 
-import sculler as paddle
 from sculler.distributed import checkpoint as dist_checkpoint
 from sculler.fileio import FileWriteError, atomic_write
-
-
-def _trainer():
-    paddle.init(seed=1)
-    paddle.layer.reset_names()
-    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
-    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
-    out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
-    cost = paddle.layer.classification_cost(input=out, label=y)
-    params = paddle.parameters.create(cost)
-    return paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
 
 
 @pytest.fixture
@@ -34,17 +22,17 @@ def disk_full(monkeypatch):
     monkeypatch.setattr(os, "fsync", full)
 
 
-def test_a_checkpoint_in_a_read_only_directory_names_the_file(read_only_dir):
+def test_a_checkpoint_in_a_read_only_directory_names_the_file(read_only_dir, small_sgd):
     path = read_only_dir / "model.ckpt"
     with pytest.raises(FileWriteError, match=r"^\[Errno 13\] save_checkpoint: cannot write "
                                              r"'.*/read-only/model\.ckpt': Permission denied$"):
-        _trainer().save_checkpoint(str(path))
+        small_sgd().save_checkpoint(str(path))
 
 
 def test_a_parameter_tar_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path,
                                                                             disk_full,
-                                                                            monkeypatch):
-    trainer = _trainer()
+                                                                            small_sgd):
+    trainer = small_sgd()
     path = tmp_path / "params.tar"
     path.write_bytes(b"the previous tar")
     with pytest.raises(FileWriteError, match=r"Parameters\.to_tar: cannot write "
@@ -56,11 +44,11 @@ def test_a_parameter_tar_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_stream_on_a_full_disk_is_named_by_its_file_name():
+def test_a_stream_on_a_full_disk_is_named_by_its_file_name(small_sgd):
     with open("/dev/full", "wb", buffering=0) as full:
         with pytest.raises(FileWriteError, match=r"Parameters\.to_tar: cannot write "
                                                  r"'/dev/full': No space left on device"):
-            _trainer().parameters.to_tar(full)
+            small_sgd().parameters.to_tar(full)
 
 
 def test_a_distributed_checkpoint_on_a_full_disk_names_the_file(tmp_path, disk_full):
