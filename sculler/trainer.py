@@ -60,7 +60,6 @@ class TrainingInterrupted(SystemExit):
         return self.message
 
 
-
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
     optimizer ``update_equation``. ``is_local=False`` trains on a Ray cluster
