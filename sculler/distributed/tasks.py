@@ -193,16 +193,22 @@ class TaskQueue:
         log, self.log = self.log, None
         try:
             for rec in records:
-                op = rec.get("op")
-                if op == "start_pass":
-                    self.start_pass(rec["pass_id"], rec["num_batches"], rec["batches_per_task"])
-                elif op == "commit" and self.commit(rec["task"], rec["index"], rec["token"]):
-                    pass
-                elif op == "requeue" and rec.get("task") in self.tasks:
-                    self._requeue(self.tasks[rec["task"]])
-                else:
+                if not self._apply(rec):
                     raise ValueError(f"task queue: record {rec} does not apply to pass "
                                      f"{self.pass_id} as saved")
         finally:
             self.log = log
         self.load_state_dict(self.state_dict())
+
+    def _apply(self, rec: dict[str, Any]) -> bool:
+        """Apply one logged record; False when it does not fit this state."""
+        op = rec.get("op")
+        if op == "start_pass":
+            self.start_pass(rec["pass_id"], rec["num_batches"], rec["batches_per_task"])
+            return True
+        if op == "commit":
+            return self.commit(rec["task"], rec["index"], rec["token"])
+        if op == "requeue" and rec.get("task") in self.tasks:
+            self._requeue(self.tasks[rec["task"]])
+            return True
+        return False
