@@ -249,6 +249,7 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
     os.makedirs(save_dir, exist_ok=True)
     board = paddle.plot.TensorBoard(args.logdir) if args.logdir else None
     costs: list[float] = []
+    ran: list[int] = []  # the passes this run trained (a resumed run starts later)
     result = None
 
     def on_event(event: Any) -> None:
@@ -256,6 +257,7 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
         if isinstance(event, paddle.event.EndIteration):
             costs.append(event.cost)
         elif isinstance(event, paddle.event.EndPass):
+            ran.append(event.pass_id)
             line = f"Pass {event.pass_id}: train cost {np.mean(costs):.4f}"
             line += "".join(f", {k} {v:.4f}" for k, v in event.metrics.items())
             costs.clear()
@@ -285,7 +287,12 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
         board.close()
     final = os.path.join(save_dir, "params.tar")
     parameters.to_tar(final)
-    print(f"Trained {num_passes} passes in {elapsed:.1f} s; parameters saved to {final}")
+    which = ""
+    if ran and ran[0] > 0:  # resumed: say which passes this run trained
+        which = (f" (pass {ran[0]} of {num_passes})" if len(ran) == 1
+                 else f" (passes {ran[0]}-{ran[-1]} of {num_passes})")
+    print(f"Trained {len(ran)} pass{'' if len(ran) == 1 else 'es'}{which} in {elapsed:.1f} s; "
+          f"parameters saved to {final}")
     if result is not None and "classification_error_evaluator" in result.metrics:
         accuracy = 1.0 - result.metrics["classification_error_evaluator"]
         print(f"Test accuracy: {accuracy:.2%}")

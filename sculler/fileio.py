@@ -9,21 +9,28 @@ temporary file is removed by the next successful write of the same target.
 ``read_tar(f, what)`` reads a whole tar and checks its structure (every header, every
 entry's length, the end-of-archive marker), so a truncated, padded or foreign file is a
 :class:`FileFormatError` naming the file instead of a partial read.
+
+A write that fails for a storage reason (disk full, read-only directory, no permission, I/O
+error) is a :class:`FileWriteError` (an OSError with the system's errno) saying what was
+writing which file (:func:`raise_write_error`), instead of a bare ``[Errno 28] No space left
+on device`` that names nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 if TYPE_CHECKING:
     import tarfile
 
-__all__ = ["FileFormatError", "atomic_write", "binary", "check_input_path", "describe",
-           "is_path", "open_safetensors", "read_tar"]
+__all__ = ["FileFormatError", "FileWriteError", "atomic_write", "binary", "check_input_path",
+           "describe", "fsync_dir", "is_path", "open_safetensors", "raise_write_error",
+           "read_tar"]
 
 _BLOCK = 512
 SAVE_FORMAT = "sculler.save/1"
@@ -50,6 +57,27 @@ _FILE_MODE = 0o666 & ~_current_umask()
 
 class FileFormatError(ValueError):
     """A file that is not what its reader expects (truncated, padded, foreign, damaged)."""
+
+
+class FileWriteError(OSError):
+    """Writing a file failed (disk full, read-only directory, no permission). The message
+    names what was being written and the file; ``errno`` is the system's."""
+
+
+# what a full, read-only or forbidden destination raises; other OSErrors (say a network
+# error inside a download's write callback) are not about the file and pass unchanged
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                             errno.EPERM, errno.EIO, errno.EFBIG})
+
+
+def raise_write_error(what: str, name: str, cause: OSError) -> NoReturn:
+    """Raise ``cause`` (being handled) again as a :class:`FileWriteError` saying ``what``
+    could not write the file ``name`` (as messages show it), when it is a storage error
+    (disk full, read-only, no permission, I/O error); any other one unchanged."""
+    if isinstance(cause, FileWriteError) or cause.errno not in _STORAGE_ERRNOS:
+        raise cause
+    reason = cause.strerror or str(cause)
+    raise FileWriteError(cause.errno, f"{what}: cannot write {name}: {reason}") from cause
 
 
 def is_path(f: Any) -> bool:
@@ -103,7 +131,8 @@ def _remove_stale_temps(path: str) -> None:
             continue
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """Make a rename or a new file in ``directory`` durable (fsync the directory)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -119,19 +148,30 @@ def atomic_write(f: Any, write: Callable[[BinaryIO], None], what: str = "write",
 
     Raises:
         IsADirectoryError: ``f`` names a directory. FileNotFoundError: its directory is
-        missing (unless ``make_dirs``).
+        missing (unless ``make_dirs``). FileWriteError: any other OSError (disk full,
+        read-only directory), naming ``what`` and the file.
     """
     if not is_path(f):
-        write(binary(f))
+        try:
+            write(binary(f))
+        except OSError as e:
+            raise_write_error(what, describe(f), e)
         return
     path = os.path.abspath(os.fsdecode(os.fspath(f)))
     if os.path.isdir(path):
         raise IsADirectoryError(f"{what}: {path!r} is a directory; pass a file path inside it")
     directory = os.path.dirname(path)
-    if make_dirs:
-        os.makedirs(directory, exist_ok=True)
-    elif not os.path.isdir(directory):
+    if not make_dirs and not os.path.isdir(directory):
         raise FileNotFoundError(f"{what}: directory {directory!r} of {path!r} does not exist")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _write_replace(path, directory, write)
+    except OSError as e:
+        raise_write_error(what, repr(path), e)
+
+
+def _write_replace(path: str, directory: str, write: Callable[[BinaryIO], None]) -> None:
+    """The path case of :func:`atomic_write`."""
     import tempfile  # imported where used: import sculler stays light
 
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f"{_temp_prefix(path)}{os.getpid()}-",
@@ -147,7 +187,7 @@ def atomic_write(f: Any, write: Callable[[BinaryIO], None], what: str = "write",
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     _remove_stale_temps(path)
 
 

@@ -9,7 +9,8 @@ no-op (e.g. when a notebook runs as a test script).
 
 ``TensorBoard(logdir)`` is an event handler that writes the cost and every metric per
 iteration and per pass, and test results, as TensorBoard scalars (tensorboardX, the optional
-extra ``tensorboard``); it also has ``Ploter``'s ``append(title, step, value)``.
+extra ``tensorboard``); it also has ``Ploter``'s ``append(title, step, value)``. A write that
+fails (disk full) raises an error naming the event file; it never hangs.
 
 Example:
     >>> p = Ploter("train cost", "test cost")
@@ -19,13 +20,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import io
+import itertools
 import os
+import socket
 import sys
+import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
-from sculler.fileio import atomic_write
+from sculler.fileio import atomic_write, raise_write_error
 
 __all__ = ["PlotData", "Ploter", "TensorBoard"]
 
@@ -144,7 +150,7 @@ class Ploter:
 
 
 class TensorBoard:
-    """Event handler writing TensorBoard scalars to ``logdir`` (tensorboardX).
+    """Event handler writing TensorBoard scalars to ``logdir`` (tensorboardX's event format).
 
     Tags: ``train/cost`` and ``train/<metric>`` per iteration (step: iterations so far, over
     all passes); ``pass/cost`` (mean of the pass's batch costs) and ``pass/<metric>`` per pass
@@ -152,23 +158,55 @@ class TensorBoard:
     the handler (step: the last finished pass, or how many results came before). Use it as
     ``trainer.train(..., event_handler=[my_handler, tb])`` and ``tb(trainer.test(...))``.
 
+    Events are written in the calling thread and flushed (fsynced) every ``flush_secs``, at
+    the end of each pass and on :meth:`close`. tensorboardX's own ``SummaryWriter`` writes
+    from a thread that dies on a full disk, after which its next ``add_scalar`` blocks
+    forever; here a failed write raises :class:`sculler.fileio.FileWriteError` naming the
+    event file at once, so training never hangs on its logs.
+
     Args:
         logdir: directory of the event files (created when missing).
         flush_secs: how often pending scalars are written out.
     """
 
-    def __init__(self, logdir: str | os.PathLike, flush_secs: int = 10) -> None:
+    def __init__(self, logdir: str | os.PathLike, flush_secs: float = 10) -> None:
         try:
-            from tensorboardX import SummaryWriter
+            from tensorboardX.proto.event_pb2 import Event
+            from tensorboardX.record_writer import RecordWriter
+            from tensorboardX.summary import scalar
         except ImportError as exc:
             raise ImportError("sculler.plot.TensorBoard needs tensorboardX; install it with "
                               "`pip install sculler[tensorboard]`") from exc
         self.logdir = os.fspath(logdir)
-        self.writer = SummaryWriter(logdir=self.logdir, flush_secs=flush_secs)
+        self.path = os.path.join(self.logdir, f"events.out.tfevents.{int(time.time())}."
+                                 f"{socket.gethostname()}.{os.getpid()}.{next(_board_ids)}")
+        self._event, self._summary = Event, scalar
+        self.flush_secs = flush_secs
         self.iteration = 0
         self.last_pass: int | None = None
         self.tests = 0
         self._pass_costs: list[float] = []
+        self._file = None
+        self._failed: OSError | None = None
+        with self._writing():
+            os.makedirs(self.logdir, exist_ok=True)
+            self._file = RecordWriter(self.path)
+            self._file.write(Event(wall_time=time.time(),
+                                   file_version="brain.Event:2").SerializeToString())
+            self.flush()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        if self._failed is not None:
+            raise self._failed
+        try:
+            yield
+        except OSError as e:
+            try:
+                raise_write_error("TensorBoard", repr(self.path), e)
+            except OSError as named:
+                self._failed = named  # every later write says the same; close() is quiet
+                raise
 
     def __call__(self, event: Any) -> None:
         from sculler import event as E
@@ -182,35 +220,62 @@ class TensorBoard:
             self._scalars("pass", cost, event.metrics, event.pass_id)
             self._pass_costs = []
             self.last_pass = event.pass_id
+            self.flush()
         elif isinstance(event, E.TestResult):
             step = self.last_pass if self.last_pass is not None else self.tests
             self._scalars("test", event.cost, event.metrics, step)
             self.tests += 1
         elif isinstance(event, E.EndTraining):
-            self.writer.flush()
+            self.flush()
 
     def _scalars(self, group: str, cost: float | None, metrics: dict[str, float],
                  step: int) -> None:
         if cost is not None:
-            self.writer.add_scalar(f"{group}/cost", float(cost), step)
+            self.append(f"{group}/cost", step, cost)
         for name, value in metrics.items():
-            self.writer.add_scalar(f"{group}/{name}", float(value), step)
+            self.append(f"{group}/{name}", step, value)
 
     def append(self, title: str, step: float, value: float) -> None:
         """Write the point ``(step, value)`` of curve ``title`` (as :meth:`Ploter.append`)."""
-        self.writer.add_scalar(title, float(value), int(step))
+        if self._file is None:
+            raise ValueError(f"TensorBoard: {self.path!r} is closed; make a new TensorBoard")
+        event = self._event(wall_time=time.time(), step=int(step),
+                            summary=self._summary(title, float(value)))
+        with self._writing():
+            self._file.write(event.SerializeToString())
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending scalars out and fsync the event file."""
+        if self._file is not None:
+            with self._writing():
+                self._file.flush()
+        self._next_flush = time.monotonic() + self.flush_secs
 
     def plot(self, path: str | os.PathLike | None = None) -> None:
         """Flush the pending scalars (what :meth:`Ploter.plot` calls draw; TensorBoard
         draws them itself), so code written for ``Ploter`` can switch."""
-        self.writer.flush()
+        self.flush()
 
     def close(self) -> None:
-        """Flush and close the event file."""
-        self.writer.close()
+        """Flush and close the event file (a second call does nothing; after a failed write,
+        which raised already, only the file is released)."""
+        if self._file is None:
+            return
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):  # a failed flush raised above
+                file.close()
 
     def __enter__(self) -> TensorBoard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_board_ids = itertools.count()

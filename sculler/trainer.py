@@ -40,10 +40,24 @@ from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters, training_topology
 from sculler.validate import integer, iterate_reader, require_reader
 
-__all__ = ["SGD", "train"]
+__all__ = ["SGD", "TrainingInterrupted", "train"]
 
 
+class TrainingInterrupted(SystemExit):
+    """Ctrl-C (KeyboardInterrupt) during :meth:`SGD.train`. A ``SystemExit`` (exit status
+    130, as a shell reports SIGINT) so that a script ends with the one line
+    :meth:`SGD.train` printed, not a traceback; a program that wants to go on catches it.
+    ``next_pass``/``next_batch``: where a resume starts; ``checkpoint``: the file it starts
+    from (None: training was not checkpointed)."""
 
+    def __init__(self, message: str, next_pass: int, next_batch: int,
+                 checkpoint: str | None) -> None:
+        super().__init__(130)
+        self.message = message
+        self.next_pass, self.next_batch, self.checkpoint = next_pass, next_batch, checkpoint
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class SGD:
@@ -75,6 +89,8 @@ class SGD:
         self._resume = False
         self._last_backward: tuple[int, int] | None = None  # (pass, batch), for the NaN guard
         self._batches_per_pass: int | None = None
+        self._updating = False  # parameters are half-updated: no checkpoint can be taken
+        self._saved_at: tuple[int, int] | None = None  # (pass, batch) the checkpoint resumes at
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,
@@ -89,6 +105,11 @@ class SGD:
         (atomically) at the end of every pass. ``show_progress``: a tqdm bar per pass
         (default: when stderr is a terminal). ``event_handler``: a callable or a list of
         them, called in order with every event.
+
+        Ctrl-C (KeyboardInterrupt, also one raised by an event handler) prints one line
+        saying where a resume starts and how, and raises :class:`TrainingInterrupted` (a
+        ``SystemExit``: no traceback). With ``checkpoint``, the state after the last finished
+        batch is saved first, so a resume (the same call again) starts at the next batch.
         """
         handler = E.as_handler(event_handler)
         require_reader(reader, "train(reader=...)")
@@ -119,13 +140,36 @@ class SGD:
         if average is not None:
             average.restore()  # train on the raw values
         handler(E.BeginTraining())
-        for pass_id in range(self._next_pass, num_passes):
-            self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
-            if checkpoint is not None:
-                self.save_checkpoint(checkpoint)
+        try:
+            for pass_id in range(self._next_pass, num_passes):
+                self._run_pass(pass_id, reader, feeder, handler, frozen, show_progress)
+                if checkpoint is not None:
+                    self.save_checkpoint(checkpoint)
+        except KeyboardInterrupt:
+            raise self._interrupted(checkpoint) from None
         if average is not None:
             average.apply()  # infer / to_tar after training see the averaged parameters
         handler(E.EndTraining())
+
+    def _interrupted(self, checkpoint: str | None) -> TrainingInterrupted:
+        """Print where a resume starts (saving ``checkpoint`` first unless the parameters
+        are half-updated) and return the exception that ends training."""
+        at = f"pass {self._next_pass}, batch {self._next_batch}"
+        if checkpoint is not None and not self._updating:
+            self.save_checkpoint(checkpoint)
+        self._updating = False
+        if checkpoint is None or self._saved_at is None:
+            how = ("nothing was checkpointed; pass checkpoint=PATH to train() (sculler train "
+                   "--checkpoint PATH) to make a run resumable")
+            message = f"training interrupted before {at}; {how}"
+            resume = (0, 0)
+        else:
+            resume = self._saved_at
+            message = (f"training interrupted before {at}; to resume at pass {resume[0]}, "
+                       f"batch {resume[1]}, run the same train(..., checkpoint={checkpoint!r}) "
+                       f"or sculler train --checkpoint {checkpoint} again")
+        print(message, file=sys.stderr, flush=True)
+        return TrainingInterrupted(message, *resume, checkpoint)
 
     def _run_pass(self, pass_id: int, reader: Callable, feeder: DataFeeder, handler: Callable,
                   frozen: set[str], show_progress: bool) -> None:
@@ -145,27 +189,31 @@ class SGD:
                        leave=False)
         total_cost = 0.0
         samples = 0
-        for batch_id, data_batch in enumerate(batches):
-            if batch_id < skip:
-                continue
-            handler(E.BeginIteration(pass_id, batch_id))
-            cost_sum = self._forward_backward(feeder.convert(data_batch), pass_id, batch_id)
-            handler(E.EndForwardBackward(pass_id, batch_id))
-            self._update(frozen)
-            n = len(data_batch)
-            self.optimizer.finish_batch(n)
-            metrics = self._eval_batch()
-            total_cost += cost_sum
-            samples += n
-            self._next_batch = batch_id + 1
-            cost = cost_sum / n
+        try:
+            for batch_id, data_batch in enumerate(batches):
+                if batch_id < skip:
+                    continue
+                handler(E.BeginIteration(pass_id, batch_id))
+                cost_sum = self._forward_backward(feeder.convert(data_batch), pass_id, batch_id)
+                handler(E.EndForwardBackward(pass_id, batch_id))
+                n = len(data_batch)
+                self._updating = True
+                self._update(frozen)
+                self.optimizer.finish_batch(n)
+                self._next_batch = batch_id + 1
+                self._updating = False
+                metrics = self._eval_batch()
+                total_cost += cost_sum
+                samples += n
+                cost = cost_sum / n
+                if bar is not None:
+                    shown = {k: f"{v:.4g}" for k, v in metrics.items()}
+                    bar.set_postfix(cost=f"{cost:.5g}", **shown, refresh=False)
+                    bar.update(1)
+                handler(E.EndIteration(pass_id, batch_id, cost, metrics))
+        finally:
             if bar is not None:
-                bar.set_postfix(cost=f"{cost:.5g}", **{k: f"{v:.4g}" for k, v in metrics.items()},
-                                refresh=False)
-                bar.update(1)
-            handler(E.EndIteration(pass_id, batch_id, cost, metrics))
-        if bar is not None:
-            bar.close()
+                bar.close()
         if skip == 0:
             self._batches_per_pass = self._next_batch
         self._next_pass, self._next_batch = pass_id + 1, 0
@@ -288,6 +336,7 @@ class SGD:
         import json
         blob = safetensors_bytes(tensors, metadata={"sculler": json.dumps(meta)})
         atomic_write(path, lambda stream: stream.write(blob), "save_checkpoint")
+        self._saved_at = (self._next_pass, self._next_batch)
 
     def load_checkpoint(self, path: str) -> None:
         """Restore what :meth:`save_checkpoint` wrote; training then continues where it
@@ -337,6 +386,7 @@ class SGD:
         version, gauss_next = meta["python_rng"]
         random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
         self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
+        self._saved_at = (self._next_pass, self._next_batch)
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],

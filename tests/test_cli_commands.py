@@ -210,3 +210,32 @@ def test_export_writes_an_onnx_model_that_matches_infer(tiny, tmp_path):
     missing = run_cli("export", "--config", str(tiny), "--params", str(tmp_path / "no.tar"),
                       "--onnx", str(model))
     assert missing.returncode == 2 and "parameter file" in missing.stderr
+
+
+def test_ctrl_c_is_one_line_and_a_resumed_run_counts_only_its_passes(tmp_path):
+    marker, ckpt = tmp_path / "interrupted", tmp_path / "run.ckpt"
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY + textwrap.dedent(f'''
+        import os
+
+        whole_reader, calls = train_reader, [0]
+
+        def train_reader():  # Ctrl-C while the third pass reads its data, in the first run
+            calls[0] += 1
+            if calls[0] == 3 and not os.path.exists({str(marker)!r}):
+                open({str(marker)!r}, "w").close()
+                raise KeyboardInterrupt
+            yield from whole_reader()
+    '''))
+    args = ["train", "--config", str(script), "--num_passes", "4", "--checkpoint", str(ckpt),
+            "--save_dir", str(tmp_path / "out"), "--no_progress"]
+    first = run_cli(*args)
+    assert first.returncode == 130
+    assert first.stderr == (f"training interrupted before pass 2, batch 0; to resume at pass "
+                            f"2, batch 0, run the same train(..., checkpoint={str(ckpt)!r}) "
+                            f"or sculler train --checkpoint {ckpt} again\n")
+    second = run_cli(*args)
+    assert second.returncode == 0, second.stderr
+    assert [ln.split(":")[0] for ln in second.stdout.splitlines() if ln.startswith("Pass")] == [
+        "Pass 2", "Pass 3"]
+    assert "Trained 2 passes (passes 2-3 of 4) in " in second.stdout

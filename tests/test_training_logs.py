@@ -5,9 +5,13 @@ len or the previous pass, with the batch cost and metrics."""
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import io
+import os
 import re
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -15,6 +19,7 @@ import tqdm
 
 import sculler as paddle
 from sculler import event as E
+from sculler.fileio import FileWriteError
 
 needs_tensorboardx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
                                         reason="TensorBoard logs need sculler[tensorboard]")
@@ -66,24 +71,12 @@ def test_events_become_scalars_by_iteration_pass_and_test(tmp_path):
     assert got["lr"] == [(3, pytest.approx(0.01))]
 
 
-def small_trainer():
-    """SGD over a 3 -> 2 softmax classifier."""
-    paddle.init(seed=1)
-    paddle.layer.reset_names()
-    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
-    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
-    out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
-    cost = paddle.layer.classification_cost(input=out, label=y)
-    params = paddle.parameters.create(cost)
-    return paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.01))
-
-
 SAMPLES = [(np.full(3, i / 10, np.float32), i % 2) for i in range(40)]
 
 
 @needs_tensorboardx
-def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path):
-    trainer = small_trainer()
+def test_trainer_accepts_a_list_of_handlers_and_logs_every_batch(tmp_path, small_sgd):
+    trainer = small_sgd()
     seen: list = []
     board = paddle.plot.TensorBoard(tmp_path)
     trainer.train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
@@ -114,8 +107,9 @@ def _bars(err: str, pass_id: int) -> list[str]:
     return [s for s in re.split(r"[\r\n]", err) if s.startswith(f"pass {pass_id}:")]
 
 
-def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_update, capsys):
-    small_trainer().train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
+def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_update, capsys,
+                                                                       small_sgd):
+    small_sgd().train(paddle.batch(lambda: iter(SAMPLES), 10), num_passes=2,
                      show_progress=True)
     err = capsys.readouterr().err
     first, second = _bars(err, 0), _bars(err, 1)
@@ -125,7 +119,81 @@ def test_total_comes_from_the_previous_pass_when_the_reader_has_no_len(every_upd
     assert re.search(r"cost=[0-9.]+", last) and "classification_error_evaluator=" in last
 
 
-def test_total_comes_from_len_of_the_reader(every_update, capsys):
+def test_total_comes_from_len_of_the_reader(every_update, capsys, small_sgd):
     batches = [SAMPLES[i:i + 10] for i in range(0, 40, 10)]
-    small_trainer().train(lambda: batches, num_passes=1, show_progress=True)
+    small_sgd().train(lambda: batches, num_passes=1, show_progress=True)
     assert any(" 4/4 [" in s for s in _bars(capsys.readouterr().err, 0))
+
+
+class FillsUp(io.RawIOBase):
+    """The event file at ``path`` on a disk with ``room`` bytes free: a write past it is
+    ENOSPC, as the kernel says it (it goes to /dev/full, which always answers ENOSPC)."""
+
+    def __init__(self, path, room):
+        self.file = open(path, "wb", buffering=0)
+        self.full = open("/dev/full", "wb", buffering=0)
+        self.room = room
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self.file.fileno()
+
+    def write(self, data):
+        if len(data) > self.room:
+            return self.full.write(data)
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def close(self):
+        self.file.close()
+        self.full.close()
+        super().close()
+
+
+def _bounded(fn, seconds=60):
+    """Run ``fn`` in a thread; what it raised, or a failure if it is still running after
+    ``seconds`` (a hang is a failure, not a stuck suite)."""
+    out: list = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn} still running after {seconds} s: logging hangs"
+    return out[0] if out else None
+
+
+@needs_tensorboardx
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_disk_that_fills_up_mid_training_is_an_error_naming_the_event_file(tmp_path,
+                                                                             monkeypatch,
+                                                                             small_sgd):
+    from tensorboardX import record_writer
+
+    monkeypatch.setattr(record_writer, "open_file", lambda path: io.BufferedWriter(
+        FillsUp(path, room=2000), buffer_size=256))
+    trainer = small_sgd()
+    board = paddle.plot.TensorBoard(tmp_path, flush_secs=0)
+    seen = []
+    err = _bounded(lambda: trainer.train(paddle.batch(lambda: iter(SAMPLES), 10),
+                                         num_passes=20, event_handler=[board, seen.append]))
+    assert isinstance(err, FileWriteError) and err.errno == errno.ENOSPC
+    assert re.fullmatch(r"\[Errno 28\] TensorBoard: cannot write '.*/events\.out\.tfevents\.[^']+'"
+                        r": No space left on device", str(err)), str(err)
+    assert str(tmp_path) in str(err)
+    assert 0 < sum(isinstance(e, E.EndIteration) for e in seen) < 80  # it stopped at once
+    assert _bounded(board.close) is None  # closing a failed board neither hangs nor raises
+
+
+@needs_tensorboardx
+def test_a_logdir_that_cannot_be_written_is_named(read_only_dir):
+    with pytest.raises(FileWriteError, match=r"TensorBoard: cannot write '.*/read-only/events"
+                                             r"\.out\.tfevents\.[^']+': Permission denied"):
+        paddle.plot.TensorBoard(read_only_dir)

@@ -13,9 +13,11 @@ the committed batches to the shards:
 
 Every remote call has a deadline (``rpc_timeout_s``). A dead trainer's task is re-queued at
 its first uncommitted batch; a killed parameter server is restarted by Ray and reloads its
-last checkpoint (the updates since are lost and counted). Checkpoints (every
-``checkpoint_every`` steps and at the end of each pass) hold every shard and the master's
-queue, so a run started again with the same ``checkpoint_dir`` resumes where it stopped.
+last checkpoint (the updates since are lost and counted); a killed master is restarted by Ray
+and replays its journal (every commit is durable before it is answered), so it loses no
+batch. Checkpoints (every ``checkpoint_every`` steps and at the end of each pass) hold every
+shard and the master's queue, so a run started again with the same ``checkpoint_dir`` resumes
+where it stopped.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import shutil
 import signal
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -147,6 +150,11 @@ class Cluster:
         restarts it and it reloads its last checkpoint."""
         return self._kill(f"pserver {i}", self.shards[i])
 
+    def kill_master(self) -> int:
+        """SIGKILL the master's process; returns its pid. Ray restarts it and it replays its
+        journal, so it knows every batch committed until then."""
+        return self._kill("master", self.master)
+
     def kill_trainer(self, i: int) -> int:
         """SIGKILL trainer ``i``'s process; its task goes to another trainer."""
         return self._kill(f"trainer {i}", self.trainers[i])
@@ -163,8 +171,8 @@ class Cluster:
         self.shards = [shard_cls.options(max_restarts=-1, max_task_retries=0, num_cpus=0).remote(
             s, smap, optimizer, self.max_staleness, self.checkpoint_dir)
             for s in range(self.num_pservers)]
-        self.master = ray.remote(Master).options(max_restarts=-1, num_cpus=0).remote(
-            self.timeout, self.checkpoint_dir)
+        self.master = ray.remote(_actor(Master)).options(max_restarts=-1, num_cpus=0).remote(
+            self.timeout, self.checkpoint_dir, uuid.uuid4().hex)
         trainer_cls = ray.remote(_actor(TrainerWorker))
         self.trainers = [trainer_cls.options(max_restarts=0, num_cpus=0).remote(
             t, mc, topology.data_type(), feeding, reader, smap, self.shards, self.master,
@@ -323,8 +331,10 @@ class Cluster:
             inflight[t] = self._submit(t, pass_id)
 
     def _commit(self, got: list[tuple[int, dict, list]]) -> list[tuple[int, dict, list]]:
-        accepted = call("master", self.master.commit, [(m["task"], m["batch"]) for _, m, _ in got],
-                        timeout_s=self.timeout)
+        # the token (trainer, push number) makes a commit resent after a master crash
+        # answer True again instead of being taken for a duplicate
+        batches = [(m["task"], m["batch"], f"{m['trainer']}:{m['seq']}") for _, m, _ in got]
+        accepted = call("master", self.master.commit, batches, timeout_s=self.timeout)
         self.stats["duplicates"] += accepted.count(False)
         return [g for g, ok in zip(got, accepted) if ok]
 

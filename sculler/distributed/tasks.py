@@ -7,6 +7,11 @@ within its task; a task whose batches are all committed is ``done``. When a trai
 its task sees no activity for ``timeout_s``, the task goes back to the front of ``todo`` and
 restarts at its first uncommitted batch, so no batch is lost and none is committed twice.
 A task given up ``failure_max`` times goes to ``failed`` (PaddlePaddle's master did the same).
+
+Every change that must outlive the process (a pass started, a batch committed, a task
+re-queued) is also passed to ``log`` as a JSON-able record; :meth:`TaskQueue.replay` applies
+such records to the last snapshot, which is how the master recovers its exact state after a
+crash (see :mod:`sculler.distributed.master`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from typing import Any
 @dataclass
 class Task:
     """Batches ``start .. stop-1`` of pass ``pass_id``; ``committed`` and ``handed`` are the
-    next batch to commit and to hand out; ``owner`` is the trainer it is pending on."""
+    next batch to commit and to hand out; ``owner`` is the trainer it is pending on;
+    ``last_token`` names the result whose commit was the last one (a resent commit of that
+    same result is answered True again, not taken for a duplicate)."""
 
     task_id: int
     pass_id: int
@@ -32,6 +39,7 @@ class Task:
     owner: int | None = None
     deadline: float = 0.0
     failures: int = 0
+    last_token: str | None = None
 
 
 class TaskQueue:
@@ -41,10 +49,12 @@ class TaskQueue:
         timeout_s: a pending task with no activity for this long is re-queued.
         failure_max: times a task may be re-queued before it is marked failed.
         clock: time source (seconds); tests pass a fake one.
+        log: called with a record of every durable change (None: not recorded).
     """
 
     def __init__(self, timeout_s: float = 60.0, failure_max: int = 3,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 log: Callable[[dict[str, Any]], None] | None = None) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = float(timeout_s)
@@ -57,6 +67,11 @@ class TaskQueue:
         self.done: set[int] = set()
         self.failed: set[int] = set()
         self.requeued = 0
+        self.log = log
+
+    def _record(self, **record: Any) -> None:
+        if self.log is not None:
+            self.log(record)
 
     def start_pass(self, pass_id: int, num_batches: int, batches_per_task: int) -> None:
         """Cut ``num_batches`` into tasks of ``batches_per_task`` and put them all in todo."""
@@ -69,6 +84,8 @@ class TaskQueue:
             self.tasks[tid] = Task(tid, self.pass_id, start, stop, start, start)
         self.todo = deque(self.tasks)
         self.done, self.failed = set(), set()
+        self._record(op="start_pass", pass_id=self.pass_id, num_batches=self.num_batches,
+                     batches_per_task=int(batches_per_task))
 
     def _owned(self, trainer: int) -> Task | None:
         """The task ``trainer`` is working through (one with batches left to hand out)."""
@@ -89,6 +106,7 @@ class TaskQueue:
         task.handed = task.committed
         task.failures += 1
         self.requeued += 1
+        self._record(op="requeue", task=task.task_id)
         if task.failures > self.failure_max:
             self.failed.add(task.task_id)
         else:
@@ -113,13 +131,20 @@ class TaskQueue:
         task.handed += 1
         return task.task_id, index
 
-    def commit(self, task_id: int, index: int) -> bool:
+    def commit(self, task_id: int, index: int, token: str | None = None) -> bool:
         """Record that batch ``index`` of ``task_id`` was applied. False (and nothing
-        changes) for a batch that is not the task's next one: a duplicate or a stale one."""
+        changes) for a batch that is not the task's next one: a duplicate or a stale one.
+        ``token`` names the result committed (trainer and push number): the same commit sent
+        again (its answer was lost in a crash) is True again and changes nothing."""
         task = self.tasks.get(task_id)
+        if (task is not None and token is not None and task.last_token == token
+                and task.committed == index + 1):
+            return True
         if task is None or task.committed != index or task_id in self.failed:
             return False
         task.committed += 1
+        task.last_token = token
+        self._record(op="commit", task=task_id, index=index, token=token)
         task.deadline = self.clock() + self.timeout_s
         if task.committed >= task.stop:
             self.done.add(task_id)
@@ -156,3 +181,34 @@ class TaskQueue:
         self.requeued = int(d["requeued"])
         self.todo = deque(tid for tid in self.tasks
                           if tid not in self.done and tid not in self.failed)
+
+    def replay(self, records: list[dict[str, Any]]) -> None:
+        """Apply ``records`` (what ``log`` was given since this state was saved), in order,
+        without logging them again; then every pending task is back in todo at its commit
+        point, as after :meth:`load_state_dict`.
+
+        Raises:
+            ValueError: a record that does not fit this state (a journal of another run).
+        """
+        log, self.log = self.log, None
+        try:
+            for rec in records:
+                if not self._apply(rec):
+                    raise ValueError(f"task queue: record {rec} does not apply to pass "
+                                     f"{self.pass_id} as saved")
+        finally:
+            self.log = log
+        self.load_state_dict(self.state_dict())
+
+    def _apply(self, rec: dict[str, Any]) -> bool:
+        """Apply one logged record; False when it does not fit this state."""
+        op = rec.get("op")
+        if op == "start_pass":
+            self.start_pass(rec["pass_id"], rec["num_batches"], rec["batches_per_task"])
+            return True
+        if op == "commit":
+            return self.commit(rec["task"], rec["index"], rec["token"])
+        if op == "requeue" and rec.get("task") in self.tasks:
+            self._requeue(self.tasks[rec["task"]])
+            return True
+        return False

@@ -1,0 +1,59 @@
+"""Fixtures shared by the whole suite."""
+
+import builtins
+import errno
+import os
+
+import pytest
+
+
+@pytest.fixture
+def small_sgd():
+    """A factory of fresh ``SGD`` trainers over a 3 -> 2 softmax classifier (seed 1, layer
+    names reset): ``small_sgd(momentum=0.0)``."""
+    import sculler as paddle
+
+    def make(momentum: float = 0.0):
+        paddle.init(seed=1)
+        paddle.layer.reset_names()
+        x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+        y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+        out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+        cost = paddle.layer.classification_cost(input=out, label=y)
+        params = paddle.parameters.create(cost)
+        optimizer = paddle.optimizer.Momentum(learning_rate=0.01, momentum=momentum)
+        return paddle.trainer.SGD(cost, params, optimizer)
+
+    return make
+
+
+@pytest.fixture
+def read_only_dir(tmp_path, monkeypatch):
+    """A directory nothing can be created in: mode 0o500, and where the tests run as root
+    (who may write anyway) every open for writing under it fails with EACCES as it would
+    for anyone else."""
+    ro = tmp_path / "read-only"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):
+        inside = str(ro) + os.sep
+        real_open, real_os_open = builtins.open, os.open
+
+        def refuse(path):
+            if os.path.abspath(os.fsdecode(path)).startswith(inside):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fsdecode(path))
+
+        def guarded_open(file, mode="r", *args, **kwargs):
+            if isinstance(file, (str, bytes, os.PathLike)) and set(mode) & set("wax+"):
+                refuse(file)
+            return real_open(file, mode, *args, **kwargs)
+
+        def guarded_os_open(path, flags, *args, **kwargs):
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                refuse(path)
+            return real_os_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", guarded_open)
+        monkeypatch.setattr(os, "open", guarded_os_open)
+    yield ro
+    ro.chmod(0o700)
