@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -38,11 +39,42 @@ class _BadSample(ValueError):
         self.sample = sample
 
 
+_BOOL_REFUSED = "expected numbers, got a boolean (True/False is not read as 1/0)"
+
+
+def _entry_size(sizes: set) -> str:
+    """``3 values`` for a wrong-sized entry, ``no length`` for a scalar one."""
+    size = min(sizes, key=lambda n: -1 if n is None else n)
+    return "no length (a single number)" if size is None else f"{size} values"
+
+
 def _describe_column(column: Any) -> str:
     """``shape (128, 783) float32`` for an array column, its length for a list."""
     if isinstance(column, np.ndarray):
         return f"shape {column.shape} {column.dtype}"
     return f"{type(column).__name__} of {len(column)} samples"
+
+
+def _holds_bool(values: Sequence) -> bool:
+    """Whether any value, or any entry of a nested list, tuple or array value, is a boolean.
+
+    NumPy reads ``True`` as 1 among numbers (``np.asarray([[True, False], [0.5, 1.0]])`` is a
+    float array), so the feeder looks at the types itself: ``set(map(type, ...))`` runs at C
+    speed, one level of nesting at a time, and arrays are judged by their dtype."""
+    while True:
+        types = set(map(type, values))
+        if bool in types or np.bool_ in types:
+            return True
+        if np.ndarray in types:
+            arrays = values if types == {np.ndarray} else [
+                v for v in values if type(v) is np.ndarray]
+            if any(d.kind == "b" for d in set(map(attrgetter("dtype"), arrays))):
+                return True
+        if not types & {list, tuple}:
+            return False
+        nested = values if types <= {list, tuple} else [
+            v for v in values if type(v) in (list, tuple)]
+        values = list(chain.from_iterable(nested))
 
 
 def _starts(lengths: list[int]) -> np.ndarray:
@@ -68,6 +100,9 @@ class DataFeeder:
         self.data_types = list(data_types)
         self._buffers: dict[str, np.ndarray] | None = {} if reuse_buffers else None
         names = [n for n, _ in self.data_types]
+        # positional feeding (None or a list of names) reads every field: one more is a
+        # mistake, never silently dropped; a dict picks the fields it names
+        self._every_field_read = not isinstance(feeding, Mapping)
         if feeding is None:
             feeding = {n: i for i, n in enumerate(names)}
         elif isinstance(feeding, (list, tuple)):
@@ -93,6 +128,8 @@ class DataFeeder:
         columns = minibatch.columns if isinstance(minibatch, ArrayBatch) else None
         if columns is not None and len(columns) < self._fields_read:
             self._columns_missing(columns)
+        if self._every_field_read:
+            self._refuse_extra_fields(minibatch, columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]
@@ -128,6 +165,25 @@ class DataFeeder:
                     sample, (tuple, list)) or c >= len(sample)]
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
+
+    def _refuse_extra_fields(self, minibatch: Sequence[Any], columns: tuple | None) -> None:
+        """ValueError naming the first sample with more fields than the data layers read."""
+        need = self._fields_read
+        if columns is not None:
+            counts = [len(columns)]
+        else:
+            try:
+                counts = list(map(len, minibatch))
+            except TypeError:
+                return  # a sample that is not a tuple: reported where its field is read
+        if max(counts) <= need:
+            return
+        i = next(i for i, c in enumerate(counts) if c > need)
+        what = "the ArrayBatch" if columns is not None else f"sample {i}"
+        raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
+                         f"{list(self.feeding)} read {need} (feeding {self.feeding}): the extra "
+                         f"fields would be ignored; drop them from the reader, or pass "
+                         f"feeding={{name: field index}} to choose the fields to read")
 
     def _columns_missing(self, columns: tuple) -> None:
         """ValueError for an ArrayBatch with fewer columns than the fields the feeding reads."""
@@ -171,6 +227,8 @@ class DataFeeder:
         value = np.asarray(fields)
         if value.dtype.kind not in "iuf":
             raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
+        if not isinstance(fields, np.ndarray) and _holds_bool(fields):
+            raise TypeError(_BOOL_REFUSED)
         if column and value.dtype == self.dtype:
             value = value.view()
             value.flags.writeable = False
@@ -190,7 +248,9 @@ class DataFeeder:
                              f"samples of 2 or 3 dimensions holding {dim} values")
         return value
 
-    def _ids(self, fields: Sequence, dim: int) -> np.ndarray:
+    def _ids(self, fields: Sequence, dim: int, what: str = "id") -> np.ndarray:
+        """``fields`` as an int64 vector of one integer each in ``[0, dim)``: floats must hold
+        integral values, booleans and anything else are refused (``what`` names them)."""
         raw = np.asarray(fields)
         if raw.dtype.kind in "iu":
             ids = raw.astype(np.int64, copy=False).reshape(-1)
@@ -199,17 +259,56 @@ class DataFeeder:
             frac = raw.reshape(-1) != ids
             if frac.any():
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
-                                 f"id {float(raw.reshape(-1)[frac.argmax()])!r} is not an integer "
-                                 "(integer ids expected)")
+                                 f"{what} {float(raw.reshape(-1)[frac.argmax()])!r} is not an "
+                                 f"integer (integer {what}s expected)")
         else:
-            raise TypeError(f"expected integer ids, got values of dtype {raw.dtype}")
+            raise TypeError(f"expected integer {what}s, got values of dtype {raw.dtype}")
+        if not isinstance(fields, np.ndarray) and _holds_bool(fields):
+            raise TypeError(_BOOL_REFUSED)
         if ids.shape[0] != len(fields):
-            raise ValueError(f"expected one integer per step, got {len(ids)} values for "
-                             f"{len(fields)} steps")
+            raise ValueError(f"expected one integer {what} per entry, got {len(ids)} values "
+                             f"for {len(fields)} entries")
         bad = first_id_out_of_range(ids, dim)
         if bad is not None:
-            raise ValueError(f"id {bad} outside [0, {dim})")
+            raise ValueError(f"{what} {bad} outside [0, {dim})")
         return ids
+
+    def _sparse(self, fields: Sequence, dim: int, with_values: bool) -> CsrMatrix:
+        """CSR rows from per-sample lists of column ids, or of ``(column id, value)`` pairs
+        ``with_values``: ids must be integers in ``[0, dim)`` and pairs exactly two numbers;
+        nothing is rounded, truncated or read as 1/0."""
+        indptr = _starts(list(map(len, fields)))
+        flat = list(chain.from_iterable(fields))
+        if not with_values:
+            try:
+                cols = self._ids(flat, dim, "column id") if flat else np.empty(0, np.int64)
+            except _BadSample as e:
+                raise ValueError(str(e)) from None
+            return CsrMatrix(indptr, cols, None, (len(fields), dim))
+        try:
+            return self._sparse_pairs(indptr, flat, dim, len(fields))
+        except _BadSample as e:  # its index counts pairs, not samples: the caller locates
+            raise ValueError(str(e)) from None
+
+    def _sparse_pairs(self, indptr: np.ndarray, flat: list, dim: int, n: int) -> CsrMatrix:
+        try:
+            sizes = set(map(len, flat))
+        except TypeError:
+            sizes = {None}
+        if sizes - {2}:
+            raise ValueError(f"expected (column id, value) pairs, got an entry of "
+                             f"{_entry_size(sizes - {2})}")
+        pairs = np.asarray(flat) if flat else np.empty((0, 2))
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(f"expected (column id, value) pairs, got entries of shape "
+                             f"{pairs.shape[1:]}")
+        if pairs.dtype.kind not in "iuf":
+            raise TypeError(f"expected (column id, value) pairs of numbers, got values of "
+                            f"dtype {pairs.dtype}")
+        if flat and _holds_bool(flat):
+            raise TypeError(_BOOL_REFUSED)
+        cols = self._ids(pairs[:, 0], dim, "column id")
+        return CsrMatrix(indptr, cols, pairs[:, 1].astype(self.dtype), (n, dim))
 
     def _convert(self, fields: Sequence, tp: InputType, name: str | None = None,
                  column: bool = False) -> Argument:
@@ -236,8 +335,7 @@ class DataFeeder:
             arg = Argument(ids=ids if xp is np else xp.asarray(ids))
             arg.mark_ids_below(tp.dim)  # checked in _ids: the layers skip the check
         else:
-            arg = Argument(value=CsrMatrix.from_rows(
-                fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))
+            arg = Argument(value=self._sparse(fields, tp.dim, tp.type == DataType.SparseValue))
         arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_starts
         return arg
 
