@@ -275,3 +275,37 @@ def test_init_from_tar_shape_error_names_the_file(model, tmp_path):
     with pytest.raises(ValueError, match=r"'_out.w0' has shape \(4, 3\) here and \(5, 3\) "
                                          r"in '.*wider.tar'"):
         params.init_from_tar(str(tmp_path / "wider.tar"))
+
+
+def test_damaged_checkpoint_leaves_the_parameters_bit_identical(model, tmp_path):
+    """load_checkpoint once overwrote the parameters before it met a damaged entry: now it
+    checks the whole file first."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    _, params, trainer = model
+    trainer.save_checkpoint(str(tmp_path / "good.ckpt"))
+    with safe_open(str(tmp_path / "good.ckpt"), framework="numpy") as f:
+        meta = f.metadata()
+    tensors = load_file(str(tmp_path / "good.ckpt"))
+    rng = np.random.RandomState(7)
+    for n in params.names():  # the current values differ from the checkpoint's
+        params.set(n, rng.randn(*params.get_shape(n)).astype(np.float32))
+    before = {n: params.get(n).copy() for n in params.names()}
+    state = trainer.optimizer.state_dict()
+    damaged = {
+        "rng.ckpt": ({**tensors, "rng/python": tensors["rng/python"][:5]}, meta),
+        "opt.ckpt": ({**tensors, "opt/__optimizer__.bogus": np.zeros(1)}, meta),
+        "counters.ckpt": (tensors, {**meta, "sculler": meta["sculler"].replace(
+            '"next_pass": 0', '"next_pass": "x"')}),
+    }
+    for name, (entries, metadata) in damaged.items():
+        save_file(entries, str(tmp_path / name), metadata=metadata)
+        with pytest.raises(FileFormatError, match=f"{name}.*damaged"):
+            trainer.load_checkpoint(str(tmp_path / name))
+        for n in params.names():
+            assert params.get(n).tobytes() == before[n].tobytes(), (name, n)
+        after = trainer.optimizer.state_dict()
+        assert after.keys() == state.keys(), name
+        for k in state:
+            np.testing.assert_array_equal(after[k], state[k])
