@@ -150,8 +150,10 @@ class DataFeeder:
                 where = f"field {col}"
                 if columns is not None:
                     where = f"ArrayBatch column {col} ({_describe_column(fields)})"
-                raise ValueError(f"data layer {name!r} (expects {tp}): sample "
-                                 f"{self._first_bad(fields, tp)} {where} does not match: "
+                bad = self._first_bad(fields, tp)
+                who = (f"sample {bad} {where}" if bad is not None else
+                       f"{where} of the batch (each sample converts alone, not together)")
+                raise ValueError(f"data layer {name!r} (expects {tp}): {who} does not match: "
                                  f"{e}") from None
         return out
 
@@ -265,6 +267,9 @@ class DataFeeder:
             raise TypeError(f"expected integer {what}s, got values of dtype {raw.dtype}")
         if not isinstance(fields, np.ndarray) and _holds_bool(fields):
             raise TypeError(_BOOL_REFUSED)
+        if raw.ndim != 1 and not isinstance(fields, np.ndarray):
+            raise ValueError(f"expected one integer {what} per entry, got entries of shape "
+                             f"{raw.shape[1:]}")
         if ids.shape[0] != len(fields):
             raise ValueError(f"expected one integer {what} per entry, got {len(ids)} values "
                              f"for {len(fields)} entries")
@@ -339,10 +344,11 @@ class DataFeeder:
         arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_starts
         return arg
 
-    def _first_bad(self, fields: Sequence, tp: InputType) -> int:
+    def _first_bad(self, fields: Sequence, tp: InputType) -> int | None:
+        """The first sample that fails to convert alone; None when each one converts."""
         for i, f in enumerate(fields):
             try:
                 self._convert([f], tp)
             except (ValueError, TypeError):
                 return i
-        return 0
+        return None
