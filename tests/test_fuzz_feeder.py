@@ -5,7 +5,7 @@ inside NumPy."""
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sculler import data_type as dt
@@ -145,6 +145,7 @@ def test_feeder_converts_or_names_the_bad_sample(case, reuse_buffers):
     kind, seq, dim, rows, bad_at, extra = case
     feeder = DataFeeder([("x", MAKERS[kind, seq](dim))], reuse_buffers=reuse_buffers)
     batch = [(r, "extra") if extra and i == bad_at else (r,) for i, r in enumerate(rows)]
+    event(f"{kind}, nesting {seq}: " + ("well-formed" if bad_at is None else "malformed"))
     if bad_at is None:
         _check_converted(kind, seq, dim, rows, feeder.convert(batch)["x"])
         return

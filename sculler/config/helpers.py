@@ -173,6 +173,10 @@ for _face in faces():
 def outputs(*layers: Any) -> None:
     """Declare the output (cost) layers: ``outputs(cost)``."""
     flat = [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
+    for i, x in enumerate(flat):
+        if not isinstance(x, (str, _v2.LayerOutput)):
+            raise TypeError(f"outputs: item {i} must be a layer (LayerOutput) or a layer name, "
+                            f"got {type(x).__name__}")
     Outputs(*[x if isinstance(x, str) else x.name for x in flat])
 
 
