@@ -18,7 +18,7 @@ import sculler as paddle
 from sculler.config.config_parser import parse_config
 from sculler.core.model_config import ModelConfig
 from sculler.parameters import Parameters
-from sculler.v2.protobuf import encode_parameter_config
+from sculler.v2.protobuf import decode_parameter_config, encode_parameter_config
 
 # bounded and reproducible (pytest --hypothesis-show-statistics prints the counts)
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
@@ -113,6 +113,22 @@ def test_random_bytes_are_never_a_parameter_tar(raw):
     with pytest.raises(NAMED) as info:
         Parameters.from_tar(io.BytesIO(raw))
     assert str(info.value)
+
+
+@FUZZ
+@given(damaged(encode_parameter_config("_fc.w0", 40, [5, 8], {"learning_rate": 1.0,
+                                                               "is_static": True})))
+def test_parameter_config_decoder_fuzz(raw):
+    """Damage inside a ``.protobuf`` entry (zeroed dims decoded as field 0 once turned a
+    (5, 8) parameter into (40,)) is a ValueError or a message that decodes consistently."""
+    try:
+        conf = decode_parameter_config(raw)
+    except ValueError as e:
+        assert str(e)
+        event("refused")
+    else:
+        event("decoded")
+        assert isinstance(conf["name"], str) and all(isinstance(d, int) for d in conf["dims"])
 
 
 @pytest.fixture(scope="module")
