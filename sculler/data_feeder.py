@@ -55,26 +55,60 @@ def _describe_column(column: Any) -> str:
     return f"{type(column).__name__} of {len(column)} samples"
 
 
-def _holds_bool(values: Sequence) -> bool:
-    """Whether any value, or any entry of a nested list, tuple or array value, is a boolean.
+_CONTAINERS = frozenset({list, tuple, np.ndarray})
+_BOOLS = frozenset({bool, np.bool_})
+_PY_NUMBERS = frozenset({float, int})
 
-    NumPy reads ``True`` as 1 among numbers (``np.asarray([[True, False], [0.5, 1.0]])`` is a
-    float array), so the feeder looks at the types itself: ``set(map(type, ...))`` runs at C
-    speed, one level of nesting at a time, and arrays are judged by their dtype."""
+
+def _leaf_types(values: Sequence) -> set:
+    """The types of the scalars in ``values`` and in its nested lists and tuples, arrays
+    counted by their dtype's scalar type. ``set(map(type, ...))`` runs at C speed, one level of
+    nesting at a time; a level is materialised only when another one follows it."""
+    leaves: set = set()
+    types = set(map(type, values))
     while True:
-        types = set(map(type, values))
-        if bool in types or np.bool_ in types:
-            return True
         if np.ndarray in types:
-            arrays = values if types == {np.ndarray} else [
-                v for v in values if type(v) is np.ndarray]
-            if any(d.kind == "b" for d in set(map(attrgetter("dtype"), arrays))):
-                return True
+            arrays = values if len(types) == 1 else [v for v in values if type(v) is np.ndarray]
+            leaves.update(d.type for d in set(map(attrgetter("dtype"), arrays)))
+        leaves |= types - _CONTAINERS
         if not types & {list, tuple}:
-            return False
+            return leaves
         nested = values if types <= {list, tuple} else [
             v for v in values if type(v) in (list, tuple)]
+        types = set(map(type, chain.from_iterable(nested)))
+        if not types & _CONTAINERS:
+            return leaves | types
         values = list(chain.from_iterable(nested))
+
+
+def _numbers(values: Any, dtype: Any = None, direct: frozenset = _PY_NUMBERS) -> np.ndarray:
+    """``values`` (an array, or nested lists of numbers) as an array of numbers.
+
+    NumPy reads ``True`` as 1 among numbers (``np.asarray([[True, False], [0.5, 1.0]])`` is a
+    float array), so the leaf types are looked at first and booleans refused. Leaves all of
+    the ``direct`` Python types are converted straight to ``dtype`` when one is given: NumPy's
+    dtype discovery over nested lists costs about what the conversion does.
+
+    Raises:
+        TypeError: a boolean, a string or another non-number.
+    """
+    if isinstance(values, np.ndarray):
+        arr = values
+    else:
+        leaves = _leaf_types(values)
+        if leaves & _BOOLS:
+            raise TypeError(_BOOL_REFUSED)
+        arr = None
+        if dtype is not None and leaves <= direct:
+            try:
+                arr = np.asarray(values, dtype=dtype)
+            except OverflowError as e:
+                raise ValueError(f"a number is out of range ({e})") from None
+        if arr is None:
+            arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"expected numbers, got values of dtype {arr.dtype}")
+    return arr
 
 
 def _starts(lengths: list[int]) -> np.ndarray:
@@ -226,11 +260,7 @@ class DataFeeder:
             value = self._into_buffer(fields, dim, name)
             if value is not None:
                 return value
-        value = np.asarray(fields)
-        if value.dtype.kind not in "iuf":
-            raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
-        if not isinstance(fields, np.ndarray) and _holds_bool(fields):
-            raise TypeError(_BOOL_REFUSED)
+        value = _numbers(fields, self.dtype)
         if column and value.dtype == self.dtype:
             value = value.view()
             value.flags.writeable = False
@@ -253,7 +283,7 @@ class DataFeeder:
     def _ids(self, fields: Sequence, dim: int, what: str = "id") -> np.ndarray:
         """``fields`` as an int64 vector of one integer each in ``[0, dim)``: floats must hold
         integral values, booleans and anything else are refused (``what`` names them)."""
-        raw = np.asarray(fields)
+        raw = _numbers(fields, np.int64, frozenset({int}))
         if raw.dtype.kind in "iu":
             ids = raw.astype(np.int64, copy=False).reshape(-1)
         elif raw.dtype.kind == "f":
@@ -263,10 +293,6 @@ class DataFeeder:
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
                                  f"{what} {float(raw.reshape(-1)[frac.argmax()])!r} is not an "
                                  f"integer (integer {what}s expected)")
-        else:
-            raise TypeError(f"expected integer {what}s, got values of dtype {raw.dtype}")
-        if not isinstance(fields, np.ndarray) and _holds_bool(fields):
-            raise TypeError(_BOOL_REFUSED)
         if raw.ndim != 1 and not isinstance(fields, np.ndarray):
             raise ValueError(f"expected one integer {what} per entry, got entries of shape "
                              f"{raw.shape[1:]}")
@@ -291,29 +317,27 @@ class DataFeeder:
                 raise ValueError(str(e)) from None
             return CsrMatrix(indptr, cols, None, (len(fields), dim))
         try:
-            return self._sparse_pairs(indptr, flat, dim, len(fields))
-        except _BadSample as e:  # its index counts pairs, not samples: the caller locates
-            raise ValueError(str(e)) from None
-
-    def _sparse_pairs(self, indptr: np.ndarray, flat: list, dim: int, n: int) -> CsrMatrix:
-        try:
             sizes = set(map(len, flat))
         except TypeError:
             sizes = {None}
         if sizes - {2}:
             raise ValueError(f"expected (column id, value) pairs, got an entry of "
                              f"{_entry_size(sizes - {2})}")
-        pairs = np.asarray(flat) if flat else np.empty((0, 2))
-        if pairs.ndim != 2 or pairs.shape[1] != 2:
-            raise ValueError(f"expected (column id, value) pairs, got entries of shape "
-                             f"{pairs.shape[1:]}")
-        if pairs.dtype.kind not in "iuf":
-            raise TypeError(f"expected (column id, value) pairs of numbers, got values of "
-                            f"dtype {pairs.dtype}")
-        if flat and _holds_bool(flat):
-            raise TypeError(_BOOL_REFUSED)
-        cols = self._ids(pairs[:, 0], dim, "column id")
-        return CsrMatrix(indptr, cols, pairs[:, 1].astype(self.dtype), (n, dim))
+        try:
+            return self._sparse_pairs(indptr, flat, dim, len(fields))
+        except _BadSample as e:  # its index counts pairs, not samples: the caller locates
+            raise ValueError(str(e)) from None
+
+    def _sparse_pairs(self, indptr: np.ndarray, flat: list, dim: int, n: int) -> CsrMatrix:
+        """CSR of checked pairs: their columns and values split apart first (NumPy converts
+        a list of tuples one tuple at a time, several times slower)."""
+        cols, values = zip(*flat) if flat else ((), ())
+        ids = self._ids(cols, dim, "column id") if flat else np.empty(0, np.int64)
+        data = _numbers(values, self.dtype).astype(self.dtype, copy=False)
+        if data.ndim != 1:
+            raise ValueError(f"expected (column id, value) pairs of two numbers, got values "
+                             f"of shape {data.shape[1:]}")
+        return CsrMatrix(indptr, ids, data, (n, dim))
 
     def _convert(self, fields: Sequence, tp: InputType, name: str | None = None,
                  column: bool = False) -> Argument:

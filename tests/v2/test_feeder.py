@@ -51,7 +51,7 @@ def test_nothing_is_coerced_silently():
     # floats holding integral values are ids; so is a float array of them
     np.testing.assert_array_equal(f.convert([([1, 2], 2.0), ([1, 2], np.float32(1))])["y"].ids,
                                   [2, 1])
-    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 0.*dtype bool"):
+    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 0.*boolean"):
         f.convert([([1, 2], True)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*sample 1.*dtype <U"):
         f.convert([([1, 2], 0), (["1", "2"], 0)])
@@ -85,7 +85,7 @@ def test_reused_buffer_is_overwritten_and_never_accepts_what_asarray_rejects():
         f.convert([(np.ones(1, np.float32),), (np.ones(3, np.float32),)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*expected \(n, 2\)"):
         f.convert([(np.ones((2, 2), np.float32),), (np.ones((2, 2), np.float32),)])
-    with pytest.raises(ValueError, match=r"data layer 'x'.*dtype bool"):
+    with pytest.raises(ValueError, match=r"data layer 'x'.*boolean"):
         f.convert([(np.ones(2, bool),), (np.ones(2, bool),)])
 
 
