@@ -16,6 +16,7 @@ from sculler import (  # noqa: E402, F401
     inference,
     layer,
     networks,
+    op,
     optimizer,
     parameters,
     pooling,

@@ -31,8 +31,11 @@ USER_ERRORS = (UserError, OSError, ValueError, TypeError, KeyError, ImportError,
                NotImplementedError)
 
 
-def load_source(spec: str) -> Callable:
-    """``"module:function"`` -> ``function()``, a reader."""
+def load_source(spec: str | Callable) -> Callable:
+    """``"module:function"`` -> ``function()``, a reader; a reader creator (such as
+    ``define_py_data_sources2``'s) is called."""
+    if callable(spec):
+        return spec()
     module_name, _, fn = spec.partition(":")
     if not fn:
         raise ValueError(f"data source {spec!r} must look like 'module:function'")
@@ -110,7 +113,12 @@ def program_of(path: str, parsed: Any, names: dict) -> dict:
                 "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
             )
         train_reader = load_source(settings["train_source"])
-        set_data_kinds(parsed.model_config, next(iter(train_reader())), settings["input_types"])
+        input_types = settings["input_types"]
+        if hasattr(settings["train_source"], "input_types"):  # a @provider's own types
+            declared = settings["train_source"].input_types()
+            input_types = declared if isinstance(declared, dict) else dict(
+                zip(parsed.model_config.input_layer_names, declared))
+        set_data_kinds(parsed.model_config, next(iter(train_reader())), input_types)
         return {
             "topology": Topology.from_model_config(parsed.model_config),
             "optimizer": make_optimizer(settings),

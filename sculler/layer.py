@@ -27,6 +27,7 @@ from sculler.core.expression import (  # noqa: F401 - re-exported
     LayerOutput,
     Projection,
     as_inputs,
+    layer_support,
     make_layer,
     reset_names,
 )
@@ -53,4 +54,5 @@ globals().update({name: getattr(_groups, name) for name in _groups.__all__})
 
 __all__ = sorted(
     ["LayerOutput", "make_layer", "reset_names", "py_layer", "Projection", "MixedLayerType",
+     "layer_support",
      "AggregateLevel", "ExpandLevel", *_groups.__all__, *v2_functions()])

@@ -21,11 +21,13 @@ import dataclasses
 import os
 import runpy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from sculler.core import faces
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
+from sculler.core.expression import LayerOutput, recording, reset_names
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
@@ -56,6 +58,8 @@ class _ParseContext:
         self.settings: dict[str, Any] = {}
         self.config_args = config_args
         self.adopted: list[Any] = []  # helper-made v2 LayerOutputs (their evaluators)
+        self.inputs_declared = False  # Inputs(...) fixed the data layers' order
+        self.model_type = "nn"
 
 
 _local = threading.local()
@@ -94,6 +98,49 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
     ctx.adopted.append(out)
     if config.type == "data":
         ctx.inputs.append(config.name)
+
+
+def adopt_with_ancestors(outs: list) -> None:
+    """Adopt ``outs`` and, parents first, every ancestor the config does not have yet."""
+    ctx = _context()
+    order, seen = [], set()
+
+    def visit(node: Any) -> None:
+        if node.name in seen or node.name in ctx.layers:
+            return
+        seen.add(node.name)
+        for parent in node.parents:
+            visit(parent)
+        order.append(node)
+
+    for out in outs:
+        visit(out)
+    for node in order:
+        adopt(node, node.weight_attrs, node.bias_attr)
+
+
+def adopt_if_parsing(out: Any) -> Any:
+    """Adopt ``out`` (and its new ancestors) when a v1 config is being parsed outside a
+    recurrent group's step; return it. For functions that are not v1 helper wrappers but
+    make layers in configs too (``layer_math.exp``, ``x + y``, a user's declared layer).
+
+    A file is a v1 config once it has declared a layer the v1 way (a helper, ``Layer``) or
+    called ``settings``; before that, and in a v2 script run by ``sculler train`` (which
+    declares nothing the v1 way), layers stay expressions, as v2 wants them."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is not None and not recording() and (ctx.layers or ctx.settings):
+        adopt_with_ancestors([out])
+    return out
+
+
+def _adopt_result(result: Any) -> None:
+    """What a declared layer function returned joins the config being parsed, if any."""
+    for out in result if isinstance(result, (list, tuple)) else [result]:
+        if isinstance(out, LayerOutput):
+            adopt_if_parsing(out)
+
+
+faces.on_result(_adopt_result)
 
 
 def is_declared(name: str) -> bool:
@@ -258,8 +305,10 @@ def Layer(name: str, type: str, **xargs: Any) -> LayerConfig:  # noqa: N802,A002
 
 
 def Inputs(*names: str) -> None:  # noqa: N802 - Paddle's API
-    """Set the order of the data layers (default: the order they were declared)."""
-    _context().inputs = list(names)
+    """Set the order of the data layers (default: see ``outputs``)."""
+    ctx = _context()
+    ctx.inputs = list(names)
+    ctx.inputs_declared = True
 
 
 def Outputs(*names: str) -> None:  # noqa: N802 - Paddle's API
@@ -319,25 +368,31 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
             if ev.name not in seen:
                 seen.add(ev.name)
                 ctx.builder.add_evaluator(ev)
-    return ctx.builder.build(outputs, input_layer_names=ctx.inputs)
+    model = ctx.builder.build(outputs, input_layer_names=ctx.inputs)
+    model.type = ctx.model_type
+    return model
 
 
 def run_config(
-    path: str | os.PathLike, config_args: str | dict | None = None
+    path: str | os.PathLike | Callable[[], Any], config_args: str | dict | None = None
 ) -> tuple[TrainerConfig | None, dict[str, Any]]:
-    """Run a config file: its model and settings (None when it declares no layer, e.g. a v2
-    script) and its module globals."""
-    from sculler.layer import reset_names  # noqa: PLC0415 - the helpers' name counters
-
+    """Run a config file (or a function declaring the config, as PaddlePaddle allowed): its
+    model and settings (None when it declares no layer, e.g. a v2 script) and its module
+    globals (``{}`` for a function)."""
     reset_names()
     with config_scope(_parse_args(config_args)) as ctx:
-        names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+        if callable(path):
+            path()
+            names: dict[str, Any] = {}
+        else:
+            names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
         if not ctx.layers:
             return None, names
         return TrainerConfig(finish_config(ctx), dict(ctx.settings)), names
 
 
-def parse_config(path: str | os.PathLike, config_args: str | dict | None = None) -> TrainerConfig:
+def parse_config(path: str | os.PathLike | Callable[[], Any],
+                 config_args: str | dict | None = None) -> TrainerConfig:
     """Run a v1 config file and return its model and settings.
 
     Args:
@@ -346,5 +401,6 @@ def parse_config(path: str | os.PathLike, config_args: str | dict | None = None)
     """
     parsed, _ = run_config(path, config_args)
     if parsed is None:
-        raise ValueError(f"{os.fspath(path)}: the config declares no layer")
+        where = getattr(path, "__name__", None) if callable(path) else os.fspath(path)
+        raise ValueError(f"{where}: the config declares no layer")
     return parsed

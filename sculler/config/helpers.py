@@ -26,8 +26,10 @@ from sculler import activation as _act
 from sculler import data_type as _dt
 from sculler import layer as _v2
 from sculler import networks as _networks
+from sculler import op as layer_math
 from sculler import pooling as _pooling
 from sculler.attr import ExtraAttr, ExtraLayerAttribute, ParamAttr, ParameterAttribute
+from sculler.config import evaluators as _v1_evaluators
 from sculler.config.config_parser import (
     Bias,
     Input,
@@ -36,15 +38,18 @@ from sculler.config.config_parser import (
     Outputs,
     Settings,
     _context,
-    adopt,
+    adopt_with_ancestors,
     get_config_arg,
-    is_declared,
 )
+from sculler.config.data_provider import define_py_data_sources2
+from sculler.config.evaluators import *  # noqa: F403
+from sculler.core.expression import layer_support
 from sculler.core.faces import Face, faces
 from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
 
 __all__ = [
-    "Bias", "Input", "Inputs", "Layer", "Outputs", "Settings", "get_config_arg", "ParamAttr",
+    "Bias", "Input", "Inputs", "inputs", "Layer", "Outputs", "Settings", "get_config_arg",
+    "ParamAttr",
     "ParameterAttribute", "ExtraAttr", "ExtraLayerAttribute", "L1Regularization",
     "L2Regularization", "data_layer", "outputs", "settings", "data_sources", "MomentumOptimizer",
     "AdamOptimizer", "AdamaxOptimizer", "AdaGradOptimizer", "DecayedAdaGradOptimizer",
@@ -70,30 +75,12 @@ def _helper(v2_function):
 
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
         out = v2_function(*args, **kwargs)
-        _adopt_new([out])
+        adopt_with_ancestors([out])
         return out
 
     helper.__name__ = v2_function.__name__
     helper.__doc__ = v2_function.__doc__
     return helper
-
-
-def _adopt_new(outs: list) -> None:
-    """Adopt ``outs`` and, parents first, every ancestor the config does not have yet."""
-    order, seen = [], set()
-
-    def visit(node: _v2.LayerOutput) -> None:
-        if node.name in seen or is_declared(node.name):
-            return
-        seen.add(node.name)
-        for parent in node.parents:
-            visit(parent)
-        order.append(node)
-
-    for out in outs:
-        visit(out)
-    for node in order:
-        adopt(node, node.weight_attrs, node.bias_attr)
 
 
 def data_layer(name: str, size: int, height: int | None = None, width: int | None = None,
@@ -132,7 +119,7 @@ def _group_helper(v2_function):
         del ctx.builder._layers[n_layers:]
         del ctx.adopted[n_adopted:]
         del ctx.inputs[n_inputs:]
-        _adopt_new(out if isinstance(out, list) else [out])
+        adopt_with_ancestors(out if isinstance(out, list) else [out])
         return out
 
     return helper
@@ -170,13 +157,51 @@ for _face in faces():
         __all__.append(_name)
 
 
+# networks (trainer_config_helpers.networks) built from several layers
+for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
+              "vgg_16_network", "simple_lstm", "simple_gru2", "bidirectional_lstm",
+              "bidirectional_gru"):
+    globals()[_name] = _helper(getattr(_networks, _name))
+    __all__.append(_name)
+__all__ += ["layer_math", "define_py_data_sources2", "layer_support", *_v1_evaluators.__all__]
+
+
+def _flat(layers: tuple) -> list:
+    return [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
+
+
+def inputs(*layers: Any) -> None:
+    """Declare the data layers and the order samples feed them: ``inputs(image, label)``."""
+    Inputs(*[x if isinstance(x, str) else x.name for x in _flat(layers)])
+
+
 def outputs(*layers: Any) -> None:
-    """Declare the output (cost) layers: ``outputs(cost)``."""
-    flat = [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
+    """Declare the output (cost) layers: ``outputs(cost)``. Unless ``inputs(...)`` was called,
+    the data layers are those the outputs depend on, in PaddlePaddle's order: a depth-first
+    walk from the outputs in order, parents before a layer, each parent in input order."""
+    flat = _flat(layers)
     for i, x in enumerate(flat):
         if not isinstance(x, (str, _v2.LayerOutput)):
             raise TypeError(f"outputs: item {i} must be a layer (LayerOutput) or a layer name, "
                             f"got {type(x).__name__}")
+    ctx = _context()
+    adopt_with_ancestors([x for x in flat if not isinstance(x, str)])
+    if not ctx.inputs_declared and all(not isinstance(x, str) for x in flat):
+        order: list[str] = []
+        seen: set[str] = set()
+
+        def visit(node: Any) -> None:
+            if node.name in seen:
+                return
+            seen.add(node.name)
+            for parent in node.parents:
+                visit(parent)
+            if node.layer_type == "data":
+                order.append(node.name)
+
+        for out in flat:
+            visit(out)
+        ctx.inputs = order
     Outputs(*[x if isinstance(x, str) else x.name for x in flat])
 
 

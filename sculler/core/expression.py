@@ -10,8 +10,9 @@ it. Imports run one way: layer files -> this module -> the rest of core.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sculler import activation as A
@@ -40,6 +41,11 @@ def record_layers():
         yield created
     finally:
         _recorders.pop()
+
+
+def recording() -> bool:
+    """Whether a recurrent group's step function is running (its layers are being recorded)."""
+    return bool(_recorders)
 
 
 def reset_names() -> None:
@@ -224,3 +230,30 @@ class Projection:
 
     def __repr__(self) -> str:
         return f"Projection({self.kind!r}, {[i.name for i in self.inputs]})"
+
+
+ERROR_CLIPPING, DROPOUT, DEVICE = "error_clipping_threshold", "drop_rate", "device"
+
+
+def layer_support(*supported: str) -> Callable[[Callable], Callable]:
+    """PaddlePaddle's decorator for a layer function: which ``ExtraLayerAttribute`` fields
+    (``ERROR_CLIPPING``, ``DROPOUT``; ``DEVICE`` always) it honours. A ``layer_attr`` that sets
+    another raises NotImplementedError naming the field, instead of being ignored."""
+    allowed = set(supported) | {DEVICE}
+
+    def deco(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, ExtraLayerAttribute):
+                    used = {ERROR_CLIPPING} if value.error_clipping_threshold else set()
+                    used |= {DROPOUT} if value.drop_rate else set()
+                    if used - allowed:
+                        raise NotImplementedError(
+                            f"{function.__name__}: layer_attr {sorted(used - allowed)} is not "
+                            f"supported by this layer (it honours {sorted(allowed)})")
+            return function(*args, **kwargs)
+
+        return checked
+
+    return deco

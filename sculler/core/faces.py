@@ -45,6 +45,16 @@ class Face:
 _FACES: list[Face] = []
 # the default-name prefixes of the declared functions now running, innermost last
 _RUNNING: list[str] = []
+# called with what a declared layer/group function returns (the v1 parser adopts it)
+_RESULT_HOOKS: list[Callable[[Any], None]] = []
+
+
+def on_result(hook: Callable[[Any], None]) -> None:
+    """Call ``hook(result)`` whenever a declared ``"layer"`` or ``"group"`` function returns;
+    the v1 config parser adds the layers to the config being parsed this way, so a function
+    declared in a user's own module is a v1 helper as well."""
+    if hook not in _RESULT_HOOKS:
+        _RESULT_HOOKS.append(hook)
 
 
 def running_prefix() -> str | None:
@@ -82,15 +92,42 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
         def named(*args: Any, **kwargs: Any) -> Any:
             _RUNNING.append(name_prefix)
             try:
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
             finally:
                 _RUNNING.pop()
+            if kind != "plain":
+                for hook in _RESULT_HOOKS:
+                    hook(result)
+            return result
 
         _FACES.append(Face(v2_names, v1_names, named, tuple(types), name_prefix, kind,
                            function.__module__))
         return named
 
     return declare
+
+
+_ONNX: dict[str, Callable[..., str]] = {}
+
+
+def onnx_converter(*types: str) -> Callable[[Callable], Callable]:
+    """Declare ``converter(graph, layer_config, input_names, context) -> output name`` as the
+    ONNX conversion of the engine ``types`` (test mode, before activation and dropout;
+    ``sculler.onnx`` applies those). It is written beside the layer and uses only the graph
+    and context objects it is given (``sculler.onnx.convert.Context``), so the layer file
+    never imports the exporter."""
+
+    def declare(converter: Callable[..., str]) -> Callable[..., str]:
+        for type_name in types:
+            _ONNX[type_name] = converter
+        return converter
+
+    return declare
+
+
+def onnx_converters() -> dict[str, Callable[..., str]]:
+    """Engine type -> declared ONNX converter (import ``sculler.layers`` first)."""
+    return dict(_ONNX)
 
 
 def faces() -> list[Face]:

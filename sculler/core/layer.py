@@ -158,6 +158,12 @@ class Layer:
         return size
 
     @classmethod
+    def variant(cls, config: LayerConfig) -> type[Layer]:
+        """The class that runs ``config``: this one, unless one engine type covers several
+        kinds told apart by an attr (``norm`` with its ``norm_type``, as in PaddlePaddle)."""
+        return cls
+
+    @classmethod
     def weight_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, tuple]:
         """Shape of the weight of each input that has one (``{input_index: dims}``)."""
         return {}

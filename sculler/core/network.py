@@ -41,7 +41,7 @@ class Network:
         pconfigs = {pc.name: pc for pc in config.parameters}
         self.layers: dict[str, Layer] = {}
         for lc in order:
-            layer = get_layer_class(lc.type)(lc)
+            layer = get_layer_class(lc.type).variant(lc)(lc)
             names = [ic.input_parameter_name for ic in lc.inputs if ic.input_parameter_name]
             names += [lc.bias_parameter_name] if lc.bias_parameter_name else []
             for pname in names:

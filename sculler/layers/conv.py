@@ -12,8 +12,9 @@ from sculler.core.expression import (
     make_layer,
     one_input,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.layers.image import (
     ImageLayer,
     channels_attr,
@@ -306,3 +307,27 @@ def img_conv(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: A0
         wa.update(initial_mean=0.0, initial_std=math.sqrt(2.0 / (fx * fx * channels)))
         out.weight_attrs[0] = wa
     return out
+
+
+@onnx_converter("exconv", "conv", "cudnn_conv")
+def conv_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """2-D convolution of each input (weights ``(F, C/g, fy, fx)``), summed, plus bias."""
+    cfgs = ctx.input_configs(lc)
+    nf = int(lc.attrs["num_filters"])
+    parts = []
+    for i, x in enumerate(ins):
+        ctx.require_dense(lc, i, x)
+        c, h, w = image_geometry(lc, cfgs, i)
+        cf = conv_conf(lc, i)
+        (fy, fx), (py, px) = cf["filter_size"], cf["padding"]
+        weight = ctx.weight(lc.inputs[i].input_parameter_name).reshape(
+            nf, c // cf["groups"], fy, fx)
+        parts.append(g.op("Conv", [g.to_image(x, (c, h, w), lc.name),
+                                   g.const(f"{lc.name}/w{i}", weight)], lc.name,
+                          kernel_shape=[fy, fx], pads=[py, px, py, px],
+                          strides=list(cf["stride"]), dilations=list(cf["dilation"]),
+                          group=cf["groups"]))
+    y = parts[0] if len(parts) == 1 else g.op("Sum", parts, lc.name)
+    y, done = ctx.image_bias(g, lc, y, nf)
+    flat = g.to_flat(y, lc.size, lc.name)
+    return flat if done else ctx.bias(g, lc, flat)

@@ -12,8 +12,9 @@ from sculler.core.expression import (
     make_layer,
     no_support,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
+from sculler.core.model_config import LayerConfig
 
 
 @register_layer("embedding", "table")
@@ -78,3 +79,12 @@ def embedding(input: LayerOutput, size: int, name: str | None = None,  # noqa: A
     return make_layer("embedding", as_inputs(input, "embedding"), name=name, size=size,
                       act=act, param_attr=param_attr, bias_attr=False, layer_attr=layer_attr,
                       parameter_name=parameter_name)
+
+
+@onnx_converter("embedding", "table")
+def embedding_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """``y = W[ids]``."""
+    if ctx.kind.get(ins[0]) != "ids":
+        raise NotImplementedError(f"layer {lc.name!r} (embedding): input is not integer ids")
+    table = g.const(f"{lc.name}/table", ctx.weight(lc.inputs[0].input_parameter_name))
+    return ctx.bias(g, lc, g.op("Gather", [table, ins[0]], lc.name, axis=0))

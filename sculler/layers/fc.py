@@ -12,8 +12,9 @@ from sculler.core.expression import (
     as_inputs,
     make_layer,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.math.blas import gemm
 from sculler.math.sparse import csr_matmul, csr_t_matmul_rows
 
@@ -98,3 +99,15 @@ def fc(input: Any, size: int, act: Any = None, name: str | None = None,  # noqa:
     return make_layer("fc", as_inputs(input, "fc"), name=name, name_prefix="fc_layer",
                       size=size, act=act, default_act=A.Tanh, param_attr=param_attr,
                       bias_attr=bias_attr, layer_attr=layer_attr, parameter_name=parameter_name)
+
+
+@onnx_converter("fc")
+def fc_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """``y = sum_i x_i W_i + b``."""
+    parts = []
+    for i, (ic, x) in enumerate(zip(lc.inputs, ins)):
+        ctx.require_dense(lc, i, x)
+        w = g.const(f"{lc.name}/w{i}", ctx.weight(ic.input_parameter_name))
+        parts.append(g.op("MatMul", [x, w], lc.name))
+    y = parts[0] if len(parts) == 1 else g.op("Sum", parts, lc.name)
+    return ctx.bias(g, lc, y)

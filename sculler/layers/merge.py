@@ -12,8 +12,9 @@ from sculler.core.expression import (
     make_layer,
     no_support,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import LayerConfig
 
 
 @register_layer("concat")
@@ -132,3 +133,18 @@ def dropout(input: LayerOutput, dropout_rate: float, name: str | None = None,  #
     return make_layer("addto", as_inputs(input, "dropout"), name=name,
                       name_prefix="dropout", bias_attr=False,
                       layer_attr=ExtraLayerAttribute(drop_rate=dropout_rate))
+
+
+@onnx_converter("concat")
+def concat_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    for i, x in enumerate(ins):
+        ctx.require_dense(lc, i, x)
+    return ctx.bias(g, lc, g.op("Concat", ins, lc.name, axis=1))
+
+
+@onnx_converter("addto")
+def addto_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    for i, x in enumerate(ins):
+        ctx.require_dense(lc, i, x)
+    y = ins[0] if len(ins) == 1 else g.op("Sum", ins, lc.name)
+    return ctx.bias(g, lc, y)

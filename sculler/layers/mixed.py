@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.attr import ParameterAttribute
 from sculler.backend import get_array_module
 from sculler.core.expression import (
@@ -40,7 +42,7 @@ from sculler.core.expression import (
     make_layer,
     no_support,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
@@ -465,3 +467,54 @@ def mixed(size: int = 0, input: Any = None, name: str | None = None,  # noqa: A0
         m += input
         m.finalize()
     return m
+
+
+@onnx_converter("mixed")
+def mixed_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """Sum of the projections (see sculler.layers.mixed) plus bias."""
+    parts = []
+    for i, (ic, x) in enumerate(zip(lc.inputs, ins)):
+        kind, hint = ic.attrs.get("proj"), f"{lc.name}/{i}"
+        if kind != "table":
+            ctx.require_dense(lc, i, x)
+        w = ctx.weight(ic.input_parameter_name) if ic.input_parameter_name else None
+        if kind == "full_matrix":
+            parts.append(g.op("MatMul", [x, g.const(hint, w)], hint))
+        elif kind == "trans_full_matrix":
+            parts.append(g.op("MatMul", [x, g.const(hint, w.T)], hint))
+        elif kind == "table":
+            if ctx.kind.get(x) != "ids":
+                raise NotImplementedError(f"layer {lc.name!r} (mixed): table projection input "
+                                          f"{i} is not integer ids")
+            parts.append(g.op("Gather", [g.const(hint, w), x], hint, axis=0))
+        elif kind == "identity":
+            parts.append(_identity_to_onnx(g, lc, i, x, ctx, hint))
+        elif kind == "dotmul":
+            parts.append(g.op("Mul", [x, g.const(hint, w.reshape(1, -1))], hint))
+        elif kind == "scaling":
+            parts.append(g.op("Mul", [x, g.const(hint, w.reshape(()))], hint))
+        elif kind == "dotmul_operator":
+            prod = g.op("Mul", [x, ins[i + 1]], hint)
+            scale = float(ic.attrs.get("scale", 1.0))
+            parts.append(g.op("Mul", [prod, g.const(hint, scale)], hint))
+        elif kind != "operand":
+            raise NotImplementedError(f"layer {lc.name!r} (mixed): projection {kind!r} "
+                                      f"(input {i})")
+    y = parts[0] if len(parts) == 1 else g.op("Sum", parts, lc.name)
+    return ctx.bias(g, lc, y)
+
+
+def _identity_to_onnx(g: Any, lc: LayerConfig, i: int, x: str, ctx: Any,
+              hint: str) -> str:
+    """An identity projection with ``offset``: a column window of a wider input, or the
+    input placed at ``offset`` in the (wider) output."""
+    width = ctx.layers[lc.inputs[i].input_layer_name].size
+    off = int(lc.inputs[i].attrs.get("offset", 0))
+    if width == lc.size and off == 0:
+        return x
+    if width >= lc.size:
+        return g.op("Slice", [x, g.const(f"{hint}/s", [off], np.int64),
+                              g.const(f"{hint}/e", [off + lc.size], np.int64),
+                              g.const(f"{hint}/a", [1], np.int64)], hint)
+    pads = g.const(f"{hint}/pads", [0, off, 0, lc.size - off - width], np.int64)
+    return g.op("Pad", [x, pads], hint)

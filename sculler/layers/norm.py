@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sculler import activation as A
 from sculler.core.expression import (
     LayerOutput,
@@ -13,8 +15,10 @@ from sculler.core.expression import (
     no_support,
     one_input,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import PASS_TEST, PASS_TRAIN, register_layer
+from sculler.core.model_config import LayerConfig
+from sculler.layers.cross_channel_norm import CrossChannelNormLayer
 from sculler.layers.image import (
     ImageLayer,
     channels_attr,
@@ -125,7 +129,8 @@ class CrossMapNormLayer(ImageLayer):
     ``y[c] = x[c] * (1 + scale/norm_size * sum_{c' in window(c)} x[c']^2)^(-power)``, the
     window ``norm_size`` channels starting at ``c - (norm_size-1)//2``, clipped.
 
-    Attrs: ``norm_type`` ("cmrnorm-projection", the only type supported), ``norm_size``
+    Attrs: ``norm_type`` ("cmrnorm-projection"; "cross-channel-norm" selects
+    :class:`~sculler.layers.cross_channel_norm.CrossChannelNormLayer`), ``norm_size``
     (window, Paddle's ``size``), ``scale`` (the alpha given to ``img_cmrnorm_layer``, default
     0.0128; Paddle's NormConfig stores ``scale/size``), ``power`` (0.75),
     ``channels``/``height``/``width`` of the input. Output geometry equals the input's.
@@ -134,11 +139,31 @@ class CrossMapNormLayer(ImageLayer):
     max_inputs = 1
 
     @classmethod
-    def infer_size(cls, config, inputs):
+    def variant(cls, config) -> type:
+        """The class of this ``norm_type`` (the engine type ``norm`` covers both)."""
         t = config.attrs.get("norm_type", "cmrnorm-projection")
+        if t == "cross-channel-norm":
+            return CrossChannelNormLayer
         if t != "cmrnorm-projection":
             raise ValueError(f"layer {config.name!r} (norm): norm_type {t!r} is not supported; "
-                             "only 'cmrnorm-projection'")
+                             "use 'cmrnorm-projection' or 'cross-channel-norm'")
+        return CrossMapNormLayer
+
+    @classmethod
+    def weight_dims(cls, config, inputs):
+        variant = cls.variant(config)
+        return {} if variant is CrossMapNormLayer else variant.weight_dims(config, inputs)
+
+    @classmethod
+    def weight_defaults(cls, config, inputs):
+        variant = cls.variant(config)
+        return {} if variant is CrossMapNormLayer else variant.weight_defaults(config, inputs)
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        variant = cls.variant(config)
+        if variant is not CrossMapNormLayer:
+            return variant.infer_size(config, inputs)
         n = config.attrs.get("norm_size")
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"layer {config.name!r} (norm): norm_size must be a positive int, "
@@ -228,3 +253,22 @@ def img_cmrnorm(input: LayerOutput, size: int, scale: float = 0.0128,  # noqa: A
              "power": float(power), **channels_attr(num_channels, fn)}
     return make_layer("norm", [one_input(input, fn)], name=name, name_prefix="crmnorm",
                       bias_attr=False, layer_attr=layer_attr, attrs=attrs)
+
+
+@onnx_converter("batch_norm", "cudnn_batch_norm")
+def batch_norm_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """Test mode: ``scale * (x - moving mean) / sqrt(moving var + eps) + bias`` per
+    channel."""
+    if lc.attrs.get("use_global_stats") is False:
+        raise NotImplementedError(f"layer {lc.name!r} (batch_norm): use_global_stats=False "
+                                  "normalises with the batch's statistics at test time")
+    ctx.require_dense(lc, 0, ins[0])
+    c, h, w = image_geometry(lc, ctx.input_configs(lc), 0, flat_ok=True)
+    params = [ctx.weight(lc.inputs[k].input_parameter_name).reshape(-1) for k in range(3)]
+    bias = (ctx.weight(lc.bias_parameter_name).reshape(-1) if lc.bias_parameter_name
+            else np.zeros(c, np.float32))
+    names = [g.const(f"{lc.name}/{what}", v) for what, v in (
+        ("scale", params[0]), ("bias", bias), ("mean", params[1]), ("var", params[2]))]
+    y = g.op("BatchNormalization", [g.to_image(ins[0], (c, h, w), lc.name), *names], lc.name,
+             epsilon=float(lc.attrs.get("epsilon", 1e-5)))
+    return g.to_flat(y, lc.size, lc.name)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.core.expression import (
     LayerOutput,
     make_layer,
     one_input,
 )
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.layers.image import (
     ImageLayer,
     _pool_type,
@@ -146,3 +149,44 @@ def img_pool(input: LayerOutput, pool_size: int, name: str | None = None,  # noq
              **channels_attr(num_channels, fn)}
     return make_layer("pool", [src], name=name, name_prefix="pool", bias_attr=False,
                       layer_attr=layer_attr, attrs=attrs)
+
+
+@onnx_converter("pool")
+def pool_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """Max or average pooling (Paddle's ceil mode and exclude mode by default)."""
+    ctx.require_dense(lc, 0, ins[0])
+    c, h, w = image_geometry(lc, ctx.input_configs(lc), 0)
+    cf = pool_conf(lc)
+    (ky, kx), (sy, sx), (py, px) = cf["pool_size"], cf["stride"], cf["padding"]
+    oh, ow = int(lc.attrs["out_height"]), int(lc.attrs["out_width"])
+    # Sculler's windows (ceil mode may keep windows that ONNX's ceil_mode drops, some lying
+    # wholly in the padding): pad explicitly, far side included, and pool without padding.
+    extra_y, extra_x = (max(0, (o - 1) * s + k - (n + 2 * p))
+                        for o, s, k, n, p in ((oh, sy, ky, h, py), (ow, sx, kx, w, px)))
+    is_max = _pool_type(lc) == "max"
+    pads = g.const(f"{lc.name}/pads", [0, 0, py, px, 0, 0, py + extra_y, px + extra_x],
+                   np.int64)
+    fill = g.const(f"{lc.name}/fill", -np.inf if is_max else 0.0)
+    x = g.op("Pad", [g.to_image(ins[0], (c, h, w), lc.name), pads, fill], lc.name)
+    attrs = {"kernel_shape": [ky, kx], "strides": [sy, sx]}
+    if is_max:
+        y = g.op("MaxPool", [x], lc.name, **attrs)
+    else:  # the window mean times k*k / (cells that count), 0 for an empty window
+        exclude = bool(lc.attrs.get("exclude_mode", True))
+        count = np.outer(*(_window_counts(o, s, k, n, p, exclude)
+                           for o, s, k, n, p in ((oh, sy, ky, h, py), (ow, sx, kx, w, px))))
+        factor = np.where(count > 0, ky * kx / np.maximum(count, 1), 0.0)
+        y = g.op("Mul", [g.op("AveragePool", [x], lc.name, **attrs),
+                         g.const(f"{lc.name}/factor", factor[None, None])], lc.name)
+    y, done = ctx.image_bias(g, lc, y, c)
+    flat = g.to_flat(y, lc.size, lc.name)
+    return flat if done else ctx.bias(g, lc, flat)
+
+
+def _window_counts(out: int, stride: int, k: int, n: int, pad: int,
+                   exclude: bool) -> np.ndarray:
+    """Per output position along one axis: the window's cells inside the image
+    (``exclude``) or inside the padded image."""
+    lo, hi = (0, n) if exclude else (-pad, n + pad)
+    start = np.arange(out) * stride - pad
+    return np.clip(np.minimum(start + k, hi) - np.maximum(start, lo), 0, None)

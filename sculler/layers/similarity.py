@@ -14,6 +14,7 @@ from sculler.core.expression import (
 )
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, equal_widths, register_layer
+from sculler.validate import integer
 
 
 @register_layer("cos")
@@ -57,6 +58,56 @@ class CosSimLayer(Layer):
             g = self.get_input_grad(i)
             if g is not None:
                 g += (dy / (na * nb))[:, None] * other - (dy * c / (nx * nx))[:, None] * x
+
+
+@register_layer("cos_vm")
+class CosSimVecMatLayer(Layer):
+    """``y_k = scale * <a, b_k> / (|a| |b_k|)`` for ``k < size``: ``a`` (width M) against
+    each of the ``size`` width-M vectors that ``b`` (width M*size) holds side by side
+    (PaddlePaddle's CosSimVecMatLayer). With ``c_k = y_k / scale``:
+    ``da = scale sum_k dy_k (b_k / (|a||b_k|) - c_k a / |a|^2)``,
+    ``db_k = scale dy_k (a / (|a||b_k|) - c_k b_k / |b_k|^2)``."""
+
+    min_inputs = max_inputs = 2
+
+    @classmethod
+    def infer_size(cls, config, inputs):
+        if config.size < 1 or inputs[1].size != inputs[0].size * config.size:
+            raise ValueError(f"layer {config.name!r} (cos_vm): input 1 {inputs[1].name!r} must "
+                             f"hold size={config.size} vectors of input 0's width "
+                             f"{inputs[0].size} (width {inputs[0].size * config.size}), got "
+                             f"{inputs[1].size}")
+        return config.size
+
+    def _split(self):
+        a, b = self.get_input_value(0), self.get_input_value(1)
+        return a, b.reshape(b.shape[0], self.size, a.shape[1])
+
+    def forward(self, pass_type: str) -> None:
+        super().forward(pass_type)
+        self.check_same_batch()
+        a, b = self._split()
+        na = np.sqrt(np.einsum("ij,ij->i", a, a))[:, None]
+        nb = np.sqrt(np.einsum("ikj,ikj->ik", b, b))
+        out = self.reserve_output(a.shape[0], self.size)
+        out[...] = np.einsum("ij,ikj->ik", a, b) / (na * nb) * self.attr("scale", 1.0)
+        self._norms = na, nb
+        self.forward_activation()
+
+    def backward(self, callback=None) -> None:
+        self.backward_activation()
+        scale = self.attr("scale", 1.0)
+        a, b = self._split()
+        na, nb = self._norms
+        c = self.output.value / scale
+        dy = self.output.grad * scale
+        ga, gb = self.get_input_grad(0), self.get_input_grad(1)
+        if ga is not None:
+            ga += np.einsum("ik,ikj->ij", dy / (na * nb), b) - (dy * c).sum(1, keepdims=True) \
+                * a / (na * na)
+        if gb is not None:
+            gb += ((dy / (na * nb))[:, :, None] * a[:, None, :]
+                   - (dy * c / (nb * nb))[:, :, None] * b).reshape(gb.shape)
 
 
 @register_layer("rank-cost")
@@ -122,16 +173,17 @@ class RankingCostLayer(Layer):
             self.get_input_grad(3)[...] += self.attr("coeff", 1.0) * raw * self.output.grad
 
 
-@layer_function(v1="cos_sim", types=("cos",))
+@layer_function(v1="cos_sim", types=("cos", "cos_vm"))
 def cos_sim(a: LayerOutput, b: LayerOutput, scale: float = 1, size: int = 1,
             name: str | None = None, layer_attr: Any = None, **kw: Any) -> LayerOutput:
-    """``y = scale * a.b / (|a| |b|)`` per sample; ``a`` and ``b`` have one width."""
+    """``y = scale * a.b / (|a| |b|)`` per sample for ``a`` and ``b`` of one width; with
+    ``size`` > 1, ``b`` holds ``size`` vectors of ``a``'s width side by side and
+    ``y_k = scale * cos(a, b_k)`` (PaddlePaddle's ``cos_vm``)."""
     no_support("cos_sim", **kw)
-    if size != 1:
-        raise NotImplementedError(f"cos_sim(size={size}): the vector-matrix form (cos_vm) is "
-                                  "not supported; use size=1")
-    return make_layer("cos", as_inputs([a, b], "cos_sim"), name=name, name_prefix="cos_sim",
-                      size=1, layer_attr=layer_attr, attrs={"scale": float(scale)})
+    size = integer(size, "cos_sim: size", minimum=1)
+    return make_layer("cos" if size == 1 else "cos_vm", as_inputs([a, b], "cos_sim"),
+                      name=name, size=size, layer_attr=layer_attr,
+                      attrs={"scale": float(scale)})
 
 
 @layer_function(v1="rank_cost", types=("rank-cost",))

@@ -1,9 +1,11 @@
-"""The gradient check must catch a wrong backward: a deliberately broken fc layer."""
+"""The gradient check must catch a wrong backward: deliberately broken fc layers. (The table of
+correct layers it checks is tests/layers/grad_table.py.)"""
 
 import re
 
 import pytest
 
+import sculler.core.layer as layer_module
 from sculler.core.layer import register_layer
 from sculler.layers.fc import FCLayer
 from sculler.testing import INPUT_DATA, GradientCheckError, check_layer_grad
@@ -105,3 +107,31 @@ def test_act_a_layer_never_applies_is_refused():
         check_layer_grad(config, "test_act_ignored", 8)
     report = check_layer_grad({**config, "active_type": "linear"}, "test_act_ignored", 8)
     assert report.max_error < 1e-6  # without an act the layer is fine
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Layers a test registers leave the registry when it ends."""
+    monkeypatch.setattr(layer_module, "_REGISTRY", dict(layer_module._REGISTRY))
+
+
+@pytest.mark.parametrize("wrong, least_error", [("scaled by 1.01", 0.009), ("transposed", 1e-3)])
+def test_slightly_wrong_weight_gradient_is_caught(scratch_registry, wrong, least_error):
+    """A weight gradient 1% too large, or transposed (square weight: the shapes agree), fails
+    the check, whose bound is 1e-6."""
+
+    @register_layer("test_wrong_weight_grad_fc")
+    class WrongWeightGradFC(FCLayer):
+        def backward(self, callback=None) -> None:
+            super().backward(callback)
+            grad = self.weights[0].w_grad
+            if wrong == "transposed":
+                grad[...] = grad.T.copy()
+            else:
+                grad *= 1.01
+
+    config = {"size": 4, "bias": False, "active_type": "tanh", "inputs": [INPUT_DATA(4)]}
+    with pytest.raises(GradientCheckError, match=r"parameter _test_layer\.w0") as err:
+        check_layer_grad(config, "test_wrong_weight_grad_fc", 8)
+    error = float(re.search(r"relative error (\S+) >", str(err.value)).group(1))
+    assert error > least_error

@@ -17,7 +17,7 @@ from sculler.core.faces import faces, layer_function
 from sculler.reference import reference_markdown
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NOT_DECLARED = {"make_layer", "as_inputs", "reset_names", "py_layer"}
+NOT_DECLARED = {"make_layer", "as_inputs", "reset_names", "py_layer", "layer_support"}
 
 
 def test_every_layer_module_is_imported_without_a_list():
@@ -114,3 +114,13 @@ def test_the_reference_page_is_what_the_declarations_give():
     for face in faces():
         for name in face.v2_names:
             assert f"`{name}`" in page
+
+
+def test_the_onnx_table_is_the_converters_declared_beside_the_layers():
+    from sculler.core.faces import onnx_converters
+    from sculler.onnx.convert import CONVERTERS
+
+    assert CONVERTERS == onnx_converters()
+    for type_name in ("fc", "embedding", "concat", "addto", "mixed", "exconv", "pool",
+                      "batch_norm"):
+        assert CONVERTERS[type_name].__module__.startswith("sculler.layers."), type_name

@@ -6,7 +6,7 @@ import pytest
 
 from sculler.core.argument import Argument
 from sculler.testing import INPUT_DATA, INPUT_HASSUB_SEQUENCE_DATA, INPUT_SEQUENCE_DATA
-from sculler.testing.sequences import dense, run_layer, seq_arg
+from sculler.testing.sequences import dense, lengths, nested_starts, run_layer, seq_arg, starts
 
 SEQ, NESTED = INPUT_SEQUENCE_DATA, INPUT_HASSUB_SEQUENCE_DATA
 RNG = np.random.RandomState(3)
@@ -322,3 +322,28 @@ def test_context_projection_with_trainable_padding_matches_loop(length, start):
                     row = arg.value[s + pos]
                 want[t, 2 * j:2 * j + 2] = row
     np.testing.assert_allclose(out.value, want, rtol=1e-6)
+
+
+def test_helpers_make_the_layouts_they_say():
+    rng = np.random.RandomState(0)
+    assert lengths(7, rng, "one") == [7]
+    assert lengths(3, rng, "ones") == [1, 1, 1]
+    assert all(n % 2 == 0 for n in lengths(10, rng, "even"))
+    s = starts([2, 3])
+    subs = nested_starts([2, 3], rng)
+    assert set(s.tolist()) <= set(subs.tolist()) and subs[-1] == 5
+
+
+def test_max_pooling_gradient_goes_to_the_first_tied_row():
+    from sculler.core.layer import PASS_TRAIN
+    from sculler.core.network import Network
+    from sculler.core.parameter import ParameterSet
+    from sculler.testing.grad_check import TestConfig, build_test_model
+
+    net = Network(build_test_model(TestConfig(inputs=[SEQ(2)]), "max"), ParameterSet(),
+                  data_gradients=True)
+    x = Argument(value=np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 3.0]]),
+                 seq_starts=np.array([0, 3]))
+    net.forward([x], PASS_TRAIN)
+    net.backward(output_grads={"test_layer": np.array([[1.0, 1.0]])})
+    np.testing.assert_array_equal(net.data_layers[0].output.grad, [[1, 0], [0, 0], [0, 1]])

@@ -1,4 +1,5 @@
-"""Gradient-check rows for the similarity layers (cos, rank-cost) added with the v2 API."""
+"""Values and width errors of the similarity layers (cos, rank-cost) added with the v2 API;
+their gradient checks are rows of tests/layers/grad_table.py."""
 
 import numpy as np
 import pytest
@@ -6,29 +7,6 @@ import pytest
 import sculler.layers.similarity  # noqa: F401 - registers cos and rank-cost
 from sculler.core.builder import ModelBuilder
 from sculler.core.model_config import InputConfig, LayerConfig
-from sculler.testing import INPUT_DATA, INPUT_DATA_TARGET, INPUT_SEQUENCE_DATA, check_layer_grad
-
-PROB = dict(low=0.05, high=0.95)
-POSITIVE = dict(low=0.5, high=2.0)
-
-CASES = [
-    ("cos", dict(size=1), [INPUT_DATA(5), INPUT_DATA(5)], False),
-    ("cos", dict(size=1, scale=2.5), [INPUT_DATA(4), INPUT_DATA(4)], False),
-    ("cos", dict(size=1), [INPUT_SEQUENCE_DATA(3), INPUT_SEQUENCE_DATA(3)], False),
-    ("rank-cost", dict(), [INPUT_DATA(1), INPUT_DATA(1), INPUT_DATA_TARGET(1, **PROB)], False),
-    ("rank-cost", dict(coeff=0.7),
-     [INPUT_DATA(1), INPUT_DATA(1), INPUT_DATA_TARGET(1, **PROB), INPUT_DATA(1, **POSITIVE)],
-     False),
-]
-
-
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_layer_gradient(case):
-    layer_type, settings, inputs, use_weight = case
-    report = check_layer_grad({**settings, "inputs": inputs}, layer_type, 10,
-                              use_weight=use_weight)
-    assert report.errors, "the check compared no gradient"
-    assert report.max_error < 1e-6
 
 
 def test_cos_value_and_width_mismatch():

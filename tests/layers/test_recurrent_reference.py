@@ -1,6 +1,7 @@
-"""Recurrent layers (lstmemory, gated_recurrent, recurrent): gradient checks over sequence
-layouts and activations, equivalence with torch.nn.LSTM and with direct per-step NumPy
-implementations of PaddlePaddle's formulas (reference/sequence_layers.md section 4)."""
+"""Recurrent layers (lstmemory, gated_recurrent, recurrent): equivalence with torch.nn.LSTM and
+with direct per-step NumPy implementations of PaddlePaddle's formulas
+(reference/sequence_layers.md section 4), and their configuration errors. Their gradient checks
+over sequence layouts and activations are rows of tests/layers/grad_table.py."""
 
 import numpy as np
 import pytest
@@ -10,70 +11,9 @@ from sculler.core.argument import Argument
 from sculler.core.layer import PASS_TEST
 from sculler.core.network import Network
 from sculler.core.parameter import ParameterSet
-from sculler.testing import INPUT_SEQUENCE_DATA, check_layer_grad
+from sculler.testing import INPUT_DATA, INPUT_SEQUENCE_DATA, check_layer_grad
 from sculler.testing.grad_check import TestConfig, build_test_model
 
-H = 3
-LAYOUTS = {
-    "many lengths": (1, 5, 3, 1, 4, 2),
-    "one sequence": (6,),
-    "length-1 only": (1, 1, 1),
-    "one step": (1,),
-    "random": None,
-}
-PEEPHOLES = {"initial_std": 0.5}  # nonzero peepholes (and gate biases)
-GATES = {"lstmemory": 4, "gated_recurrent": 3, "recurrent": 1}
-
-
-def seq_input(layer_type, layout):
-    return INPUT_SEQUENCE_DATA(GATES[layer_type] * H, seq_lengths=LAYOUTS[layout])
-
-
-def batch_of(layout):
-    return sum(LAYOUTS[layout]) if LAYOUTS[layout] else 12
-
-
-# (layer type, settings, bias)
-CELLS = [
-    ("lstmemory", dict(active_type="tanh"), PEEPHOLES),
-    ("lstmemory", dict(active_type="sigmoid", active_gate_type="tanh",
-                       active_state_type="sigmoid"), PEEPHOLES),
-    ("lstmemory", dict(active_type="linear", active_state_type="linear"), PEEPHOLES),
-    ("lstmemory", dict(active_type="tanh", active_state_type="relu"), PEEPHOLES),
-    ("lstmemory", dict(active_type="tanh"), False),
-    ("gated_recurrent", dict(active_type="tanh"), {"initial_std": 0.5}),
-    ("gated_recurrent", dict(active_type="linear", active_gate_type="tanh"), None),
-    ("gated_recurrent", dict(active_type="relu"), {"initial_std": 0.5}),
-    ("gated_recurrent", dict(active_type="tanh"), False),
-    ("recurrent", dict(active_type="tanh"), {"initial_std": 0.5}),
-    ("recurrent", dict(active_type="sigmoid"), None),
-    ("recurrent", dict(active_type="linear"), False),
-]
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("layer_type", list(GATES))
-def test_grad_layouts(layer_type, layout, reverse):
-    bias = PEEPHOLES if layer_type != "recurrent" else {"initial_std": 0.5}
-    config = TestConfig({"active_type": "tanh", "reversed": reverse},
-                        [seq_input(layer_type, layout)], bias=bias)
-    report = check_layer_grad(config, layer_type, batch_size=batch_of(layout), use_weight=True)
-    assert report.max_error < 1e-6
-    assert len(report.errors) == 3 - (bias is False)
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("layer_type,settings,bias", CELLS)
-def test_grad_activations(layer_type, settings, bias, reverse):
-    config = TestConfig({**settings, "reversed": reverse}, [seq_input(layer_type, "many lengths")],
-                        bias=bias)
-    report = check_layer_grad(config, layer_type, batch_size=batch_of("many lengths"),
-                              use_weight=True, seed=3)
-    assert report.max_error < 1e-6
-
-
-# ---- forward equivalence -------------------------------------------------------------------
 
 def run_layer(layer_type, settings, x, lengths, weight, bias):
     """Forward one layer in float64 on packed ``x`` with the given parameter values."""
@@ -251,3 +191,14 @@ def test_non_sequence_input_is_rejected():
         net = Network(build_test_model(TestConfig({}, [INPUT_SEQUENCE_DATA(8)]), "lstmemory"))
         with pytest.raises(ValueError, match=r"must be a dense sequence"):
             net.forward([Argument(value=np.zeros((3, 8)))], PASS_TEST)
+
+
+def test_step_layer_rejects_bad_activation():
+    with pytest.raises(ValueError, match="gate_act .softmax. is not supported"):
+        check_layer_grad(dict(size=2, active_gate_type="softmax",
+                              inputs=[INPUT_DATA(6), INPUT_DATA(2)]), "gru_step")
+
+
+def test_step_layer_rejects_bad_width():
+    with pytest.raises(ValueError, match="3\\*size wide"):
+        check_layer_grad(dict(size=2, inputs=[INPUT_DATA(5), INPUT_DATA(2)]), "gru_step")

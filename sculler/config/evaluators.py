@@ -1,0 +1,87 @@
+"""v1 evaluator helpers (``trainer_config_helpers.evaluators``): the v2 evaluators of
+:mod:`sculler.evaluator` under PaddlePaddle's v1 names, signatures and default names
+(``__auc_evaluator_0__``: v1 names every evaluator from its function's name).
+
+An evaluator attaches to its input layer; the config collects it when the model is built.
+The printer evaluators other than ``value_printer_evaluator`` and ``detection_map_evaluator``
+come with the layer library's evaluators (not here yet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sculler import evaluator as _ev
+from sculler.core.expression import LayerOutput, auto_name
+from sculler.core.model_config import EvaluatorConfig
+
+__all__ = ["classification_error_evaluator", "auc_evaluator", "pnpair_evaluator",
+           "precision_recall_evaluator", "ctc_error_evaluator", "chunk_evaluator",
+           "sum_evaluator", "column_sum_evaluator", "value_printer_evaluator"]
+
+
+def _name(name: str | None, fn: str) -> str:
+    return name if name is not None else auto_name(fn)
+
+
+def classification_error_evaluator(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                                   name: str | None = None, weight: Any = None,
+                                   top_k: int | None = None,
+                                   threshold: float | None = None) -> EvaluatorConfig:
+    """Classification error (see :func:`sculler.evaluator.classification_error`)."""
+    return _ev.classification_error(
+        input=input, label=label, name=_name(name, "classification_error_evaluator"),
+        weight=weight, top_k=top_k, threshold=0.5 if threshold is None else threshold)
+
+
+def auc_evaluator(input: LayerOutput, label: LayerOutput, name: str | None = None,  # noqa: A002
+                  weight: Any = None) -> EvaluatorConfig:
+    """Area under the ROC curve (see :func:`sculler.evaluator.auc`)."""
+    return _ev.auc(input=input, label=label, name=_name(name, "auc_evaluator"), weight=weight)
+
+
+def pnpair_evaluator(input: LayerOutput, label: LayerOutput, query_id: LayerOutput,  # noqa: A002
+                     weight: Any = None, name: str | None = None) -> EvaluatorConfig:
+    """Positive/negative pair ratio within queries (see :func:`sculler.evaluator.pnpair`)."""
+    return _ev.pnpair(input=input, label=label, info=query_id, weight=weight,
+                      name=_name(name, "pnpair_evaluator"))
+
+
+def precision_recall_evaluator(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                               positive_label: int | None = None, weight: Any = None,
+                               name: str | None = None) -> EvaluatorConfig:
+    """Precision, recall and F1 (see :func:`sculler.evaluator.precision_recall`)."""
+    return _ev.precision_recall(input=input, label=label, positive_label=positive_label,
+                                weight=weight, name=_name(name, "precision_recall_evaluator"))
+
+
+def ctc_error_evaluator(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                        name: str | None = None) -> EvaluatorConfig:
+    """CTC edit distance (see :func:`sculler.evaluator.ctc_error`)."""
+    return _ev.ctc_error(input=input, label=label, name=_name(name, "ctc_error_evaluator"))
+
+
+def chunk_evaluator(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A002
+                    num_chunk_types: int, name: str | None = None,
+                    excluded_chunk_types: list[int] | None = None) -> EvaluatorConfig:
+    """Chunk F1 of tag sequences (see :func:`sculler.evaluator.chunk`)."""
+    return _ev.chunk(input=input, label=label, chunk_scheme=chunk_scheme,
+                     num_chunk_types=num_chunk_types, name=_name(name, "chunk_evaluator"),
+                     excluded_chunk_types=excluded_chunk_types)
+
+
+def sum_evaluator(input: LayerOutput, name: str | None = None,  # noqa: A002
+                  weight: Any = None) -> EvaluatorConfig:
+    """Mean per-sample sum (see :func:`sculler.evaluator.sum`)."""
+    return _ev.sum(input=input, name=_name(name, "sum_evaluator"), weight=weight)
+
+
+def column_sum_evaluator(input: LayerOutput, name: str | None = None,  # noqa: A002
+                         weight: Any = None) -> EvaluatorConfig:
+    """Weighted mean of the last column (see :func:`sculler.evaluator.column_sum`)."""
+    return _ev.column_sum(input=input, name=_name(name, "column_sum_evaluator"), weight=weight)
+
+
+def value_printer_evaluator(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
+    """Log the layer's values every batch (see :func:`sculler.evaluator.value_printer`)."""
+    return _ev.value_printer(input=input, name=_name(name, "value_printer_evaluator"))
