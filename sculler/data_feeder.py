@@ -6,8 +6,10 @@ Each field is converted by its :class:`~sculler.data_type.InputType` with one
 vector, sparse rows into a :class:`CsrMatrix`; sequences are packed
 end to end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences). Checks run on
 the whole array; only when one fails is the offending sample looked for, so errors still name
-the data layer and the sample. Nothing is coerced: strings or booleans for dense data and
-non-integral numbers for ids are errors. A dense or id column of an :class:`ArrayBatch` that
+the data layer and the sample. Nothing is coerced: strings or booleans anywhere (NumPy would
+read True as 1 among floats), non-integral numbers for ids or sparse column ids, sparse pairs
+of other than two numbers, and with positional feeding a sample with more fields than data
+layers are errors. A dense or id column of an :class:`ArrayBatch` that
 already has the feeder's dtype is bound as a read-only view: nothing is copied.
 """
 
@@ -310,22 +312,19 @@ class DataFeeder:
         nothing is rounded, truncated or read as 1/0."""
         indptr = _starts(list(map(len, fields)))
         flat = list(chain.from_iterable(fields))
-        if not with_values:
-            try:
+        try:
+            if not with_values:
                 cols = self._ids(flat, dim, "column id") if flat else np.empty(0, np.int64)
-            except _BadSample as e:
-                raise ValueError(str(e)) from None
-            return CsrMatrix(indptr, cols, None, (len(fields), dim))
-        try:
-            sizes = set(map(len, flat))
-        except TypeError:
-            sizes = {None}
-        if sizes - {2}:
-            raise ValueError(f"expected (column id, value) pairs, got an entry of "
-                             f"{_entry_size(sizes - {2})}")
-        try:
+                return CsrMatrix(indptr, cols, None, (len(fields), dim))
+            try:
+                sizes = set(map(len, flat))
+            except TypeError:
+                sizes = {None}
+            if sizes - {2}:
+                raise ValueError(f"expected (column id, value) pairs, got an entry of "
+                                 f"{_entry_size(sizes - {2})}")
             return self._sparse_pairs(indptr, flat, dim, len(fields))
-        except _BadSample as e:  # its index counts pairs, not samples: the caller locates
+        except _BadSample as e:  # its index counts entries, not samples: the caller locates
             raise ValueError(str(e)) from None
 
     def _sparse_pairs(self, indptr: np.ndarray, flat: list, dim: int, n: int) -> CsrMatrix:

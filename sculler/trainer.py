@@ -335,6 +335,9 @@ class SGD:
         opt = self.optimizer.checked_state(
             {k[4:]: v for k, v in tensors.items() if k.startswith("opt/")})
         rng = {}
+        if not isinstance(meta.get("rng"), dict):
+            raise ValueError(f"the random states are {type(meta.get('rng')).__name__}, not a "
+                             "mapping")
         for key, (kind, pos, has_gauss, gauss) in meta["rng"].items():
             state = (kind, tensors[f"rng/{key}"], int(pos), int(has_gauss), float(gauss))
             np.random.RandomState().set_state(state)  # raises on a damaged state
