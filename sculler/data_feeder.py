@@ -289,7 +289,8 @@ class DataFeeder:
         if raw.dtype.kind in "iu":
             ids = raw.astype(np.int64, copy=False).reshape(-1)
         elif raw.dtype.kind == "f":
-            ids = raw.astype(np.int64).reshape(-1)
+            with np.errstate(invalid="ignore"):  # NaN, inf: caught as not integral below
+                ids = raw.astype(np.int64).reshape(-1)
             frac = raw.reshape(-1) != ids
             if frac.any():
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
