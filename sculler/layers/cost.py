@@ -144,7 +144,8 @@ class MultiClassCrossEntropy(CostLayer):
     def _logits_source(self):
         """The input layer when it is a softmax (without dropout) whose logits it can keep."""
         src = self.inputs[0]
-        if src.activation.name == "softmax" and src.config.drop_rate == 0:
+        if (src.activation.name == "softmax" and src.config.drop_rate == 0
+                and not src.uses_act_inside):
             return src
         return None
 
