@@ -32,7 +32,7 @@ from sculler.v2.runtime import init  # noqa: E402, F401
 
 # imported on first use (paddle.dataset.mnist, paddle.plot.Ploter, sculler.distributed): not
 # needed to train locally; Ray itself is imported only when a Cluster is created
-_LAZY_SUBMODULES = ("dataset", "plot", "distributed")
+_LAZY_SUBMODULES = ("dataset", "plot", "distributed", "image")
 
 # --- eager mode exports (owned by sculler/eager): loaded on first use (paddle.to_tensor,
 # paddle.nn, paddle.autograd.PyLayer, ...), since a v2 program never needs the eager ops ----

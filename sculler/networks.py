@@ -151,6 +151,16 @@ def vgg_16_network(input_image: LayerOutput, num_channels: int,
     return L.fc(input=tmp, size=num_classes, act=A.Softmax())
 
 
+from sculler.v2 import (  # noqa: E402
+    networks_attention,
+    networks_group,
+    networks_rnn,
+    networks_text,
+)
+from sculler.v2.networks_attention import *  # noqa: E402,F401,F403
 from sculler.v2.networks_group import *  # noqa: E402,F401,F403
 from sculler.v2.networks_rnn import *  # noqa: E402,F401,F403
 from sculler.v2.networks_text import *  # noqa: E402,F401,F403
+
+__all__ += [*networks_attention.__all__, *networks_group.__all__, *networks_rnn.__all__,
+            *networks_text.__all__]

@@ -3,8 +3,6 @@
 (``__auc_evaluator_0__``: v1 names every evaluator from its function's name).
 
 An evaluator attaches to its input layer; the config collects it when the model is built.
-The printer evaluators other than ``value_printer_evaluator`` and ``detection_map_evaluator``
-come with the layer library's evaluators (not here yet).
 """
 
 from __future__ import annotations
@@ -17,7 +15,9 @@ from sculler.core.model_config import EvaluatorConfig
 
 __all__ = ["classification_error_evaluator", "auc_evaluator", "pnpair_evaluator",
            "precision_recall_evaluator", "ctc_error_evaluator", "chunk_evaluator",
-           "sum_evaluator", "column_sum_evaluator", "value_printer_evaluator"]
+           "sum_evaluator", "column_sum_evaluator", "value_printer_evaluator",
+           "gradient_printer_evaluator", "maxid_printer_evaluator", "maxframe_printer_evaluator",
+           "seqtext_printer_evaluator"]
 
 
 def _name(name: str | None, fn: str) -> str:
@@ -85,3 +85,31 @@ def column_sum_evaluator(input: LayerOutput, name: str | None = None,  # noqa: A
 def value_printer_evaluator(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
     """Log the layer's values every batch (see :func:`sculler.evaluator.value_printer`)."""
     return _ev.value_printer(input=input, name=_name(name, "value_printer_evaluator"))
+
+
+def gradient_printer_evaluator(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
+    """Log the layer's output gradient every training batch."""
+    return _ev.gradient_printer(input=input, name=_name(name, "gradient_printer_evaluator"))
+
+
+def maxid_printer_evaluator(input: Any, num_results: int | None = None,  # noqa: A002
+                            name: str | None = None) -> EvaluatorConfig:
+    """Log the largest entries of every row (see :func:`sculler.evaluator.maxid_printer`)."""
+    return _ev.maxid_printer(input=input, num_results=num_results,
+                             name=_name(name, "maxid_printer_evaluator"))
+
+
+def maxframe_printer_evaluator(input: Any, num_results: int | None = None,  # noqa: A002
+                               name: str | None = None) -> EvaluatorConfig:
+    """Log each sequence's highest frames (see :func:`sculler.evaluator.maxframe_printer`)."""
+    return _ev.maxframe_printer(input=input, num_results=num_results,
+                                name=_name(name, "maxframe_printer_evaluator"))
+
+
+def seqtext_printer_evaluator(input: Any, result_file: str, id_input: Any = None,  # noqa: A002
+                              dict_file: str | None = None, delimited: bool | None = None,
+                              name: str | None = None) -> EvaluatorConfig:
+    """Write sequences of ids as text (see :func:`sculler.evaluator.seqtext_printer`)."""
+    return _ev.seqtext_printer(input=input, result_file=result_file, id_input=id_input,
+                               dict_file=dict_file, delimited=delimited,
+                               name=_name(name, "seqtext_printer_evaluator"))

@@ -160,7 +160,7 @@ for _face in faces():
 # networks (trainer_config_helpers.networks) built from several layers
 for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
               "vgg_16_network", "simple_lstm", "simple_gru2", "bidirectional_lstm",
-              "bidirectional_gru"):
+              "bidirectional_gru", "multi_head_attention"):
     globals()[_name] = _helper(getattr(_networks, _name))
     __all__.append(_name)
 __all__ += ["layer_math", "define_py_data_sources2", "layer_support", *_v1_evaluators.__all__]

@@ -146,6 +146,7 @@ class ModelBuilder:
         lc.size = int(cls.infer_size(lc, inputs))
         weight_attrs = self._weight_attrs.get(lc.name, [])
         defaults = cls.weight_defaults(lc, inputs)
+        written = cls.paddle_dims(lc, inputs)
         out = []
         for i, dims in cls.weight_dims(lc, inputs).items():
             attrs = dict(defaults.get(i, {}))
@@ -154,6 +155,8 @@ class ModelBuilder:
             name = ic.input_parameter_name or attrs.get("name") or f"_{lc.name}.w{i}"
             ic.input_parameter_name = name
             out.append(make_parameter(name, dims, attrs))
+            if i in written:
+                out[-1].paddle_dims = [int(d) for d in written[i]]
         bias = self._bias_attrs.get(lc.name)
         use_bias = cls.default_bias if bias is None or bias is True else bias is not False
         if bias is True:
@@ -163,6 +166,8 @@ class ModelBuilder:
             name = lc.bias_parameter_name or attrs.get("name") or f"_{lc.name}.wbias"
             lc.bias_parameter_name = name
             out.append(make_parameter(name, cls.bias_dims(lc, inputs), attrs))
+            if "bias" in written:
+                out[-1].paddle_dims = [int(d) for d in written["bias"]]
         else:
             lc.bias_parameter_name = None
         out.extend(cls.extra_parameters(lc, inputs))

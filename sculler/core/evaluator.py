@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import to_numpy
-from sculler.core import metrics  # noqa: F401 - registers the other evaluator types
+from sculler.core import metrics, printers  # noqa: F401 - register the other evaluator types
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
 from sculler.core.suggest import close_matches

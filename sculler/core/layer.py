@@ -173,6 +173,13 @@ class Layer:
         return (1, config.size)
 
     @classmethod
+    def paddle_dims(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int | str, tuple]:
+        """The dims PaddlePaddle's config writes for a parameter (an input index, or
+        ``"bias"``) where they differ from its array shape (``()``: none written); only the
+        protobuf form of the ModelConfig reads them."""
+        return {}
+
+    @classmethod
     def weight_defaults(cls, config: LayerConfig, inputs: list[LayerConfig]) -> dict[int, dict]:
         """Default ParameterConfig settings per weight (the user's settings override them),
         e.g. batch norm's static moving statistics."""

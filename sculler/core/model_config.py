@@ -42,6 +42,9 @@ class ParameterConfig:
     is_static: bool = False
     sparse_update: bool = False
     sparse_remote_update: bool = False
+    # the dims PaddlePaddle's config writes when they are not the array shape ``dims`` (conv
+    # weights: none); only the protobuf form of the ModelConfig uses them
+    paddle_dims: list[int] | None = None
 
     def __post_init__(self) -> None:
         """Numeric settings must be finite numbers (or None): a string or NaN here would

@@ -130,6 +130,14 @@ class ConvLayer(ImageLayer):
         return {i: (s[0], s[1] * s[2] * s[3]) for i, s in shapes.items()}
 
     @classmethod
+    def paddle_dims(cls, config, inputs):
+        """PaddlePaddle writes no dims for a convolution's weights and ``[n, 1]`` for its
+        bias of ``n`` values."""
+        written = {i: () for i in cls.weight_dims(config, inputs)}
+        written["bias"] = (int(math.prod(cls.bias_dims(config, inputs))), 1)
+        return written
+
+    @classmethod
     def bias_dims(cls, config, inputs):
         if config.attrs.get("shared_biases", True):
             return (1, int(config.attrs["num_filters"]))

@@ -260,6 +260,11 @@ class TensorLayer(_Pair):
     def weight_dims(cls, config, inputs):
         return {0: (inputs[0].size, inputs[1].size * config.size)}
 
+    @classmethod
+    def paddle_dims(cls, config, inputs):
+        """PaddlePaddle writes ``[M, N, size]`` for the same memory (block k at k*M*N)."""
+        return {0: (inputs[0].size, inputs[1].size, config.size)}
+
     def _blocks(self, w):
         a_dim, b_dim = self.inputs[0].size, self.inputs[1].size
         return w.reshape(self.size, a_dim, b_dim)

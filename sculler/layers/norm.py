@@ -75,6 +75,11 @@ class BatchNormLayer(ImageLayer):
         return (1, image_geometry(config, inputs, 0, flat_ok=True)[0])
 
     @classmethod
+    def paddle_dims(cls, config, inputs):
+        """PaddlePaddle writes no dims for the scale (the moving statistics are ``[1, C]``)."""
+        return {0: ()}
+
+    @classmethod
     def weight_defaults(cls, config, inputs):
         moving = {"is_static": True, "initial_mean": 0.0, "initial_std": 0.0}
         return {0: {"initial_mean": 1.0, "initial_std": 0.0}, 1: moving, 2: dict(moving)}

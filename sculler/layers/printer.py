@@ -9,16 +9,12 @@ runs like any declared layer; in the v2 API give it to the trainer in ``extra_la
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 from sculler.backend import to_numpy
 from sculler.core.expression import LayerOutput, as_inputs, make_layer
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
-
-LOG = logging.getLogger("sculler.layers.printer")
 
 
 def _value_string(arg) -> str:
@@ -47,10 +43,13 @@ class PrintLayer(Layer):
         return 0
 
     def forward(self, pass_type: str) -> None:
-        if LOG.isEnabledFor(logging.INFO):
+        import logging  # (loaded when a print layer first runs, not with sculler)
+
+        log = logging.getLogger("sculler.layers.printer")
+        if log.isEnabledFor(logging.INFO):
             values = tuple(_value_string(self.get_input(i)) for i in range(len(self.inputs)))
             for line in (self.attr("format") % values).split("\n"):
-                LOG.info(line)
+                log.info(line)
 
     def backward(self, callback=None) -> None:
         """Printing has no gradient."""

@@ -20,7 +20,8 @@ from sculler.core.expression import LayerOutput
 from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core evaluators
 from sculler.core.model_config import EvaluatorConfig
 
-__all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error"]
+__all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error",
+           "gradient_printer", "maxid_printer", "maxframe_printer", "seqtext_printer"]
 
 
 def attach(type_name: str, fn: str, layers: list[Any], name: str | None,
@@ -102,3 +103,48 @@ def value_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # no
     ``sculler.evaluator``, level INFO); reports no number of its own."""
     layers = list(input) if isinstance(input, (list, tuple)) else [input]
     return attach("value_printer", "value_printer", layers, name, {})
+
+
+def _layers(input: Any) -> list[Any]:  # noqa: A002
+    return list(input) if isinstance(input, (list, tuple)) else [input]
+
+
+def gradient_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
+    """Log the output gradient of one layer or a list every training batch."""
+    return attach("gradient_printer", "gradient_printer", _layers(input), name, {})
+
+
+def _num_results(num_results: Any, fn: str) -> int:
+    if num_results is None:
+        return 1
+    if isinstance(num_results, bool) or not isinstance(num_results, int) or num_results < 1:
+        raise ValueError(f"{fn}: num_results must be a positive int, got {num_results!r}")
+    return num_results
+
+
+def maxid_printer(input: Any, num_results: int | None = None,  # noqa: A002
+                  name: str | None = None) -> EvaluatorConfig:
+    """Log the ``num_results`` largest entries (id and value) of every row."""
+    return attach("max_id_printer", "maxid_printer", _layers(input), name,
+                  {"num_results": _num_results(num_results, "maxid_printer")})
+
+
+def maxframe_printer(input: Any, num_results: int | None = None,  # noqa: A002
+                     name: str | None = None) -> EvaluatorConfig:
+    """Log the ``num_results`` highest frames of each sequence of a width-1 layer."""
+    return attach("max_frame_printer", "maxframe_printer", _layers(input), name,
+                  {"num_results": _num_results(num_results, "maxframe_printer")})
+
+
+def seqtext_printer(input: Any, result_file: str, id_input: Any = None,  # noqa: A002
+                    dict_file: str | None = None, delimited: bool | None = None,
+                    name: str | None = None) -> EvaluatorConfig:
+    """Write each sequence of ids of ``input`` to ``result_file`` as a line of tokens
+    (words of ``dict_file`` if given), prefixed by the sample id from ``id_input``."""
+    if not isinstance(result_file, str) or not result_file:
+        raise ValueError(f"seqtext_printer: result_file must be a file name, got "
+                         f"{result_file!r}")
+    layers = ([id_input] if id_input is not None else []) + _layers(input)
+    return attach("seq_text_printer", "seqtext_printer", layers, name,
+                  {"result_file": result_file, "dict_file": dict_file,
+                   "delimited": True if delimited is None else bool(delimited)})

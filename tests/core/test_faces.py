@@ -124,3 +124,20 @@ def test_the_onnx_table_is_the_converters_declared_beside_the_layers():
     for type_name in ("fc", "embedding", "concat", "addto", "mixed", "exconv", "pool",
                       "batch_norm"):
         assert CONVERTERS[type_name].__module__.startswith("sculler.layers."), type_name
+
+
+def test_parameters_record_the_dims_paddle_writes_where_they_differ():
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(3 * 8 * 8),
+                            height=8, width=8)
+    conv = paddle.layer.img_conv(input=img, filter_size=3, num_filters=4, name="c")
+    bn = paddle.layer.batch_norm(input=conv, name="bn")
+    a = paddle.layer.data(name="a", type=paddle.data_type.dense_vector(5))
+    b = paddle.layer.data(name="b", type=paddle.data_type.dense_vector(6))
+    t = paddle.layer.tensor(a=a, b=b, size=2, name="t")
+    model = paddle.topology.Topology([bn, t]).proto()
+    written = {p.name: (p.dims, p.paddle_dims) for p in model.parameters}
+    assert written["_c.w0"] == ([4, 27], [])
+    assert written["_c.wbias"] == ([1, 4], [4, 1])
+    assert written["_bn.w0"] == ([1, 4], [])
+    assert written["_bn.w1"] == ([1, 4], None)
+    assert written["_t.w0"] == ([5, 12], [5, 6, 2])

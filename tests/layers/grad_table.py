@@ -315,6 +315,14 @@ def bn_inputs(size: int) -> list[InputDef]:
 image = partial(Row, batch_size=4)
 
 
+def regions(rng: np.random.RandomState, batch: int) -> np.ndarray:
+    """roi_pool's regions ``[image, x1, y1, x2, y2]`` (input coordinates, twice the 5 x 4
+    map's at spatial_scale 0.5), one per sample, on its own image."""
+    x1, y1 = rng.randint(0, 4, size=batch), rng.randint(0, 5, size=batch)
+    x2, y2 = x1 + rng.randint(2, 5, size=batch), y1 + rng.randint(2, 6, size=batch)
+    return np.stack([np.arange(batch), x1, y1, x2, y2], axis=1).astype(np.float64)
+
+
 def sub_region_boxes(rng: np.random.RandomState, batch: int) -> np.ndarray:
     """scale_sub_region's boxes ``[c0, c1, h0, h1, w0, w1]`` (1-based, ends included) inside
     a 2 x 5 x 4 image, one per sample."""
@@ -382,6 +390,10 @@ IMAGE = [
                        active_type="tanh"), [INPUT_DATA(12)]),
     image("rotate", dict(IMG), [INPUT_DATA(40)]),
     image("switch_order", dict(IMG, reshape_axis=3), [INPUT_DATA(40)]),
+    image("roi_pool", dict(IMG, pooled_height=2, pooled_width=2, spatial_scale=0.5),
+          [INPUT_DATA(40), INPUT_DATA_TARGET(5)],
+          make_inputs=lambda batch, rng: [Argument(value=dense(rng, batch, 40)),
+                                          Argument(value=regions(rng, batch))]),
     image("scale_sub_region", dict(IMG, value=2.5), [INPUT_DATA(40), INPUT_DATA_TARGET(6)],
           make_inputs=lambda batch, rng: [Argument(value=dense(rng, batch, 40)),
                                           Argument(value=sub_region_boxes(rng, batch))]),

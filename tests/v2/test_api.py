@@ -90,7 +90,7 @@ def test_bias_false_and_initializer():
 
 def test_unsupported_arguments_raise():
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
-    with pytest.raises(NotImplementedError, match="cos_vm"):
+    with pytest.raises(ValueError, match="cos_vm.*must hold size=3 vectors"):
         paddle.layer.cos_sim(a=x, b=x, size=3)
     with pytest.raises(ValueError, match="error_clipping"):
         paddle.attr.Extra(error_clipping_threshold=-1.0)
