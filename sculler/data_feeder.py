@@ -6,8 +6,10 @@ Each field is converted by its :class:`~sculler.data_type.InputType` with one
 vector, sparse rows into a :class:`CsrMatrix`; sequences are packed
 end to end with ``seq_starts`` (and ``sub_seq_starts`` for nested sequences). Checks run on
 the whole array; only when one fails is the offending sample looked for, so errors still name
-the data layer and the sample. Nothing is coerced: strings or booleans for dense data and
-non-integral numbers for ids are errors. A dense or id column of an :class:`ArrayBatch` that
+the data layer and the sample. Nothing is coerced: strings or booleans anywhere (NumPy would
+read True as 1 among floats), non-integral numbers for ids or sparse column ids, sparse pairs
+of other than two numbers, and with positional feeding a sample with more fields than data
+layers are errors. A dense or id column of an :class:`ArrayBatch` that
 already has the feeder's dtype is bound as a read-only view: nothing is copied.
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -38,11 +41,76 @@ class _BadSample(ValueError):
         self.sample = sample
 
 
+_BOOL_REFUSED = "expected numbers, got a boolean (True/False is not read as 1/0)"
+
+
+def _entry_size(sizes: set) -> str:
+    """``3 values`` for a wrong-sized entry, ``no length`` for a scalar one."""
+    size = min(sizes, key=lambda n: -1 if n is None else n)
+    return "no length (a single number)" if size is None else f"{size} values"
+
+
 def _describe_column(column: Any) -> str:
     """``shape (128, 783) float32`` for an array column, its length for a list."""
     if isinstance(column, np.ndarray):
         return f"shape {column.shape} {column.dtype}"
     return f"{type(column).__name__} of {len(column)} samples"
+
+
+_CONTAINERS = frozenset({list, tuple, np.ndarray})
+_BOOLS = frozenset({bool, np.bool_})
+_PY_NUMBERS = frozenset({float, int})
+
+
+def _leaf_types(values: Sequence) -> set:
+    """The types of the scalars in ``values`` and in its nested lists and tuples, arrays
+    counted by their dtype's scalar type. ``set(map(type, ...))`` runs at C speed, one level of
+    nesting at a time; a level is materialised only when another one follows it."""
+    leaves: set = set()
+    types = set(map(type, values))
+    while True:
+        if np.ndarray in types:
+            arrays = values if len(types) == 1 else [v for v in values if type(v) is np.ndarray]
+            leaves.update(d.type for d in set(map(attrgetter("dtype"), arrays)))
+        leaves |= types - _CONTAINERS
+        if not types & {list, tuple}:
+            return leaves
+        nested = values if types <= {list, tuple} else [
+            v for v in values if type(v) in (list, tuple)]
+        types = set(map(type, chain.from_iterable(nested)))
+        if not types & _CONTAINERS:
+            return leaves | types
+        values = list(chain.from_iterable(nested))
+
+
+def _numbers(values: Any, dtype: Any = None, direct: frozenset = _PY_NUMBERS) -> np.ndarray:
+    """``values`` (an array, or nested lists of numbers) as an array of numbers.
+
+    NumPy reads ``True`` as 1 among numbers (``np.asarray([[True, False], [0.5, 1.0]])`` is a
+    float array), so the leaf types are looked at first and booleans refused. Leaves all of
+    the ``direct`` Python types are converted straight to ``dtype`` when one is given: NumPy's
+    dtype discovery over nested lists costs about what the conversion does.
+
+    Raises:
+        TypeError: a boolean, a string or another non-number.
+    """
+    if isinstance(values, np.ndarray):
+        arr = values
+    else:
+        leaves = _leaf_types(values)
+        if leaves & _BOOLS:
+            raise TypeError(_BOOL_REFUSED)
+        arr = None
+        if dtype is not None and leaves <= direct:
+            try:
+                arr = np.asarray(values, dtype=dtype)
+            except OverflowError as e:
+                raise ValueError(f"a number is out of range ({e})") from None
+        if arr is None:
+            arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"expected numbers, got values of dtype {arr.dtype}")
+    return arr
 
 
 def _starts(lengths: list[int]) -> np.ndarray:
@@ -68,6 +136,9 @@ class DataFeeder:
         self.data_types = list(data_types)
         self._buffers: dict[str, np.ndarray] | None = {} if reuse_buffers else None
         names = [n for n, _ in self.data_types]
+        # positional feeding (None or a list of names) reads every field: one more is a
+        # mistake, never silently dropped; a dict picks the fields it names
+        self._every_field_read = not isinstance(feeding, Mapping)
         if feeding is None:
             feeding = {n: i for i, n in enumerate(names)}
         elif isinstance(feeding, (list, tuple)):
@@ -93,6 +164,8 @@ class DataFeeder:
         columns = minibatch.columns if isinstance(minibatch, ArrayBatch) else None
         if columns is not None and len(columns) < self._fields_read:
             self._columns_missing(columns)
+        if self._every_field_read:
+            self._refuse_extra_fields(minibatch, columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]
@@ -113,8 +186,10 @@ class DataFeeder:
                 where = f"field {col}"
                 if columns is not None:
                     where = f"ArrayBatch column {col} ({_describe_column(fields)})"
-                raise ValueError(f"data layer {name!r} (expects {tp}): sample "
-                                 f"{self._first_bad(fields, tp)} {where} does not match: "
+                bad = self._first_bad(fields, tp)
+                who = (f"sample {bad} {where}" if bad is not None else
+                       f"{where} of the batch (each sample converts alone, not together)")
+                raise ValueError(f"data layer {name!r} (expects {tp}): {who} does not match: "
                                  f"{e}") from None
         return out
 
@@ -128,6 +203,25 @@ class DataFeeder:
                     sample, (tuple, list)) or c >= len(sample)]
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
                                  f"fields up to index {need - 1} (feeding {self.feeding})")
+
+    def _refuse_extra_fields(self, minibatch: Sequence[Any], columns: tuple | None) -> None:
+        """ValueError naming the first sample with more fields than the data layers read."""
+        need = self._fields_read
+        if columns is not None:
+            counts = [len(columns)]
+        else:
+            try:
+                counts = list(map(len, minibatch))
+            except TypeError:
+                return  # a sample that is not a tuple: reported where its field is read
+        if max(counts) <= need:
+            return
+        i = next(i for i, c in enumerate(counts) if c > need)
+        what = "the ArrayBatch" if columns is not None else f"sample {i}"
+        raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
+                         f"{list(self.feeding)} read {need} (feeding {self.feeding}): the extra "
+                         f"fields would be ignored; drop them from the reader, or pass "
+                         f"feeding={{name: field index}} to choose the fields to read")
 
     def _columns_missing(self, columns: tuple) -> None:
         """ValueError for an ArrayBatch with fewer columns than the fields the feeding reads."""
@@ -168,9 +262,7 @@ class DataFeeder:
             value = self._into_buffer(fields, dim, name)
             if value is not None:
                 return value
-        value = np.asarray(fields)
-        if value.dtype.kind not in "iuf":
-            raise TypeError(f"expected numbers, got values of dtype {value.dtype}")
+        value = _numbers(fields, self.dtype)
         if column and value.dtype == self.dtype:
             value = value.view()
             value.flags.writeable = False
@@ -190,26 +282,62 @@ class DataFeeder:
                              f"samples of 2 or 3 dimensions holding {dim} values")
         return value
 
-    def _ids(self, fields: Sequence, dim: int) -> np.ndarray:
-        raw = np.asarray(fields)
+    def _ids(self, fields: Sequence, dim: int, what: str = "id") -> np.ndarray:
+        """``fields`` as an int64 vector of one integer each in ``[0, dim)``: floats must hold
+        integral values, booleans and anything else are refused (``what`` names them)."""
+        raw = _numbers(fields, np.int64, frozenset({int}))
         if raw.dtype.kind in "iu":
             ids = raw.astype(np.int64, copy=False).reshape(-1)
         elif raw.dtype.kind == "f":
-            ids = raw.astype(np.int64).reshape(-1)
+            with np.errstate(invalid="ignore"):  # NaN, inf: caught as not integral below
+                ids = raw.astype(np.int64).reshape(-1)
             frac = raw.reshape(-1) != ids
             if frac.any():
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
-                                 f"id {float(raw.reshape(-1)[frac.argmax()])!r} is not an integer "
-                                 "(integer ids expected)")
-        else:
-            raise TypeError(f"expected integer ids, got values of dtype {raw.dtype}")
+                                 f"{what} {float(raw.reshape(-1)[frac.argmax()])!r} is not an "
+                                 f"integer (integer {what}s expected)")
+        if raw.ndim != 1 and not isinstance(fields, np.ndarray):
+            raise ValueError(f"expected one integer {what} per entry, got entries of shape "
+                             f"{raw.shape[1:]}")
         if ids.shape[0] != len(fields):
-            raise ValueError(f"expected one integer per step, got {len(ids)} values for "
-                             f"{len(fields)} steps")
+            raise ValueError(f"expected one integer {what} per entry, got {len(ids)} values "
+                             f"for {len(fields)} entries")
         bad = first_id_out_of_range(ids, dim)
         if bad is not None:
-            raise ValueError(f"id {bad} outside [0, {dim})")
+            raise ValueError(f"{what} {bad} outside [0, {dim})")
         return ids
+
+    def _sparse(self, fields: Sequence, dim: int, with_values: bool) -> CsrMatrix:
+        """CSR rows from per-sample lists of column ids, or of ``(column id, value)`` pairs
+        ``with_values``: ids must be integers in ``[0, dim)`` and pairs exactly two numbers;
+        nothing is rounded, truncated or read as 1/0."""
+        indptr = _starts(list(map(len, fields)))
+        flat = list(chain.from_iterable(fields))
+        try:
+            if not with_values:
+                cols = self._ids(flat, dim, "column id") if flat else np.empty(0, np.int64)
+                return CsrMatrix(indptr, cols, None, (len(fields), dim))
+            try:
+                sizes = set(map(len, flat))
+            except TypeError:
+                sizes = {None}
+            if sizes - {2}:
+                raise ValueError(f"expected (column id, value) pairs, got an entry of "
+                                 f"{_entry_size(sizes - {2})}")
+            return self._sparse_pairs(indptr, flat, dim, len(fields))
+        except _BadSample as e:  # its index counts entries, not samples: the caller locates
+            raise ValueError(str(e)) from None
+
+    def _sparse_pairs(self, indptr: np.ndarray, flat: list, dim: int, n: int) -> CsrMatrix:
+        """CSR of checked pairs: their columns and values split apart first (NumPy converts
+        a list of tuples one tuple at a time, several times slower)."""
+        cols, values = zip(*flat) if flat else ((), ())
+        ids = self._ids(cols, dim, "column id") if flat else np.empty(0, np.int64)
+        data = _numbers(values, self.dtype).astype(self.dtype, copy=False)
+        if data.ndim != 1:
+            raise ValueError(f"expected (column id, value) pairs of two numbers, got values "
+                             f"of shape {data.shape[1:]}")
+        return CsrMatrix(indptr, ids, data, (n, dim))
 
     def _convert(self, fields: Sequence, tp: InputType, name: str | None = None,
                  column: bool = False) -> Argument:
@@ -236,15 +364,15 @@ class DataFeeder:
             arg = Argument(ids=ids if xp is np else xp.asarray(ids))
             arg.mark_ids_below(tp.dim)  # checked in _ids: the layers skip the check
         else:
-            arg = Argument(value=CsrMatrix.from_rows(
-                fields, tp.dim, tp.type == DataType.SparseValue, dtype=self.dtype))
+            arg = Argument(value=self._sparse(fields, tp.dim, tp.type == DataType.SparseValue))
         arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_starts
         return arg
 
-    def _first_bad(self, fields: Sequence, tp: InputType) -> int:
+    def _first_bad(self, fields: Sequence, tp: InputType) -> int | None:
+        """The first sample that fails to convert alone; None when each one converts."""
         for i, f in enumerate(fields):
             try:
                 self._convert([f], tp)
             except (ValueError, TypeError):
                 return i
-        return 0
+        return None

@@ -7,8 +7,8 @@ process killed mid-write leaves the old file (or none) under the final name, and
 temporary file is removed by the next successful write of the same target.
 
 ``read_tar(f, what)`` reads a whole tar and checks its structure (every header, every
-entry's length, the end-of-archive marker), so a truncated, padded or foreign file is a
-:class:`FileFormatError` naming the file instead of a partial read.
+entry's length, nothing but zeros after the last entry), so a truncated, padded or foreign
+file is a :class:`FileFormatError` naming the file instead of a partial read.
 
 A write that fails for a storage reason (disk full, read-only directory, no permission, I/O
 error) is a :class:`FileWriteError` (an OSError with the system's errno) saying what was
@@ -205,8 +205,14 @@ def _read_all(f: Any, what: str) -> tuple[bytes, str]:
 def read_tar(f: Any, what: str) -> tuple[dict[str, bytes], str]:
     """Every entry of the tar ``f`` (path or binary stream) as ``name -> bytes``, in order,
     and the file's name for messages. The tar's structure is checked: each header, each
-    entry lying within the file, regular files only, no repeated name, and after the last
-    entry an end-of-archive marker (zero blocks) with nothing but zeros after it.
+    entry lying whole within the file, regular files only, no repeated name, and after the
+    last entry nothing but zeros (the end-of-archive marker) or nothing at all.
+
+    A missing end-of-archive marker is accepted: PaddlePaddle's ``Parameters.to_tar`` never
+    closes its ``TarFile``, so every tar it wrote ends right after its last entry. Damage is
+    still found where it shows: ``tarfile`` stops silently at a truncated or damaged header
+    after the first entry, so any non-zero byte after the last entry it read is such a
+    header, and an entry whose data runs past the end of the file is truncated.
 
     Raises:
         FileFormatError: not a tar, truncated, or with data after its end; names the file
@@ -218,36 +224,39 @@ def read_tar(f: Any, what: str) -> tuple[dict[str, bytes], str]:
     if not data:
         raise FileFormatError(f"{what}: {name} is empty")
     members: list[tarfile.TarInfo] = []
+    unreadable = None
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             while (m := tar.next()) is not None:
                 members.append(m)
     except tarfile.TarError as e:
-        where = f"after entry {members[-1].name!r}" if members else "at its start"
-        raise FileFormatError(f"{what}: {name} is not a tar file, or is truncated or damaged "
-                              f"{where} ({e})") from e
+        unreadable = e
     entries: dict[str, bytes] = {}
     end = 0
     for m in members:
-        if not m.isreg():
-            raise FileFormatError(f"{what}: {name} entry {m.name!r} is not a regular file")
-        if m.name in entries:
-            raise FileFormatError(f"{what}: {name} holds entry {m.name!r} twice")
         stop = m.offset_data + m.size
         if stop > len(data):
             raise FileFormatError(f"{what}: {name} is truncated: entry {m.name!r} needs "
                                   f"{m.size} bytes, {max(len(data) - m.offset_data, 0)} are "
                                   "present")
+        if not m.isreg():
+            raise FileFormatError(f"{what}: {name} entry {m.name!r} is not a regular file")
+        if m.name in entries:
+            raise FileFormatError(f"{what}: {name} holds entry {m.name!r} twice")
         entries[m.name] = data[m.offset_data:stop]
         end = m.offset_data + -(-m.size // _BLOCK) * _BLOCK
+    last = f"after entry {members[-1].name!r}" if members else "at its start"
+    if unreadable is not None:
+        raise FileFormatError(f"{what}: {name} is not a tar file, or is truncated or damaged "
+                              f"{last} ({unreadable})") from unreadable
     tail = data[end:]
-    if len(tail) < 2 * _BLOCK or tail[:2 * _BLOCK].count(0) != 2 * _BLOCK:
-        last = f"after entry {members[-1].name!r}" if members else "at its start"
-        raise FileFormatError(f"{what}: {name} is truncated or damaged {last}: the "
-                              "end-of-archive marker is missing")
-    if tail.count(0) != len(tail):
-        raise FileFormatError(f"{what}: {name} has {len(tail) - 2 * _BLOCK} bytes of "
-                              "non-tar data after its end-of-archive marker")
+    zeros = len(tail) - len(tail.lstrip(b"\0"))
+    if zeros < min(len(tail), _BLOCK):
+        raise FileFormatError(f"{what}: {name} has a truncated or damaged entry header "
+                              f"{last} (byte {end})")
+    if zeros != len(tail):
+        raise FileFormatError(f"{what}: {name} has {len(tail) - zeros} bytes of non-tar "
+                              f"data after its end-of-archive marker (byte {end + zeros})")
     return entries, name
 
 

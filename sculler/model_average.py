@@ -203,13 +203,31 @@ class ModelAverage:
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s entries (the parameters are bound again at their next
-        update)."""
+        update); every entry is checked before any is applied."""
+        self.apply_state(self.checked_state(d))
+
+    def checked_state(self, d: Mapping[str, Any]) -> tuple:
+        """``d`` checked and converted for :meth:`apply_state`, nothing applied yet."""
+        counters, done, sums = {}, {}, []
         for full, arr in d.items():
             key, _, name = full.rpartition(".")
             if key == "__model_average__":
-                setattr(self, name, int(arr))
+                if name not in _COUNTERS:
+                    raise ValueError(f"unknown model-average counter {full!r}")
+                counters[name] = int(arr)
             elif name == "avg_done":
-                self._done[key] = np.array(arr, dtype=np.int64)
-            elif name.startswith("avg_sum"):
-                sums = self._sums.setdefault(key, [None, None, None])
-                sums[int(name[7:])] = np.array(arr)
+                done[key] = np.array(arr, dtype=np.int64)
+            elif name.startswith("avg_sum") and name[7:] in ("0", "1", "2"):
+                sums.append((key, int(name[7:]), np.array(arr)))
+            else:
+                raise ValueError(f"unknown model-average state {full!r}")
+        return counters, done, sums
+
+    def apply_state(self, checked: tuple) -> None:
+        """Apply what :meth:`checked_state` returned."""
+        counters, done, sums = checked
+        for name, value in counters.items():
+            setattr(self, name, value)
+        self._done.update(done)
+        for key, i, arr in sums:
+            self._sums.setdefault(key, [None, None, None])[i] = arr

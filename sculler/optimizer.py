@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 _COUNTERS = "__optimizer__"
+# state-dict counter name -> the attribute it restores
+_COUNTER_ATTRS = {"num_samples_processed": "_num_samples", "batch_id": "_batches",
+                  "pass_id": "_pass", "learning_rate": "learning_rate"}
 
 
 def _number(name: str, value: Any, low: float = 0.0, high: float = math.inf,
@@ -528,17 +531,26 @@ class Optimizer:
         return d
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned; training then continues bit-identically."""
+        """Restore what :meth:`state_dict` returned; training then continues bit-identically.
+        Every entry is checked before any is applied: a bad one leaves the state as it was."""
+        self.apply_state(self.checked_state(d))
+
+    def checked_state(self, d: Mapping[str, Any]) -> tuple:
+        """``d`` checked and converted for :meth:`apply_state`, nothing applied yet.
+
+        Raises:
+            ValueError / TypeError: an unknown key or counter, or a value of the wrong kind.
+        """
         if not isinstance(d, Mapping):
             raise TypeError(f"state dict must be a mapping, got {type(d).__name__}")
-        counters = {"num_samples_processed", "batch_id", "pass_id", "learning_rate"}
         averages = {k: v for k, v in d.items()
                     if k.startswith("__model_average__.") or ".avg_" in k}
-        if averages:
-            if self.model_average is None:
-                raise ValueError("the state dict holds model-average sums but this optimizer "
-                                 "has no model_average")
-            self.model_average.load_state_dict(averages)
+        if averages and self.model_average is None:
+            raise ValueError("the state dict holds model-average sums but this optimizer "
+                             "has no model_average")
+        average = self.model_average.checked_state(averages) if averages else None
+        counters: dict[str, Any] = {}
+        states = []
         for full, arr in d.items():
             if full in averages:
                 continue
@@ -546,14 +558,22 @@ class Optimizer:
             if not sep:
                 raise ValueError(f"state dict key {full!r} is not '<parameter>.<state>'")
             if key == _COUNTERS:
-                if name not in counters:
+                if name not in _COUNTER_ATTRS:
                     raise ValueError(f"unknown optimizer counter {full!r}")
-                if name == "learning_rate":
-                    self.learning_rate = float(arr)
-                else:
-                    setattr(self, {"num_samples_processed": "_num_samples",
-                                   "batch_id": "_batches", "pass_id": "_pass"}[name], int(arr))
-                continue
+                convert = float if name == "learning_rate" else int
+                counters[_COUNTER_ATTRS[name]] = convert(arr)
+            else:
+                states.append((key, name, np.asarray(arr)))
+        return average, counters, states
+
+    def apply_state(self, checked: tuple) -> None:
+        """Apply what :meth:`checked_state` returned (nothing in it can fail)."""
+        average, counters, states = checked
+        if average is not None:
+            self.model_average.apply_state(average)
+        for attr, value in counters.items():
+            setattr(self, attr, value)
+        for key, name, arr in states:
             st = self._states.setdefault(key, {})
             old = st.get(name)
             if old is not None and old.shape == arr.shape and old.dtype == arr.dtype:

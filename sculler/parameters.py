@@ -9,6 +9,7 @@ float32, and ``<name>.protobuf`` holding its ParameterConfig (name, size, dims).
 from __future__ import annotations
 
 import io
+import math
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -151,7 +152,7 @@ class Parameters:
         """Parameters read from a v2 tar (Sculler's or PaddlePaddle's); the whole file is
         checked first (see :func:`read_parameter_tar`)."""
         params = Parameters()
-        for pc, values in read_parameter_tar(f, "Parameters.from_tar").values():
+        for pc, values in read_parameter_tar(f, "Parameters.from_tar")[0].values():
             params.parameter_set.create(pc, owner="tar")
             params.set(pc.name, values)
         return params
@@ -161,18 +162,21 @@ class Parameters:
         the whole file is checked before anything is overwritten, and a parameter stored
         with another shape is an error."""
         exclude = set(exclude_params or [])
-        stored = read_parameter_tar(f, "Parameters.init_from_tar")
+        stored, fname = read_parameter_tar(f, "Parameters.init_from_tar")
         for name, (pc, _) in stored.items():
             if name in self and name not in exclude and tuple(pc.dims) != self.get_shape(name):
                 raise ValueError(f"init_from_tar: parameter {name!r} has shape "
-                                 f"{self.get_shape(name)} here and {tuple(pc.dims)} in the tar")
+                                 f"{self.get_shape(name)} here and {tuple(pc.dims)} in "
+                                 f"{fname}")
         for name, (_, values) in stored.items():
             if name in self and name not in exclude:
                 self.set(name, values)
 
 
-def read_parameter_tar(f: Any, what: str) -> dict[str, tuple[ParameterConfig, np.ndarray]]:
-    """``name -> (config, values)`` of a v2 parameter tar, every entry checked: the tar's
+def read_parameter_tar(f: Any, what: str
+                       ) -> tuple[dict[str, tuple[ParameterConfig, np.ndarray]], str]:
+    """``name -> (config, values)`` of a v2 parameter tar, and the file's name for messages;
+    every entry checked: the tar's
     structure (:func:`sculler.fileio.read_tar`), a ``<name>.protobuf`` config for every value
     entry and the reverse, the config's size equal to the product of its dims, and each value
     entry's 16-byte header and length equal to that size.
@@ -197,8 +201,8 @@ def read_parameter_tar(f: Any, what: str) -> dict[str, tuple[ParameterConfig, np
         except (ValueError, IndexError, UnicodeDecodeError, struct.error) as e:
             raise FileFormatError(f"{where} is not a ParameterConfig ({e})") from e
         dims = [int(d) for d in conf["dims"]] or [int(conf.get("size", 0))]
-        size = int(conf.get("size", int(np.prod(dims))))
-        if conf.get("name") != name or size != int(np.prod(dims)) or size <= 0:
+        size = int(conf.get("size", math.prod(dims)))
+        if conf.get("name") != name or size != math.prod(dims) or size <= 0:
             raise FileFormatError(f"{where} describes {conf.get('name')!r} of size {size}, dims "
                                   f"{dims}; expected the config of {name!r} with size = "
                                   "product of dims > 0")
@@ -209,7 +213,7 @@ def read_parameter_tar(f: Any, what: str) -> dict[str, tuple[ParameterConfig, np
         pc = ParameterConfig(name=name, dims=dims, initial_std=0.0,
                              is_static=bool(conf.get("is_static", False)))
         out[name] = (pc, values)
-    return out
+    return out, fname
 
 
 def _read_values(raw: bytes, where: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -219,7 +223,7 @@ def _read_values(raw: bytes, where: str, shape: tuple[int, ...]) -> np.ndarray:
     if version != 0 or width != 4:
         raise FileFormatError(f"{where}: unsupported header (version {version}, value size "
                               f"{width}); expected version 0 with float32 values")
-    n = int(np.prod(shape))
+    n = math.prod(shape)
     data = len(raw) - _HEADER.size
     if count != n or data != 4 * n:
         raise FileFormatError(f"{where}: shape {shape} needs {n} values "

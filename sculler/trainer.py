@@ -38,7 +38,7 @@ from sculler.fileio import (
 )
 from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters, training_topology
-from sculler.validate import integer, iterate_reader, require_reader
+from sculler.validate import as_array, exact_shape, integer, iterate_reader, require_reader
 
 __all__ = ["SGD", "TrainingInterrupted", "train"]
 
@@ -363,30 +363,56 @@ class SGD:
             raise ValueError(f"load_checkpoint: {path!r} is a checkpoint of another model: "
                              f"parameters {foreign} are not in this model, {missing} are not "
                              "in the checkpoint")
-        if self.optimizer.model_average is not None:
-            self.optimizer.model_average.restore()
         try:
-            for name, v in params.items():
-                self.parameters.set(name, v)
-            self._restore_state(meta, tensors)
-        except (KeyError, TypeError, ValueError) as e:
+            checked = self._checked_checkpoint(meta, tensors, params)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
             raise FileFormatError(f"load_checkpoint: {path!r} is damaged or of another "
                                   f"model ({type(e).__name__}: {e})") from e
+        # everything is checked: from here on nothing can fail half-way
+        if self.optimizer.model_average is not None:
+            self.optimizer.model_average.restore()
+        self._apply_checkpoint(*checked)
         self._resume = True
 
-    def _restore_state(self, meta: dict, tensors: dict) -> None:
-        opt = {k[4:]: v for k, v in tensors.items() if k.startswith("opt/")}
-        self.optimizer.load_state_dict(opt)
+    def _checked_checkpoint(self, meta: dict, tensors: dict, params: dict) -> tuple:
+        """Every value a checkpoint restores, checked and converted; nothing applied yet (a
+        damaged entry found late must not leave the parameters half overwritten)."""
+        values = {name: exact_shape(as_array(v, f"checkpoint parameter {name!r}"),
+                                    self.parameters.get_shape(name), f"parameter {name!r}",
+                                    allow_flat=True)
+                  for name, v in params.items()}
+        opt = self.optimizer.checked_state(
+            {k[4:]: v for k, v in tensors.items() if k.startswith("opt/")})
+        rng = {}
+        if not isinstance(meta.get("rng"), dict):
+            raise ValueError(f"the random states are {type(meta.get('rng')).__name__}, not a "
+                             "mapping")
         for key, (kind, pos, has_gauss, gauss) in meta["rng"].items():
-            state = (kind, tensors[f"rng/{key}"], pos, has_gauss, gauss)
+            state = (kind, tensors[f"rng/{key}"], int(pos), int(has_gauss), float(gauss))
+            np.random.RandomState().set_state(state)  # raises on a damaged state
+            if key == "global" or key[6:] in self.network.layers:
+                rng[key] = state
+        version, gauss_next = meta["python_rng"]
+        python_rng = (version, tuple(int(v) for v in tensors["rng/python"]), gauss_next)
+        random.Random().setstate(python_rng)  # raises on a damaged state
+        counters = int(meta["next_pass"]), int(meta["next_batch"])
+        if min(counters) < 0:
+            raise ValueError(f"negative pass/batch counters {counters}")
+        return values, opt, rng, python_rng, counters
+
+    def _apply_checkpoint(self, values: dict, opt: tuple, rng: dict, python_rng: tuple,
+                          counters: tuple) -> None:
+        for name, v in values.items():
+            self.parameters.set(name, v)
+        self.optimizer.apply_state(opt)
+        for key, state in rng.items():
             if key == "global":
                 np.random.set_state(state)
-            elif key[6:] in self.network.layers:
+            else:
                 self.network.layers[key[6:]]._rng.set_state(state)
-        version, gauss_next = meta["python_rng"]
-        random.setstate((version, tuple(int(v) for v in tensors["rng/python"]), gauss_next))
-        self._next_pass, self._next_batch = int(meta["next_pass"]), int(meta["next_batch"])
-        self._saved_at = (self._next_pass, self._next_batch)
+        random.setstate(python_rng)
+        self._next_pass, self._next_batch = counters
+        self._saved_at = counters
 
 
 def train(topology: Any, parameters: Parameters, reader: Callable[[], Iterable[Any]],

@@ -14,6 +14,7 @@ import sculler as paddle
 from sculler.fileio import FileFormatError
 from sculler.parameters import Parameters
 from sculler.topology import Topology
+from sculler.v2.protobuf import encode_parameter_config
 
 
 @pytest.fixture
@@ -191,3 +192,120 @@ def test_checkpoint_of_another_model_names_the_parameters(model, tmp_path):
     other.save_checkpoint(str(tmp_path / "other.ckpt"))
     with pytest.raises(ValueError, match="other.ckpt.*another model.*'_other.w0'"):
         trainer.load_checkpoint(str(tmp_path / "other.ckpt"))
+
+
+def _paddle_to_tar(f, params):
+    """The tar PaddlePaddle 0.11's ``Parameters.to_tar`` writes: a ``TarFile`` over ``f``
+    (Python 2's default GNU format) gets, per parameter, its raw values behind the
+    ``IIQ`` header and its serialized ParameterConfig, and is never closed, so no
+    end-of-archive marker follows the last entry."""
+    tar = tarfile.TarFile(fileobj=f, mode="w", format=tarfile.GNU_FORMAT)
+    for name in params.names():
+        values = params.get(name).astype(np.float32)
+        raw = struct.pack("IIQ", 0, 4, values.size) + values.tobytes()
+        # the fields Paddle's config_parser sets, in field-number order: name, size, the
+        # doubles, dims (proto2: not packed), initial_strategy = 11, initial_smart = 12
+        conf = encode_parameter_config(name, values.size, list(values.shape), {
+            "learning_rate": 1.0, "momentum": 0.0, "initial_mean": 0.0, "initial_std": 0.01,
+            "decay_rate": 0.0}) + b"\x58\x00\x60\x00"
+        for entry, data in ((name, raw), (name + ".protobuf", conf)):
+            info = tarfile.TarInfo(name=entry)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_paddle_written_tar_without_end_marker_loads(model, tmp_path):
+    _, params, _ = model
+    rng = np.random.RandomState(3)
+    for n in params.names():
+        params.set(n, rng.randn(*params.get_shape(n)).astype(np.float32))
+    path = tmp_path / "paddle.tar"
+    with open(path, "wb") as f:
+        _paddle_to_tar(f, params)
+    data = path.read_bytes()
+    assert len(data) % 512 == 0 and data[-512:].count(0) < 512  # no zero blocks at the end
+    back = Parameters.from_tar(str(path))
+    assert back.names() == params.names()
+    for n in params.names():
+        np.testing.assert_array_equal(back.get(n), params.get(n))
+    fresh = _classifier("out")[1]
+    fresh.init_from_tar(str(path))
+    for n in params.names():
+        np.testing.assert_array_equal(fresh.get(n), params.get(n))
+    # damage is still named: a header cut short, a damaged header, an entry cut short
+    with tarfile.open(path) as tar:
+        members = tar.getmembers()
+    last = members[-1]
+    cases = {"cut_header.tar": data[:last.offset + 100],
+             "zeroed_magic.tar": data[:last.offset + 257] + b"\0" * 8 + data[last.offset + 265:],
+             "cut_entry.tar": data[:last.offset_data + last.size - 3]}
+    for case, raw in cases.items():
+        (tmp_path / case).write_bytes(raw)
+        with pytest.raises(FileFormatError, match=f"{case}.*'{members[-2].name}'|"
+                                                  f"{case}.*'{last.name}'"):
+            Parameters.from_tar(str(tmp_path / case))
+    (tmp_path / "junk.tar").write_bytes(data + b"\0" * 1024 + b"junk")
+    with pytest.raises(FileFormatError, match="junk.tar.*non-tar data"):
+        Parameters.from_tar(str(tmp_path / "junk.tar"))
+
+
+def test_zeroed_dims_bytes_are_damage_not_a_flat_parameter(tmp_path):
+    """Zeroing a config's dims bytes once loaded a (5, 8) parameter as (40,): protobuf field
+    number 0 does not exist, so the decoder refuses it and the error names the entry."""
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(5))
+    params = paddle.parameters.create(paddle.layer.fc(input=x, size=8, name="fc"))
+    with tarfile.open(fileobj=io.BytesIO(_param_tar_bytes(params))) as tar:
+        good = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    conf = good["_fc.w0.protobuf"]
+    dims = b"\x48\x05\x48\x08"
+    assert dims in conf
+    _tar(tmp_path / "zeroed.tar", {**good, "_fc.w0.protobuf": conf.replace(dims, b"\0" * 4)})
+    with pytest.raises(FileFormatError, match=r"zeroed.tar' entry '_fc.w0.protobuf'.*field "
+                                              r"number 0"):
+        Parameters.from_tar(str(tmp_path / "zeroed.tar"))
+
+
+def test_init_from_tar_shape_error_names_the_file(model, tmp_path):
+    _, params, _ = model
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(5))
+    paddle.parameters.create(paddle.layer.fc(input=x, size=3, name="out")).to_tar(
+        tmp_path / "wider.tar")
+    with pytest.raises(ValueError, match=r"'_out.w0' has shape \(4, 3\) here and \(5, 3\) "
+                                         r"in '.*wider.tar'"):
+        params.init_from_tar(str(tmp_path / "wider.tar"))
+
+
+def test_damaged_checkpoint_leaves_the_parameters_bit_identical(model, tmp_path):
+    """load_checkpoint once overwrote the parameters before it met a damaged entry: now it
+    checks the whole file first."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    _, params, trainer = model
+    trainer.save_checkpoint(str(tmp_path / "good.ckpt"))
+    with safe_open(str(tmp_path / "good.ckpt"), framework="numpy") as f:
+        meta = f.metadata()
+    tensors = load_file(str(tmp_path / "good.ckpt"))
+    rng = np.random.RandomState(7)
+    for n in params.names():  # the current values differ from the checkpoint's
+        params.set(n, rng.randn(*params.get_shape(n)).astype(np.float32))
+    before = {n: params.get(n).copy() for n in params.names()}
+    state = trainer.optimizer.state_dict()
+    damaged = {
+        "rng.ckpt": ({**tensors, "rng/python": tensors["rng/python"][:5]}, meta),
+        "opt.ckpt": ({**tensors, "opt/__optimizer__.bogus": np.zeros(1)}, meta),
+        "counters.ckpt": (tensors, {**meta, "sculler": meta["sculler"].replace(
+            '"next_pass": 0', '"next_pass": "x"')}),
+    }
+    for name, (entries, metadata) in damaged.items():
+        save_file(entries, str(tmp_path / name), metadata=metadata)
+        with pytest.raises(FileFormatError, match=f"{name}.*damaged"):
+            trainer.load_checkpoint(str(tmp_path / name))
+        for n in params.names():
+            assert params.get(n).tobytes() == before[n].tobytes(), (name, n)
+        after = trainer.optimizer.state_dict()
+        assert after.keys() == state.keys(), name
+        for k in state:
+            np.testing.assert_array_equal(after[k], state[k])

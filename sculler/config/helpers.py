@@ -180,6 +180,10 @@ def outputs(*layers: Any) -> None:
     the data layers are those the outputs depend on, in PaddlePaddle's order: a depth-first
     walk from the outputs in order, parents before a layer, each parent in input order."""
     flat = _flat(layers)
+    for i, x in enumerate(flat):
+        if not isinstance(x, (str, _v2.LayerOutput)):
+            raise TypeError(f"outputs: item {i} must be a layer (LayerOutput) or a layer name, "
+                            f"got {type(x).__name__}")
     ctx = _context()
     adopt_with_ancestors([x for x in flat if not isinstance(x, str)])
     if not ctx.inputs_declared and all(not isinstance(x, str) for x in flat):

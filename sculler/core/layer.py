@@ -129,6 +129,9 @@ class Layer:
     # opt-in: backward writes every input/parameter gradient it touches with the beta from
     # input_grad_beta / param_grad_beta (see the module docstring)
     first_write: ClassVar[bool] = False
+    # a layer that uses its act inside (a cell's candidate activation), not on its output:
+    # the Network then does not require its forward to call forward_activation()
+    uses_act_inside: ClassVar[bool] = False
 
     # ---- config time: sizes and parameter shapes, shared by every front end ----
     @classmethod
@@ -226,6 +229,13 @@ class Layer:
         # set for one backward pass by a sole consumer that wrote dL/dz (the gradient before
         # this layer's activation) instead of dL/dy: backward_activation then has nothing to do
         self.grad_is_preact = False
+        # set by a consumer that reads this layer's pre-activation values (the logits under a
+        # softmax, for a cross-entropy whose probabilities underflow): forward_activation
+        # keeps a copy of them in the "preact" scratch even when the activation needs none
+        self.keep_preact = False
+        # set by every forward_activation: lets the Network refuse a layer given a
+        # non-linear act whose forward never applies it
+        self.activation_applied = False
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -368,13 +378,20 @@ class Layer:
     def forward_activation(self) -> None:
         value = self.output.value
         act = self.activation
-        if act.needs_input:
+        self.activation_applied = True
+        if act.needs_input or self.keep_preact:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
         if not act.is_linear:
             act.forward(value, self.activation_starts() if act.needs_seq else None)
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
+
+    def preact_value(self):
+        """The values before the activation of the last forward (``keep_preact`` or an
+        activation that needs its input), shaped as the output."""
+        value = self.output.value
+        return self._bufs["preact"][: value.size].reshape(value.shape)
 
     def clip_error(self) -> None:
         """Clip the output gradient elementwise to [-t, t] when the layer has an
@@ -407,7 +424,7 @@ class Layer:
         act = self.activation
         if act.is_linear:
             return
-        pre = self._bufs["preact"][: grad.size].reshape(grad.shape) if act.needs_input else None
+        pre = self.preact_value() if act.needs_input else None
         act.backward(pre, self.output.value, grad,
                      self.activation_starts() if act.needs_seq else None)
 

@@ -8,8 +8,14 @@ Layer-specific settings (image height, a cost's ``coeff``, a custom layer's ``k`
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+_PARAMETER_NUMBERS = ("initial_mean", "initial_std", "initial_min", "initial_max",
+                      "learning_rate", "momentum", "decay_rate", "decay_rate_l1",
+                      "gradient_clipping_threshold")
 
 
 @dataclass
@@ -39,6 +45,19 @@ class ParameterConfig:
     # the dims PaddlePaddle's config writes when they are not the array shape ``dims`` (conv
     # weights: none); only the protobuf form of the ModelConfig uses them
     paddle_dims: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        """Numeric settings must be finite numbers (or None): a string or NaN here would
+        only fail, far from the config line, when the parameter is initialised or updated."""
+        for key in _PARAMETER_NUMBERS:
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"parameter {self.name!r}: {key} must be a number, got "
+                                f"{type(value).__name__} {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"parameter {self.name!r}: {key} must be finite, got {value}")
 
     @property
     def size(self) -> int:

@@ -59,7 +59,10 @@ class Network:
         self.data_layers = [self.layers[n] for n in config.input_layer_names]
         self.output_layers = [self.layers[n] for n in config.output_layer_names]
         self._used = self._count_users()
-        self._forward_steps = [layer.forward for layer in self.order]
+        self._forward_steps = [
+            layer.forward if layer.activation.is_linear or layer.uses_act_inside
+            else self._first_forward(i, layer)
+            for i, layer in enumerate(self.order)]
         self._backward_layers = [layer for layer in reversed(self.order) if layer.need_gradient]
         self._backward_steps = [layer.backward for layer in self._backward_layers]
         self._lazy_params = self._plan_first_writes()
@@ -70,6 +73,23 @@ class Network:
         self._users = list(self._used.values())
         self._cost_layers = [layer for layer in self.output_layers if layer.is_cost]
         self.evaluators = [create_evaluator(e) for e in config.evaluators]
+
+    def _first_forward(self, step: int, layer: Layer):
+        """``layer.forward`` for its first batch, checking that it applied its non-linear
+        activation (a custom layer whose forward never calls ``forward_activation()`` would
+        silently ignore ``act=``); later batches call ``layer.forward`` directly."""
+        def checked(pass_type: str) -> None:
+            layer.activation_applied = False
+            layer.forward(pass_type)
+            if not layer.activation_applied:
+                raise ValueError(
+                    f"layer {layer.name!r} (type {layer.type_name!r}, class "
+                    f"{type(layer).__name__}) was given act={layer.activation.name!r}, but its "
+                    "forward() never calls self.forward_activation(): call it after writing "
+                    "the output (and self.backward_activation() first in backward()), or "
+                    "give the layer no act")
+            self._forward_steps[step] = layer.forward
+        return checked
 
     def _mark_need_gradient(self, data_gradients: bool) -> None:
         for layer in self.order:

@@ -12,6 +12,9 @@ from sculler.core.model_config import ParameterConfig
 
 UpdateCallback = Callable[["Parameter"], None]
 
+# values drawn per step of Parameter.randomize (2 MB of float64 temporaries)
+_INIT_CHUNK = 1 << 18
+
 
 class Parameter:
     """A learnable array with its gradient buffer and update bookkeeping.
@@ -28,7 +31,7 @@ class Parameter:
         dt = np.dtype(dtype or backend.get_default_dtype())
         xp = backend.xp()
         self.value = xp.zeros(tuple(config.dims), dtype=dt)
-        self.grad = None if config.is_static else xp.zeros_like(self.value)
+        self._grad = None
         self.touched_rows: list = []
         self.users = 0
         self._pending = 0
@@ -42,20 +45,46 @@ class Parameter:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.value.shape)
 
+    @property
+    def grad(self):
+        """The gradient buffer, None for a static parameter. Allocated (zeroed) at first use:
+        creating or loading parameters for inference costs only their values."""
+        if self._grad is None and not self.config.is_static:
+            self._grad = backend.get_array_module(self.value).zeros_like(self.value)
+        return self._grad
+
+    @grad.setter
+    def grad(self, grad) -> None:
+        self._grad = grad
+
     def randomize(self, rng: np.random.RandomState) -> None:
         """Initialise from the config: N(mean, std) or U(min, max); std defaults to
-        ``1/sqrt(dims[0])`` (PaddlePaddle's smart initialisation)."""
+        ``1/sqrt(dims[0])`` (PaddlePaddle's smart initialisation).
+
+        The values are drawn into the parameter in place, ``_INIT_CHUNK`` at a time (the
+        same stream as one draw of the whole shape), so a large table costs its own memory
+        plus a few MB of float64 temporaries, not several copies of itself."""
         c = self.config
+        flat = self.value.reshape(-1)
         if c.initial_strategy == "uniform" or c.initial_min is not None:
             lo = c.initial_min if c.initial_min is not None else -1.0
             hi = c.initial_max if c.initial_max is not None else 1.0
-            vals = rng.uniform(lo, hi, size=self.shape)
+            def draw(n):
+                return rng.uniform(lo, hi, size=n)
         else:
             std = c.initial_std if c.initial_std is not None else 1.0 / np.sqrt(c.dims[0])
-            vals = c.initial_mean + std * rng.standard_normal(self.shape) if std else np.full(
-                self.shape, c.initial_mean
-            )
-        self.value[...] = backend.xp().asarray(vals, dtype=self.value.dtype)
+            if not std:
+                flat[...] = c.initial_mean
+                return
+            def draw(n):
+                vals = rng.standard_normal(n)
+                vals *= std
+                vals += c.initial_mean
+                return vals
+        xp = backend.get_array_module(flat)
+        for start in range(0, flat.size, _INIT_CHUNK):
+            stop = min(start + _INIT_CHUNK, flat.size)
+            flat[start:stop] = xp.asarray(draw(stop - start), dtype=flat.dtype)
 
     def zero_grad(self) -> None:
         self.grad_unwritten = False
@@ -170,7 +199,7 @@ class ParameterSet:
         already packed, static, sparse-update or on another array module are left alone.
         """
         chosen = [p for p in (self.values() if params is None else params)
-                  if not p.packed and p.grad is not None and not p.config.sparse_update
+                  if not p.packed and not p.config.is_static and not p.config.sparse_update
                   and type(p.value) is np.ndarray]
         by_dtype: dict[np.dtype, list[Parameter]] = {}
         for p in chosen:
@@ -185,7 +214,7 @@ class ParameterSet:
             for p in group:
                 n = p.value.size
                 values[at : at + n] = p.value.ravel()
-                grads[at : at + n] = p.grad.ravel()
+                grads[at : at + n] = 0 if p._grad is None else p._grad.ravel()
                 p.value = values[at : at + n].reshape(p.value.shape)
                 p.grad = grads[at : at + n].reshape(p.value.shape)
                 p.packed = True

@@ -127,9 +127,27 @@ class CostLayer(Layer):
 @register_layer("multi-class-cross-entropy", "multi_class_cross_entropy")
 class MultiClassCrossEntropy(CostLayer):
     """``cost_i = -log p_i[label_i]`` for probabilities ``p`` (a softmax output);
-    ``dp_i[label_i] = -1 / p_i[label_i]``."""
+    ``dp_i[label_i] = -1 / p_i[label_i]``.
+
+    On a softmax input whose probability underflowed to 0 (logits ``[1e4, -1e4, 0]``, label
+    1), ``-log p`` is inf although the cost is finite: those rows are recomputed from the
+    softmax's logits ``z`` as ``logsumexp(z_i) - z_i[label_i]`` (20000 there), so a test
+    pass reports the true cost and only a truly non-finite cost stops training."""
 
     first_write = True
+
+    def init(self, layer_map, parameter_map) -> None:
+        super().init(layer_map, parameter_map)
+        if self._logits_source() is not None:
+            self.inputs[0].keep_preact = True
+
+    def _logits_source(self):
+        """The input layer when it is a softmax (without dropout) whose logits it can keep."""
+        src = self.inputs[0]
+        if (src.activation.name == "softmax" and src.config.drop_rate == 0
+                and not src.uses_act_inside):
+            return src
+        return None
 
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
@@ -137,8 +155,22 @@ class MultiClassCrossEntropy(CostLayer):
             p = x.ravel().take(row_starts(*x.shape) + ids)
         else:
             p = x[np.arange(x.shape[0]), ids]
-        np.log(p, out=out)
+        with np.errstate(divide="ignore"):  # log(0) = -inf: recomputed just below
+            np.log(p, out=out)
         np.negative(out, out=out)
+        if type(out) is np.ndarray and np.isposinf(out).any():
+            self._cost_from_logits(ids, out)
+
+    def _cost_from_logits(self, ids, out) -> None:
+        """``out_i = logsumexp(z_i) - z_i[label_i]`` (float64) where ``out_i`` is +inf."""
+        src = self._logits_source()
+        if src is None or not src.keep_preact:
+            return
+        rows = np.flatnonzero(np.isposinf(out))
+        z = src.preact_value()[rows].astype(np.float64)
+        top = z.max(axis=1, keepdims=True)
+        lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+        out[rows] = lse - z[np.arange(rows.size), ids[rows]]
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
         rows = np.arange(x.shape[0])

@@ -48,6 +48,7 @@ class _StepLayer(Layer):
 
     min_inputs = max_inputs = 2
     default_bias = True
+    uses_act_inside = True  # act is the candidate's activation, applied inside the cell
 
     def _check_widths(self, first: int, second: int) -> int:
         self.check_input_width(0, first)

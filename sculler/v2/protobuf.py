@@ -4,7 +4,8 @@ entries), so Sculler reads and writes Paddle v2 parameter tars without the proto
 Fields used (paddle/proto/ParameterConfig.proto): ``name = 1`` (string), ``size = 2``
 (uint64), ``learning_rate = 3``, ``momentum = 4``, ``initial_mean = 5``, ``initial_std = 6``,
 ``decay_rate = 7``, ``decay_rate_l1 = 8`` (doubles), ``dims = 9`` (repeated uint64, packed or
-not), ``is_static = 18`` (bool). Unknown fields are skipped by wire type.
+not), ``is_static = 18`` (bool). Unknown fields are skipped by wire type; field number 0,
+an unknown wire type or a value past the end of the message is an error.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return result, pos
         shift += 7
+        if shift >= 70:
+            raise ValueError("protobuf varint longer than 10 bytes")
 
 
 def encode_parameter_config(name: str, size: int, dims: list[int],
@@ -57,11 +60,23 @@ def encode_parameter_config(name: str, size: int, dims: list[int],
 
 
 def decode_parameter_config(buf: bytes) -> dict[str, Any]:
-    """Parse a ParameterConfig message into ``{"name", "size", "dims", ...}``."""
+    """Parse a ParameterConfig message into ``{"name", "size", "dims", ...}``.
+
+    Strict where damage would otherwise pass: field number 0 does not exist in protobuf (a
+    zeroed stretch of bytes decodes as field 0, so skipping it would silently drop the dims),
+    and a value running past the end of the message is truncation.
+
+    Raises:
+        ValueError: the bytes are not a well-formed message; says which field and where.
+    """
     pos, out = 0, {"dims": []}
     while pos < len(buf):
+        start = pos
         key, pos = _read_varint(buf, pos)
         num, wire = key >> 3, key & 7
+        if num == 0:
+            raise ValueError(f"invalid protobuf field number 0 at byte {start} (damaged "
+                             "or zeroed bytes)")
         if wire == 0:
             val, pos = _read_varint(buf, pos)
             if num == 2:
@@ -70,26 +85,25 @@ def decode_parameter_config(buf: bytes) -> dict[str, Any]:
                 out["dims"].append(val)
             elif num == 18:
                 out["is_static"] = bool(val)
-        elif wire == 1:
-            (val,) = struct.unpack_from("<d", buf, pos)
-            pos += 8
-            if num in DOUBLES:
-                out[DOUBLES[num]] = val
-        elif wire == 2:
-            n, pos = _read_varint(buf, pos)
-            data = buf[pos:pos + n]
-            pos += n
-            if num == 1:
-                out["name"] = data.decode()
-            elif num == 9:
-                p = 0
-                while p < len(data):
-                    v, p = _read_varint(data, p)
-                    out["dims"].append(v)
-        elif wire == 5:
-            pos += 4
-        else:
+            continue
+        width = {1: 8, 5: 4}.get(wire)
+        if width is None and wire == 2:
+            width, pos = _read_varint(buf, pos)
+        if width is None:
             raise ValueError(f"unsupported protobuf wire type {wire} (field {num})")
+        if pos + width > len(buf):
+            raise ValueError(f"truncated protobuf field {num}: {width} bytes needed at byte "
+                             f"{pos}, {len(buf) - pos} left")
+        data, pos = buf[pos:pos + width], pos + width
+        if wire == 1 and num in DOUBLES:
+            (out[DOUBLES[num]],) = struct.unpack("<d", data)
+        elif wire == 2 and num == 1:
+            out["name"] = data.decode()
+        elif wire == 2 and num == 9:
+            p = 0
+            while p < len(data):
+                v, p = _read_varint(data, p)
+                out["dims"].append(v)
     if "name" not in out:
         raise ValueError("ParameterConfig message has no name")
     return out

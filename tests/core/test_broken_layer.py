@@ -78,6 +78,37 @@ def test_stale_buffer_between_batches_is_caught():
                          "test_stale_addto", 8)
 
 
+@register_layer("test_act_ignored")
+class ActIgnored(FCLayer):
+    """fc whose forward and backward never apply the activation."""
+
+    first_write = False  # its backward adds into zeroed gradients
+
+    def forward(self, pass_type):
+        self.pass_type = pass_type
+        out = self.reserve_output(self.check_same_batch(), self.size)
+        out[...] = self.get_input_value(0) @ self.weights[0].w
+
+    def backward(self, callback=None):
+        dz = self.output.grad
+        self.weights[0].w_grad += self.get_input_value(0).T @ dz
+        grad = self.get_input_grad(0)
+        if grad is not None:
+            grad += dz @ self.weights[0].w.T
+        self.weights[0].parameter.inc_update(callback)
+
+
+def test_act_a_layer_never_applies_is_refused():
+    """act=relu on a layer whose forward never calls forward_activation() was silently ignored
+    (and its gradient check passed): the network refuses it at the first batch."""
+    config = {"size": 3, "bias": False, "active_type": "relu", "inputs": [INPUT_DATA(4)]}
+    with pytest.raises(ValueError, match=r"'test_act_ignored'.*act='relu'.*never calls "
+                                         r"self.forward_activation\(\)"):
+        check_layer_grad(config, "test_act_ignored", 8)
+    report = check_layer_grad({**config, "active_type": "linear"}, "test_act_ignored", 8)
+    assert report.max_error < 1e-6  # without an act the layer is fine
+
+
 @pytest.fixture
 def scratch_registry(monkeypatch):
     """Layers a test registers leave the registry when it ends."""

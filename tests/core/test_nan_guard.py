@@ -92,3 +92,34 @@ def test_guard_lets_finite_training_through_and_keeps_gradients():
     for name in params.names():
         assert np.isfinite(params.get(name)).all()
         assert np.isfinite(params.get_grad(name)).all()
+
+
+def _softmax_classifier():
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
+    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), bias_attr=False,
+                          param_attr=paddle.attr.Param(name="w"))
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    params.set("w", np.eye(3, dtype=np.float32))  # the logits are the input row
+    return cost, params
+
+
+def test_cross_entropy_of_an_underflowed_softmax_is_finite_and_exact():
+    """logits [1e4, -1e4, 0], label 1: softmax gives p = 0, yet the cost is exactly 20000
+    (logsumexp - z[1]); test() once returned inf."""
+    cost, params = _softmax_classifier()
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.0))
+    row = np.array([1e4, -1e4, 0], np.float32)
+    assert trainer.test(lambda: iter([[(row, 1)]])).cost == 20000.0
+    usual = np.array([1.0, 2.0, 3.0], np.float32)
+    expected = (20000 + np.log(np.exp(usual).sum()) - 3) / 2
+    result = trainer.test(lambda: iter([[(row, 1), (usual, 2)]]))
+    assert result.cost == pytest.approx(expected, rel=1e-6)
+
+
+def test_truly_non_finite_cross_entropy_still_stops_training():
+    cost, params = _softmax_classifier()
+    with pytest.raises(NonFiniteError):
+        _train(cost, [[(np.array([np.nan, 0, 0], np.float32), 1)]], params=params)

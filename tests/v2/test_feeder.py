@@ -51,7 +51,7 @@ def test_nothing_is_coerced_silently():
     # floats holding integral values are ids; so is a float array of them
     np.testing.assert_array_equal(f.convert([([1, 2], 2.0), ([1, 2], np.float32(1))])["y"].ids,
                                   [2, 1])
-    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 0.*dtype bool"):
+    with pytest.raises(ValueError, match=r"data layer 'y'.*sample 0.*boolean"):
         f.convert([([1, 2], True)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*sample 1.*dtype <U"):
         f.convert([([1, 2], 0), (["1", "2"], 0)])
@@ -85,7 +85,7 @@ def test_reused_buffer_is_overwritten_and_never_accepts_what_asarray_rejects():
         f.convert([(np.ones(1, np.float32),), (np.ones(3, np.float32),)])
     with pytest.raises(ValueError, match=r"data layer 'x'.*expected \(n, 2\)"):
         f.convert([(np.ones((2, 2), np.float32),), (np.ones((2, 2), np.float32),)])
-    with pytest.raises(ValueError, match=r"data layer 'x'.*dtype bool"):
+    with pytest.raises(ValueError, match=r"data layer 'x'.*boolean"):
         f.convert([(np.ones(2, bool),), (np.ones(2, bool),)])
 
 
@@ -130,3 +130,58 @@ def test_image_samples_are_read_in_c_order_as_paddle_does():
             f.convert([(images[0, :, :, :4], 0), (images[1, :, :, :4], 1)])
         with pytest.raises(ValueError, match=r"data layer 'img'.*sample 1"):
             f.convert([(images[0], 0), (images[1, :, :, :4], 1)])
+
+
+def test_booleans_are_refused_wherever_they_hide():
+    """A boolean row among float rows once became 1/0 (NumPy reads it so), while a batch of
+    only booleans was refused: every boolean is refused now, naming the layer and sample."""
+    f = DataFeeder([("x", dt.dense_vector(2)), ("y", dt.integer_value(3))])
+    boolean = r"sample 1 field {} does not match: expected numbers, got a boolean"
+    for row in ([True, False], np.array([True, False]), [0.5, np.bool_(True)]):
+        with pytest.raises(ValueError, match=r"data layer 'x'.*" + boolean.format(0)):
+            f.convert([([0.5, 1.0], 0), (row, 1)])
+    with pytest.raises(ValueError, match=r"data layer 'y'.*" + boolean.format(1)):
+        f.convert([([0.5, 1.0], 2), ([0.5, 1.0], True)])
+    for reuse in (False, True):  # the reused-buffer path takes only arrays of its dtype
+        g = DataFeeder([("x", dt.dense_vector(2))], reuse_buffers=reuse)
+        with pytest.raises(ValueError, match=r"data layer 'x'.*sample 1.*boolean"):
+            g.convert([(np.ones(2, np.float32),), (np.ones(2, bool),)])
+    seq = DataFeeder([("s", dt.dense_vector_sequence(2))])
+    with pytest.raises(ValueError, match=r"data layer 's'.*sample 1.*boolean"):
+        seq.convert([([[0.5, 1.0]],), ([[0.5, 1.0], [False, 1.0]],)])
+
+
+def test_sparse_entries_are_never_rounded_or_cut():
+    binary = DataFeeder([("b", dt.sparse_binary_vector(4))])
+    with pytest.raises(ValueError, match=r"data layer 'b'.*sample 1 .*column id 0\.5 is not "
+                                         r"an integer"):
+        binary.convert([([0, 1],), ([0.5],)])
+    with pytest.raises(ValueError, match=r"data layer 'b'.*sample 0 .*boolean"):
+        binary.convert([([True],), ([1],)])
+    values = DataFeeder([("v", dt.sparse_float_vector(4))])
+    with pytest.raises(ValueError, match=r"data layer 'v'.*sample 1 .*column id 0\.5"):
+        values.convert([([(1, 2.0)],), ([(0.5, 1.0)],)])
+    with pytest.raises(ValueError, match=r"data layer 'v'.*sample 1 .*pairs, got an entry of "
+                                         r"3 values"):
+        values.convert([([(1, 2.0)],), ([(0, 1.0, 2.0)],)])
+    with pytest.raises(ValueError, match=r"data layer 'v'.*sample 0 .*a single number"):
+        values.convert([([1, 2],)])
+    with pytest.raises(ValueError, match=r"data layer 'v'.*sample 0 .*column id 4 outside"):
+        values.convert([([(4, 1.0)],)])
+    # what is right still converts, integral floats as column ids included
+    csr = values.convert([([(1, 2.0), (3.0, 0.5)],), ([],)])["v"].value
+    np.testing.assert_allclose(csr.toarray(), [[0, 2, 0, 0.5], [0, 0, 0, 0]])
+    nested = DataFeeder([("n", dt.sparse_binary_vector_sub_sequence(4))])
+    with pytest.raises(ValueError, match=r"data layer 'n'.*sample 1 .*column id 2\.5"):
+        nested.convert([([[[0], [1, 2]]],), ([[[2.5]]],)])
+
+
+def test_extra_fields_are_refused_unless_a_dict_picks_the_fields():
+    types = [("x", dt.dense_vector(2)), ("y", dt.integer_value(3))]
+    for feeding in (None, ["x", "y"]):
+        f = DataFeeder(types, feeding=feeding)
+        with pytest.raises(ValueError, match=r"sample 1 has 3 fields, but the data layers "
+                                             r"\['x', 'y'\] read 2 .*feeding="):
+            f.convert([([1, 2], 0), ([1, 2], 1, "extra")])
+    picked = DataFeeder(types, feeding={"x": 0, "y": 2})  # a dict chooses: field 1 unread
+    np.testing.assert_array_equal(picked.convert([([1, 2], "note", 1)])["y"].ids, [1])

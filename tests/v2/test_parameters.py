@@ -90,3 +90,43 @@ def test_protobuf_round_trip_and_errors():
     bad = io.BytesIO(out.getvalue()[:-4])
     with pytest.raises(ValueError, match="15 values"):
         p.deserialize("___fc_layer_0__.w0", bad)
+
+
+def test_create_of_a_large_table_peaks_near_the_table_itself():
+    """parameters.create of a 2,000,000 x 64 table once peaked at 5x its size (float64
+    draws, their scaled copy, the cast, and a gradient buffer nobody had asked for yet): the
+    values are drawn in place in chunks, the gradient is allocated at first use."""
+    import tracemalloc
+
+    rows, width = 100_000, 64
+    paddle.layer.reset_names()
+    ids = paddle.layer.data(name="ids", type=paddle.data_type.integer_value(rows))
+    emb = paddle.layer.embedding(input=ids, size=width,
+                                 param_attr=paddle.attr.Param(name="table"))
+    tracemalloc.start()
+    try:
+        params = paddle.parameters.create(emb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    table = rows * width * 4
+    assert peak <= 1.5 * table, peak / table
+    values = params.get("table")
+    assert values.shape == (rows, width) and 0.9 < values.std() * np.sqrt(rows) < 1.1
+    assert params.parameter_set["table"]._grad is None  # no gradient until training
+
+
+def test_chunked_initialisation_draws_the_stream_of_one_draw():
+    from sculler.core.model_config import ParameterConfig
+    from sculler.core.parameter import _INIT_CHUNK, Parameter
+
+    shape = (3, _INIT_CHUNK // 2 + 5)  # spans several chunks, the last one partial
+    for config, draw in (
+        (ParameterConfig(name="n", dims=list(shape), initial_mean=0.5, initial_std=0.1),
+         lambda rng: 0.5 + 0.1 * rng.standard_normal(shape)),
+        (ParameterConfig(name="u", dims=list(shape), initial_min=-2.0, initial_max=3.0),
+         lambda rng: rng.uniform(-2.0, 3.0, size=shape)),
+    ):
+        p = Parameter(config, dtype=np.float32)
+        p.randomize(np.random.RandomState(5))
+        np.testing.assert_array_equal(p.value, draw(np.random.RandomState(5)).astype(np.float32))
