@@ -23,11 +23,13 @@ from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
 
 
 class _CRFBase(Layer):
-    """One output column (costs) or ids, and the (C + 2) x C parameter on input 0."""
+    """One output column (costs) or ids, and the (C + 2) x C parameter on input 0. The
+    config's size is the number of classes C, as PaddlePaddle writes it (the output is still
+    one column: a cost, or ids)."""
 
     @classmethod
     def infer_size(cls, config, inputs):
-        return 1
+        return inputs[0].size
 
     @classmethod
     def weight_dims(cls, config, inputs):

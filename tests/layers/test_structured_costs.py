@@ -200,7 +200,7 @@ def test_v2_wrappers_names_sizes_and_shared_parameter():
     y = paddle.layer.data(name="y", type=paddle.data_type.integer_value_sequence(4))
     cost = paddle.layer.crf(input=x, label=y, param_attr=paddle.attr.Param(name="crfw"))
     dec = paddle.layer.crf_decoding(input=x, size=4, param_attr=paddle.attr.Param(name="crfw"))
-    assert (cost.name, dec.name, cost.size) == ("__crf_layer_0__", "__crf_decoding_layer_0__", 1)
+    assert (cost.name, dec.name, cost.size) == ("__crf_layer_0__", "__crf_decoding_layer_0__", 4)
     params = paddle.parameters.create([cost, dec])
     assert params.get_shape("crfw") == (6, 4)
     with pytest.raises(ValueError, match="size=5"):
