@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from sculler.core.builder import ModelBuilder
 from sculler.core.expression import LayerOutput
+from sculler.core.group_layout import flatten_groups
 from sculler.core.model_config import LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
 from sculler.fileio import FileFormatError, atomic_write, read_tar
@@ -119,7 +120,7 @@ class Topology:
                         b.add_evaluator(ev)
             outputs = [n.name for n in self.layers + self.extra_layers]
             data_names = [n.name for n in self._nodes if n.layer_type == "data"]
-            self._proto = b.build(outputs, data_names, prune=True)
+            self._proto = flatten_groups(b.build(outputs, data_names, prune=True))
             for node, lc in configs:
                 for key, init in node.initializers.items():
                     pname = lc.bias_parameter_name if key == "bias" else (

@@ -28,6 +28,7 @@ from sculler.core import faces
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
 from sculler.core.expression import LayerOutput, recording, reset_names
+from sculler.core.group_layout import flatten_groups
 from sculler.core.layer import get_layer_class
 from sculler.core.model_config import (
     PARAMETER_FIELDS,
@@ -368,8 +369,9 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
             if ev.name not in seen:
                 seen.add(ev.name)
                 ctx.builder.add_evaluator(ev)
-    model = ctx.builder.build(outputs, input_layer_names=ctx.inputs)
-    model.type = ctx.model_type
+    model = flatten_groups(ctx.builder.build(outputs, input_layer_names=ctx.inputs))
+    if ctx.model_type != "nn":  # model_type() named one; a group makes it recurrent_nn
+        model.type = ctx.model_type
     return model
 
 

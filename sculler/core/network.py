@@ -15,6 +15,7 @@ from sculler import backend
 from sculler.core.argument import Argument
 from sculler.core.builder import topological_order
 from sculler.core.evaluator import create_evaluator
+from sculler.core.group_layout import nest_groups
 from sculler.core.layer import PASS_TEST, Layer, get_layer_class
 from sculler.core.model_config import ModelConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback
@@ -37,6 +38,7 @@ class Network:
     ):
         self.config = config
         self.parameters = parameters if parameters is not None else ParameterSet()
+        config = nest_groups(config)
         order = topological_order(config.layers)
         pconfigs = {pc.name: pc for pc in config.parameters}
         self.layers: dict[str, Layer] = {}

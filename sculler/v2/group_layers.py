@@ -36,15 +36,13 @@ from sculler.core.expression import (
     make_layer,
     record_layers,
 )
+from sculler.core.group_layout import PREDICT
 from sculler.core.model_config import InputConfig, LayerConfig
 
 __all__ = [
     "recurrent_group", "memory", "StaticInput", "SubsequenceInput", "get_output", "gru_step",
     "gru_step_naive", "lstm_step", "MemoryOutput", "GeneratedInput", "beam_search",
 ]
-
-PREDICT = "__beam_search_predict__"
-
 
 class StaticInput:
     """An input of ``recurrent_group`` that every step sees whole: the sample's row, or its
@@ -95,17 +93,20 @@ def memory(name: str | None, size: int, memory_name: str | None = None,
            boot_with_const_id: int | None = None) -> MemoryOutput:
     """The output of the step layer called ``name`` at the previous step (width ``size``).
 
-    At the first step it is ``boot_layer``'s row for the sample, ``act(b)`` for a learned
+    At the first step it is ``boot_layer``'s row for the sample (its whole sequence when
+    the boot layer is a sequence: a sequence-valued memory), ``act(b)`` for a learned
     ``boot_bias`` b (``attr.Param`` or True; ``boot_bias_active_type`` default Linear), all
     ids ``boot_with_const_id``, or zeros. ``is_seq`` is ignored, as in PaddlePaddle v0.11.
+
+    The agent is named ``<name>+delay1`` (``<name>+delay1@<group>`` in the model), as in
+    PaddlePaddle; with ``name=None`` it is ``memory_name`` (default ``__memory_<k>__``, a
+    counter every call without ``memory_name`` advances) and ``set_input`` names the layer.
     """
     boots = [boot_layer is not None, boot_bias not in (None, False),
              boot_with_const_id is not None]
     if sum(boots) > 1:
         raise ValueError(f"memory {name or memory_name!r}: give at most one of boot_layer, "
                          "boot_bias and boot_with_const_id")
-    if name is None and memory_name is None:
-        raise ValueError("memory needs name (the layer it reads) or memory_name")
     if boot_layer is not None:
         as_inputs(boot_layer, "memory boot_layer")
         if boot_layer.size != size:
@@ -115,7 +116,8 @@ def memory(name: str | None, size: int, memory_name: str | None = None,
     if not isinstance(act, A.BaseActivation):
         raise TypeError(f"memory {name!r}: boot_bias_active_type must be an activation "
                         f"instance, got {act!r}")
-    mem = _agent(memory_name or f"{name}+delay1", size, "memory", MemoryOutput)
+    auto = memory_name if memory_name is not None else auto_name("memory")
+    mem = _agent(auto if name is None else f"{name}+delay1", size, "memory", MemoryOutput)
     mem.config.attrs.update(link=name, boot_bias_act=act.name,
                             boot_const_id=None if boot_with_const_id is None
                             else int(boot_with_const_id))
@@ -192,7 +194,7 @@ class _StepBuilder:
                 raise ValueError(f"recurrent group {group!r}: memory {m.name!r} has size "
                                  f"{m.size}, layer {link!r} has size {by_name[link].size}")
             roots.append(by_name[link])
-        nodes = _reachable(roots, inner, group)
+        nodes = sorted(_reachable(roots, inner, group), key=lambda n: n.order)  # creation
         b = ModelBuilder()
         for node in nodes:
             if node.initializers or node.evaluators:
@@ -236,7 +238,8 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
     """Run ``step`` once per time step of the sequence inputs (see the module doc).
 
     ``input``: layers (sequences: one row per step; nested sequences: one sub-sequence per
-    step) and :class:`StaticInput` s, passed to ``step`` in this order. ``reverse`` runs each
+    step) and :class:`StaticInput` s, passed to ``step`` in this order; any other value (a
+    size, a flag) is passed to ``step`` unchanged, as in PaddlePaddle. ``reverse`` runs each
     sequence from its end (outputs stay aligned with the inputs). ``targetInlink``: the
     in-link (a layer of ``input``) whose sequence layout the outputs take (default the first).
     Returns the layer (or list of layers) ``step`` returns, assembled over the steps.
@@ -246,27 +249,28 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
     if not items:
         raise ValueError(f"recurrent group {group!r}: needs at least one input")
     sb = _StepBuilder(group)
-    agents, in_links, statics = [], [], []
+    args, agents, in_links, statics = [], [], [], []
     with record_layers() as created:
-        for i, item in enumerate(items):
+        for item in items:
             if isinstance(item, StaticInput):
-                agent = _agent(item.input.name, item.input.size, "static")
+                agent = _agent(auto_name("memory"), item.input.size, "static")
                 statics.append((item.input, agent))
             elif isinstance(item, LayerOutput):
                 agent = _agent(item.name, item.size, "in_link")
                 in_links.append((item, agent))
-            else:
-                raise TypeError(f"recurrent group {group!r}: input {i} must be a layer or a "
-                                f"StaticInput, got {type(item).__name__}")
+            else:  # passed to the step function unchanged, as PaddlePaddle does
+                args.append(item)
+                continue
             agents.append(agent)
-        result = step(*agents)
+            args.append(agent)
+        result = step(*args)
     outs = as_inputs(result, f"recurrent group {group!r} step result")
     if not in_links:
         raise ValueError(f"recurrent group {group!r}: at least one input needs to be a sequence "
-                         "or a nested sequence (not StaticInput)")
-    names = [a.name for a in agents]
+                         "or a nested sequence (a layer, not StaticInput)")
+    names = [a.name for _, a in in_links]
     if len(set(names)) != len(names):
-        raise ValueError(f"recurrent group {group!r}: inputs {names} must be different layers")
+        raise ValueError(f"recurrent group {group!r}: in-links {names} must be different layers")
     model, mem_specs = sb.build(created, outs, agents)
     link_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
                   for src, a in in_links]
@@ -316,7 +320,9 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
     """Generate sequences with the step network ``step`` by beam search.
 
     ``input``: StaticInputs and exactly one :class:`GeneratedInput`, passed to ``step`` in
-    that order; ``step`` returns the next-word probabilities (a softmax over ``size`` words).
+    that order (other values unchanged); ``step`` returns the next-word probabilities (a
+    softmax over ``size`` words). As in PaddlePaddle the layer is named
+    ``__beam_search_predict__`` and the group ``name`` (default ``__beam_search_<k>__``).
     Each path's score is the sum of ``ln p`` of its words; a path ends at ``eos_id`` or after
     ``max_length`` words. The layer's ``value`` is (samples, num_results) path scores, best
     first; its ``ids`` the paths, as ``infer(field=['prob', 'id'])`` returns them in
@@ -336,24 +342,26 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
         raise ValueError(f"beam_search {group!r}: max_length must be >= 1, got {max_length}")
     gen = gens[0]
     sb = _StepBuilder(group)
-    agents, statics, embed_agents = [], [], []
+    args, statics = [], []
     with record_layers() as created:
         for i, item in enumerate(items):
             if isinstance(item, StaticInput):
-                agent = _agent(item.input.name, item.input.size, "static")
+                agent = _agent(auto_name("memory"), item.input.size, "static")
                 statics.append((item.input, agent))
-                agents.append(agent)
-            elif isinstance(item, GeneratedInput):
-                mem = _agent(PREDICT, gen.size, "memory", MemoryOutput)
-                mem.config.attrs.update(generated=True)
-                embed_agents.append(mem)
-                agents.append(make_layer(
-                    "embedding", [mem], size=gen.embedding_size, bias_attr=False,
-                    param_attr=ParameterAttribute(name=gen.embedding_name)))
-            else:
-                raise TypeError(f"beam_search {group!r}: input {i} must be a StaticInput or "
-                                f"the GeneratedInput, got {type(item).__name__}")
-        result = step(*agents)
+                args.append(agent)
+            elif isinstance(item, LayerOutput):
+                raise TypeError(f"beam_search {group!r}: input {i} ({item.name!r}) is a layer; "
+                                "wrap it in StaticInput (beam_search has no sequence input)")
+            else:  # the GeneratedInput (replaced below) or a value passed through
+                args.append(item)
+        auto_name("memory")  # PaddlePaddle's generated-id memory takes a number too
+        predicted = _agent(f"{PREDICT}+delay1", gen.size, "memory", MemoryOutput)
+        predicted.config.attrs.update(generated=True)
+        embedded = make_layer("embedding", [predicted], size=gen.embedding_size,
+                              bias_attr=False,
+                              param_attr=ParameterAttribute(name=gen.embedding_name))
+        args = [embedded if a is gen else a for a in args]
+        result = step(*args)
     outs = as_inputs(result, f"beam_search {group!r} step result")
     if len(outs) > 1:
         raise NotImplementedError(f"beam_search {group!r}: extra step outputs (data "
@@ -362,19 +370,19 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
     if probs.size != gen.size:
         raise ValueError(f"beam_search {group!r}: the step's first output {probs.name!r} has "
                          f"width {probs.size}, expected the vocabulary size {gen.size}")
-    model, mem_specs = sb.build(created, outs, [a for _, a in statics] + embed_agents)
+    model, mem_specs = sb.build(created, outs, [a for _, a in statics] + [predicted])
     static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
                     for src, a in statics]
     if not sb.outer:
         raise ValueError(f"beam_search {group!r}: needs a StaticInput or a memory with a "
                          "boot_layer (they give the number of samples)")
     config = LayerConfig(
-        name=group, type="beam_search", size=num_results,
+        name=PREDICT, type="beam_search", size=num_results,
         inputs=[InputConfig(o.name) for o in sb.outer],
         attrs={"step_model": model.to_dict(), "in_links": [], "statics": static_specs,
-               "memories": mem_specs,
-               "out_links": [{"layer": _suffix(probs.name, group), "name": probs.name}],
-               "generator": {"agent": _suffix(PREDICT, group),
+               "memories": mem_specs, "group": group, "vocab_size": gen.size,
+               "out_links": [{"layer": _suffix(probs.name, group), "name": PREDICT}],
+               "generator": {"agent": _suffix(predicted.name, group),
                              "prob_layer": _suffix(probs.name, group), "bos_id": int(bos_id),
                              "eos_id": int(eos_id), "beam_size": int(beam_size),
                              "max_length": int(max_length), "num_results": num_results}})

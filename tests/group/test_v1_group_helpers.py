@@ -1,6 +1,7 @@
 """v1 config helpers for recurrent groups: a config file with recurrent_group, memory,
-StaticInput, simple_gru and gru_step_layer parses, and the step's layers live only in the
-group's step model."""
+StaticInput, simple_gru and gru_step_layer parses into PaddlePaddle's layout (the step's
+layers named ``<name>@<group>`` in the flat list and listed by the group's sub-model) and
+runs."""
 
 import numpy as np
 
@@ -31,7 +32,10 @@ def test_v1_recurrent_group_config(tmp_path):
     model = parse_config(str(path)).model_config
     names = [lc.name for lc in model.layers]
     assert "dec" in names and "h" in names and "enc_transform" in names
-    assert not any("@" in n for n in names)
+    dec = {sm.name: sm for sm in model.sub_models}["dec"]
+    assert [n for n in names if n.endswith("@dec")] == dec.layer_names
+    assert model.layer("h").type == "gather_agent"
+    assert model.layer("dec").type == "recurrent_layer_group"
     assert "_h@dec.w0" in [p.name for p in model.parameters]
     net = Network(model)
     out = net.forward({"x": Argument(value=np.ones((5, 3), np.float32),
