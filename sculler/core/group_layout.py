@@ -64,14 +64,17 @@ def _is_engine_group(lc: LayerConfig) -> bool:
 
 
 def flatten_groups(model: ModelConfig) -> ModelConfig:
-    """``model`` with every engine group layer laid out as PaddlePaddle lays it out (see the
-    module doc); a model without groups is returned unchanged."""
-    if not any(_is_engine_group(lc) for lc in model.layers):
+    """``model`` in PaddlePaddle's layout: every engine group layer laid out flat (see the
+    module doc) and ``sub_models`` = ``root`` (always, as PaddlePaddle writes it) and one
+    sub-model per group."""
+    if model.sub_models:
         return model
-    layers, root_names, subs = _flatten_scope(model.layers)
     flat = copy.copy(model)
-    flat.layers = layers
-    flat.type = "recurrent_nn"
+    if any(_is_engine_group(lc) for lc in model.layers):
+        flat.layers, root_names, subs = _flatten_scope(model.layers)
+        flat.type = "recurrent_nn"
+    else:
+        root_names, subs = [lc.name for lc in model.layers], []
     root = SubModelConfig(name="root", layer_names=root_names,
                           input_layer_names=list(model.input_layer_names),
                           output_layer_names=list(model.output_layer_names),
@@ -127,12 +130,13 @@ def _flatten_group(lc: LayerConfig, gather_names: dict[str, str]):
     a = lc.attrs
     step = ModelConfig.from_dict(a["step_model"])
     beam = lc.type == BEAM
-    group = a["group"] if beam else lc.name
+    # a group inside a step is the layer <group>@<outer>; its sub-model is <group>
+    group = a["group"] if beam else lc.name.split("@", 1)[0]
     outer = [ic.input_layer_name for ic in lc.inputs]
     inner_layers, inner_own, inner_subs = _flatten_scope(step.layers)
     by_name = {x.name: x for x in inner_layers}
     scatter = [link["agent"] for link in a.get("in_links", [])]
-    head = [LayerConfig(name=group, type=GROUP, size=0)]
+    head = [LayerConfig(name=group if beam else lc.name, type=GROUP, size=0)]
     for name in scatter:
         head.append(LayerConfig(name=name, type="scatter_agent", size=by_name[name].size))
     body = []

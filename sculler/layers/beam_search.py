@@ -8,6 +8,8 @@ Search (PaddlePaddle's RecurrentGradientMachine::beamSearch; each step one forwa
 network over all live paths of all samples, two frames alternating):
 
 - every sample starts with one path: id ``bos_id``, score 0, memories booted as in training;
+  a path's memories are its parent's step outputs (a whole sequence for a sequence-valued
+  memory, e.g. an external memory booted from a sequence and rewritten each step);
 - each live path expands to its ``min(beam_size, V)`` most probable next ids; a candidate's
   score is its parent's plus ``ln p`` (no length normalisation);
 - a candidate that is ``eos_id`` or has ``max_length`` ids is finished at once; of the other
@@ -55,12 +57,11 @@ class BeamSearchLayer(RecurrentGroupLayer):
         self.need_gradient = False
 
     def _num_samples(self) -> int:
-        for s in self.statics:
-            arg = self.get_input(s["input"])
+        inputs = [s["input"] for s in self.statics]
+        inputs += [m["boot"] for m in self.memories if m.get("boot") is not None]
+        for i in inputs:
+            arg = self.get_input(i)
             return arg.num_sequences if arg.seq_starts is not None else arg.batch_size
-        for m in self.memories:
-            if m.get("boot") is not None:
-                return self.get_input(m["boot"]).batch_size
         raise ValueError(f"beam_search {self.name!r}: needs a StaticInput or a memory with a "
                          "boot_layer to know the number of samples")
 
@@ -101,14 +102,8 @@ class BeamSearchLayer(RecurrentGroupLayer):
                 if prev is None:
                     value, mid, starts = boots[k]
                 else:
-                    src = prev.layers[m["link"]].output
-                    value = None if src.value is None else src.value[parents]
-                    mid = None if src.ids is None else src.ids[parents]
-                    starts = src.seq_starts
-                if starts is not None:
-                    raise NotImplementedError(f"beam_search {self.name!r}: the sequence-valued "
-                                              f"memory {m['agent']!r} is not supported")
-                _set(net.layers[m["agent"]].output, value, mid, None)
+                    value, mid, starts = _follow(prev.layers[m["link"]].output, parents)
+                _set(net.layers[m["agent"]].output, value, mid, starts)
             net.run_forward(PASS_TEST)
             probs = net.layers[g["prob_layer"]].output.value
             cand_parent, cand_ids, cand_score = self._expand(probs, scores, beam)
@@ -168,6 +163,17 @@ class BeamSearchLayer(RecurrentGroupLayer):
 
     def backward(self, callback=None) -> None:
         """Generation has no gradient."""
+
+
+def _follow(src: Argument, parents):
+    """(value, ids, seq_starts) of a step output for the paths whose parents are
+    ``parents``: the parent's row, or its whole sequence for a sequence-valued memory (an
+    external memory read and written every step)."""
+    rows, starts = parents, None
+    if src.seq_starts is not None:
+        rows, starts = sequence_rows(src.seq_starts, parents)
+    return (None if src.value is None else src.value[rows],
+            None if src.ids is None else src.ids[rows], starts)
 
 
 class _Finals:

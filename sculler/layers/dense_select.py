@@ -22,7 +22,10 @@ from sculler.math.sparse import CsrMatrix
 @register_layer("maxid")
 class MaxIdLayer(Layer):
     """Ids of the ``beam_size`` largest entries of each row, largest first (ids hold
-    batch*beam_size entries), and their values (batch x beam_size). Not differentiable."""
+    batch*beam_size entries), and their values (batch x beam_size). Not differentiable.
+
+    The layer's size is the input's width, as PaddlePaddle sets it, so an ``embedding`` over
+    the ids has a [vocabulary, width] table and can share the one of the target words."""
 
     min_inputs = 1
     max_inputs = 1
@@ -33,14 +36,15 @@ class MaxIdLayer(Layer):
         if not 1 <= k <= inputs[0].size:
             raise ValueError(f"layer {config.name!r} (maxid): beam_size {k} must be in "
                              f"[1, {inputs[0].size}]")
-        return k
+        return inputs[0].size
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x = self.get_input_value(0)
         xp = get_array_module(x)
-        order = xp.argsort(-x, axis=1, kind="stable")[:, : self.size]
-        out = self.reserve_output(x.shape[0], self.size)
+        k = int(self.config.attrs.get("beam_size", 1))
+        order = xp.argsort(-x, axis=1, kind="stable")[:, :k]
+        out = self.reserve_output(x.shape[0], k)
         out[...] = xp.take_along_axis(x, order, axis=1)
         self.output.ids = order.reshape(-1).astype(xp.int64)
         self.forward_activation()

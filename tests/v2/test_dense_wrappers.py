@@ -121,7 +121,7 @@ def test_dense_wrappers_names_sizes_and_types():
         (L.clip(input=x, min=-1, max=1), "__clip_0__", "clip", 4),
         (L.scale_shift(input=x), "__scale_shift_0__", "scale_shift", 4),
         (L.prelu(input=x, partial_sum=2), "__prelu_layer_0__", "prelu", 4),
-        (L.max_id(input=x), "__maxid_layer_0__", "maxid", 1),
+        (L.max_id(input=x), "__maxid_layer_0__", "maxid", 4),  # Paddle: the input width
         (L.sampling_id(input=x), "__sampling_id_layer_0__", "sampling_id", 4),
         (L.out_prod(input1=x, input2=w), "__out_prod_layer_0__", "out_prod", 4),
         (L.linear_comb(weights=w, vectors=x, size=4), "__linear_comb_layer_0__", "convex_comb", 4),
