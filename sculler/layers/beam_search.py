@@ -62,7 +62,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
         for i in inputs:
             arg = self.get_input(i)
             return arg.num_sequences if arg.seq_starts is not None else arg.batch_size
-        raise ValueError(f"beam_search {self.name!r}: needs a StaticInput or a memory with a "
+        raise ValueError(f"beam_search {self.group!r}: needs a StaticInput or a memory with a "
                          "boot_layer to know the number of samples")
 
     def _gather_static(self, arg: Argument, samples):
@@ -142,7 +142,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
         starts = [0]
         for s, best in enumerate(finals.best(r)):
             if not best and r == 1:
-                raise ValueError(f"beam_search {self.name!r}: sample {s} ended with no path")
+                raise ValueError(f"beam_search {self.group!r}: sample {s} ended with no path")
             out: list[int] = []
             for j, (score, t, parent, last) in enumerate(best):
                 prob[s, j] = score

@@ -71,6 +71,7 @@ class RecurrentGroupLayer(Layer):
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
         a = self.config.attrs
+        self.group = a.get("group", self.name)  # a beam search is named after its output
         self.model = _step_model(self.config)
         self.inner_params, self.outer_params = shared_parameters(
             parameter_map, self.model.parameters, owner=self.name, dtype=self.dtype)
@@ -82,13 +83,13 @@ class RecurrentGroupLayer(Layer):
         target = a.get("target_inlink")
         self.target = None if target is None else int(target)
         if not self.in_links and not a.get("generator"):
-            raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
+            raise ValueError(f"recurrent group {self.group!r}: at least one input needs to be a "
                              "sequence or a nested sequence")
         self.boot_bias = {m["agent"]: Weight(parameter_map[m["boot_bias"]])
                           for m in self.memories if m.get("boot_bias")}
         remote = [pc.name for pc in self.model.parameters if pc.sparse_remote_update]
         if remote:
-            raise NotImplementedError(f"recurrent group {self.name!r}: sparse remote update of "
+            raise NotImplementedError(f"recurrent group {self.group!r}: sparse remote update of "
                                       f"parameters {remote} inside a group is not supported")
         self.frames: list[StepNetwork] = []
         self.extra_outputs = {o["name"]: Argument() for o in self.out_links}
@@ -113,22 +114,22 @@ class RecurrentGroupLayer(Layer):
         self.batch_statics = self.statics + [link for link in self.in_links
                                              if link not in self.links]
         if not self.links:
-            raise ValueError(f"recurrent group {self.name!r}: at least one input needs to be a "
+            raise ValueError(f"recurrent group {self.group!r}: at least one input needs to be a "
                              "sequence or a nested sequence")
         target_link = self.links[0] if self.target is None else self.in_links[self.target]
         if target_link not in self.links:
-            raise ValueError(f"recurrent group {self.name!r}: the target in-link "
+            raise ValueError(f"recurrent group {self.group!r}: the target in-link "
                              f"{target_link['agent']!r} is not a sequence")
         plans = []
         for link in self.links:
             arg = self.get_input(link["input"])
             plans.append(GroupPlan(arg, self.reverse,
-                                   f"recurrent group {self.name!r} in-link {link['agent']!r}"))
+                                   f"recurrent group {self.group!r} in-link {link['agent']!r}"))
         target = plans[self.links.index(target_link)]
         for link, plan in zip(self.links, plans):
             if not np.array_equal(plan.lengths, target.lengths):
                 raise ValueError(
-                    f"recurrent group {self.name!r}: in-link {link['agent']!r} has sequence "
+                    f"recurrent group {self.group!r}: in-link {link['agent']!r} has sequence "
                     f"lengths {plan.lengths.tolist()[:8]}, the target in-link has "
                     f"{target.lengths.tolist()[:8]} (mismatched sequence length)")
         self.plans = plans
@@ -140,19 +141,19 @@ class RecurrentGroupLayer(Layer):
         if arg.seq_starts is None:
             if arg.batch_size != plan.num_samples:
                 raise ValueError(
-                    f"recurrent group {self.name!r}: static input "
+                    f"recurrent group {self.group!r}: static input "
                     f"{self.batch_statics[k]['agent']!r} "
                     f"has {arg.batch_size} rows, expected one per sample ({plan.num_samples})")
             rows = plan.order
             starts = None
         else:
             if arg.sub_seq_starts is not None:
-                raise NotImplementedError(f"recurrent group {self.name!r}: a nested static "
+                raise NotImplementedError(f"recurrent group {self.group!r}: a nested static "
                                           "input is not supported")
             seq = np.asarray(arg.seq_starts)
             if seq.size - 1 != plan.num_samples:
                 raise ValueError(
-                    f"recurrent group {self.name!r}: static input "
+                    f"recurrent group {self.group!r}: static input "
                     f"{self.batch_statics[k]['agent']!r} "
                     f"has {seq.size - 1} sequences, expected {plan.num_samples}")
             rows, starts = sequence_rows(seq, plan.order)
@@ -222,11 +223,11 @@ class RecurrentGroupLayer(Layer):
             arg = self.get_input(m["boot"])
             count = arg.batch_size if arg.seq_starts is None else arg.num_sequences
             if arg.sub_seq_starts is not None:
-                raise ValueError(f"recurrent group {self.name!r}: memory {m['agent']!r} cannot "
+                raise ValueError(f"recurrent group {self.group!r}: memory {m['agent']!r} cannot "
                                  "boot from a nested sequence")
             if count != num_samples:
                 raise ValueError(
-                    f"recurrent group {self.name!r}: boot layer of memory {m['agent']!r} has "
+                    f"recurrent group {self.group!r}: boot layer of memory {m['agent']!r} has "
                     f"{count} rows or sequences, expected one per sample ({num_samples})")
             rows, starts = (samples, None) if arg.seq_starts is None else sequence_rows(
                 arg.seq_starts, samples)
@@ -259,7 +260,7 @@ class RecurrentGroupLayer(Layer):
         for t, src in enumerate(outs):
             ss = np.asarray(src.seq_starts, dtype=np.int64)
             if ss.size - 1 != plan.frames[t][0]:
-                raise ValueError(f"recurrent group {self.name!r}: out-link {o['layer']!r} has "
+                raise ValueError(f"recurrent group {self.group!r}: out-link {o['layer']!r} has "
                                  f"{ss.size - 1} sequences at step {t}, expected one per active "
                                  f"sample ({plan.frames[t][0]})")
             lens.append(np.diff(ss))
