@@ -224,10 +224,7 @@ def _group_of(lc: LayerConfig, subs: dict[str, SubModelConfig]) -> SubModelConfi
 
 def _nest_scope(names: list[str], layers: dict[str, LayerConfig],
                 subs: dict[str, SubModelConfig], params: dict[str, ParameterConfig]):
-    out_links = {}
-    for sm in subs.values():
-        for k, link in enumerate(sm.out_links):
-            out_links[link.link_name] = (sm, k)
+    out_links = {link.link_name: sm for sm in subs.values() for link in sm.out_links}
     result = []
     for name in names:
         lc = layers[name]
@@ -237,13 +234,12 @@ def _nest_scope(names: list[str], layers: dict[str, LayerConfig],
                 result.append(_nest_group(lc.name, sm, layers, subs, params))
             continue
         if name in out_links and lc.type in ("gather_agent", "data"):
-            sm, k = out_links[name]
-            group = _group_name(sm, layers, names)
+            sm = out_links[name]
             if sm.generator is not None:
                 result.append(_nest_generator(name, sm, layers, subs, params))
             else:
                 result.append(LayerConfig(name=name, type="get_output", size=lc.size,
-                                          inputs=[InputConfig(group)],
+                                          inputs=[InputConfig(_group_name(sm, layers, names))],
                                           attrs={"arg_name": name}))
             continue
         result.append(copy.deepcopy(lc))
