@@ -49,7 +49,9 @@ def generated_agent_name(group: str) -> str:
 
 
 def eos_layer_name(group: str) -> str:
-    return f"__{group}_eos_layer__@{group}"
+    """The generator's eos check: ``__<name>_eos_layer__@<group>``, where a group made inside
+    another group's step is ``<name>@<outer>``."""
+    return f"__{group.split('@', 1)[0]}_eos_layer__@{group}"
 
 
 def has_groups(model: ModelConfig) -> bool:
@@ -109,19 +111,12 @@ def _flatten_scope(scope: list[LayerConfig]):
         if lc.type == BEAM:
             outs = [LayerConfig(name=lc.name, type="data", size=lc.attrs["vocab_size"])]
         else:
-            outs = [LayerConfig(name=sub.out_links[k].link_name, type="gather_agent",
-                                size=_step_size(lc, o["layer"]))
-                    for k, o in enumerate(lc.attrs["out_links"])]
+            sizes = {x.name: x.size for x in group_layers}
+            outs = [LayerConfig(name=link.link_name, type="gather_agent",
+                                size=sizes[link.layer_name]) for link in sub.out_links]
         layers.extend(outs)
         own.extend(o.name for o in outs)
     return layers, own, subs
-
-
-def _step_size(group: LayerConfig, name: str) -> int:
-    for lc in group.attrs["step_model"]["layers"]:
-        if lc["name"] == name:
-            return int(lc["size"])
-    raise KeyError(f"recurrent group {group.name!r}: no step layer {name!r}")
 
 
 def _flatten_group(lc: LayerConfig, gather_names: dict[str, str]):
@@ -130,13 +125,12 @@ def _flatten_group(lc: LayerConfig, gather_names: dict[str, str]):
     a = lc.attrs
     step = ModelConfig.from_dict(a["step_model"])
     beam = lc.type == BEAM
-    # a group inside a step is the layer <group>@<outer>; its sub-model is <group>
-    group = a["group"] if beam else lc.name.split("@", 1)[0]
+    group = a["group"] if beam else lc.name  # inside a step: <group>@<outer>
     outer = [ic.input_layer_name for ic in lc.inputs]
     inner_layers, inner_own, inner_subs = _flatten_scope(step.layers)
     by_name = {x.name: x for x in inner_layers}
     scatter = [link["agent"] for link in a.get("in_links", [])]
-    head = [LayerConfig(name=group if beam else lc.name, type=GROUP, size=0)]
+    head = [LayerConfig(name=group, type=GROUP, size=0)]
     for name in scatter:
         head.append(LayerConfig(name=name, type="scatter_agent", size=by_name[name].size))
     body = []
@@ -215,7 +209,7 @@ def nest_groups(model: ModelConfig) -> ModelConfig:
 def _group_of(lc: LayerConfig, subs: dict[str, SubModelConfig]) -> SubModelConfig | None:
     if lc.type != GROUP or "step_model" in lc.attrs:
         return None
-    sm = subs.get(lc.name) or subs.get(lc.name.split("@", 1)[0])
+    sm = subs.get(lc.name)
     if sm is None:
         raise ValueError(f"recurrent_layer_group layer {lc.name!r} has no sub-model; the model "
                          f"lists sub-models {sorted(subs)}")
@@ -239,18 +233,11 @@ def _nest_scope(names: list[str], layers: dict[str, LayerConfig],
                 result.append(_nest_generator(name, sm, layers, subs, params))
             else:
                 result.append(LayerConfig(name=name, type="get_output", size=lc.size,
-                                          inputs=[InputConfig(_group_name(sm, layers, names))],
+                                          inputs=[InputConfig(sm.name)],
                                           attrs={"arg_name": name}))
             continue
         result.append(copy.deepcopy(lc))
     return result
-
-
-def _group_name(sm: SubModelConfig, layers: dict[str, LayerConfig], scope: list[str]) -> str:
-    for name in scope:
-        if layers[name].type == GROUP and name.split("@", 1)[0] == sm.name:
-            return name
-    return sm.name
 
 
 def _step(sm: SubModelConfig, layers, subs, params, outputs: list[str], drop=()):

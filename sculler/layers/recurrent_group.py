@@ -16,7 +16,9 @@ the order the attrs refer to them. attrs:
 - ``out_links``: ``[{"layer": inner name, "name": outer name}]``: each step's output of
   ``layer`` assembled into a sequence aligned with the in-link (a nested sequence when each
   step's output is a sequence), exposed as ``extra_outputs[name]`` (read with ``get_output``);
-  the group's own output is the first;
+  the group's own output is the first; a step output whose value rows are not its id rows (a
+  ``beam_search`` in the step: scores per sample, a path of ids per sample) is gathered as
+  ids alone;
 - ``reverse``: run each sequence from its last step; ``target_inlink``: index of the in-link
   whose layout the out-links take (default: the first in-link that is a sequence; an in-link
   that is not a sequence acts as a static input).
@@ -285,9 +287,10 @@ class RecurrentGroupLayer(Layer):
             width = self.model.layer(o["layer"]).size
             value = self.scratch("out_" + o["name"], (rows.size, width))
             ids = None
+            ids_only = bool(bounds) and _ids_only(self.frames[0].layers[o["layer"]].output)
             for t, (a, b) in enumerate(bounds):
                 src = self.frames[t].layers[o["layer"]].output
-                if src.value is not None:
+                if src.value is not None and not ids_only:
                     _check_rows(self.name, o["layer"], src.value.shape[0], b - a, t)
                     value[a:b] = src.value
                 if src.ids is not None:
@@ -303,7 +306,9 @@ class RecurrentGroupLayer(Layer):
                 arg.ids[rows] = ids
             arg.seq_starts, arg.sub_seq_starts = seq_starts, sub_seq_starts
             arg.grad = None
-            if self.need_gradient:
+            if ids_only:
+                arg.value = None
+            elif self.need_gradient:
                 grad = self.scratch("grad_" + o["name"], (rows.size, width))
                 grad[...] = 0
                 arg.grad = grad
@@ -314,6 +319,9 @@ class RecurrentGroupLayer(Layer):
         out_grads = []
         for o, (rows, bounds) in zip(self.out_links, self.layouts):
             arg = self.extra_outputs[o["name"]]
+            if arg.grad is None:  # ids only: nothing flows back
+                out_grads.append((None, bounds))
+                continue
             g = self.scratch("outgrad_" + o["name"], arg.grad.shape)
             np.take(arg.grad, rows, axis=0, out=g)
             out_grads.append((g, bounds))
@@ -340,6 +348,8 @@ class RecurrentGroupLayer(Layer):
             net = self.frames[t]
             n, lo, hi, _ = plan.frames[t]
             for o, (g, bounds) in zip(self.out_links, out_grads):
+                if g is None:
+                    continue
                 dst = writable_grad(net.layers[o["layer"]])
                 if dst is not None:
                     a, b = bounds[t]
@@ -404,6 +414,13 @@ class RecurrentGroupLayer(Layer):
                 value = self._bufs["boot_" + m["agent"]][: g.size].reshape(g.shape)
                 get_activation(m.get("boot_bias_act")).backward(None, value, g)
                 col_sum(g, w.w_grad)
+
+
+def _ids_only(arg: Argument) -> bool:
+    """An out-link gathered as ids alone: a step output whose ids are its rows and whose
+    value is something else (a beam search inside the step: per-sample path scores)."""
+    return (arg.ids is not None and arg.value is not None
+            and arg.value.shape[0] != arg.ids.shape[0])
 
 
 def _set(arg: Argument, value, ids, seq_starts) -> None:

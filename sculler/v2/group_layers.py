@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -124,6 +125,25 @@ def memory(name: str | None, size: int, memory_name: str | None = None,
     mem.boot_layer = boot_layer
     mem.boot_bias = boot_bias if boot_bias not in (None, False) else None
     return mem
+
+
+_building: list[str] = []  # full names of the groups whose step function is running
+
+
+@contextlib.contextmanager
+def _step_scope(group: str):
+    """Inside a step function, layers are named ``<name>@<group>``; a group made inside
+    another group's step is ``<group>@<outer>`` (PaddlePaddle's nested naming), and so is
+    the suffix of its own step layers."""
+    _building.append(group)
+    try:
+        yield
+    finally:
+        _building.pop()
+
+
+def _scoped(group: str) -> str:
+    return _suffix(group, _building[-1]) if _building else group
 
 
 def _suffix(name: str, group: str) -> str:
@@ -248,9 +268,10 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
     items = list(input) if isinstance(input, (list, tuple)) else [input]
     if not items:
         raise ValueError(f"recurrent group {group!r}: needs at least one input")
-    sb = _StepBuilder(group)
+    scope = _scoped(group)
+    sb = _StepBuilder(scope)
     args, agents, in_links, statics = [], [], [], []
-    with record_layers() as created:
+    with record_layers() as created, _step_scope(scope):
         for item in items:
             if isinstance(item, StaticInput):
                 agent = _agent(auto_name("memory"), item.input.size, "static")
@@ -272,9 +293,9 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
     if len(set(names)) != len(names):
         raise ValueError(f"recurrent group {group!r}: in-links {names} must be different layers")
     model, mem_specs = sb.build(created, outs, agents)
-    link_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
+    link_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, scope)}
                   for src, a in in_links]
-    static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
+    static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, scope)}
                     for src, a in statics]
     target = None
     if targetInlink is not None:
@@ -284,7 +305,7 @@ def recurrent_group(step: Callable[..., Any], input: Any, reverse: bool = False,
             raise ValueError(f"recurrent group {group!r}: targetInlink {targetInlink!r} is not "
                              "one of its sequence inputs")
         target = hits[0]
-    out_specs = [{"layer": _suffix(o.name, group), "name": o.name} for o in outs]
+    out_specs = [{"layer": _suffix(o.name, scope), "name": o.name} for o in outs]
     config = LayerConfig(
         name=group, type="recurrent_layer_group",
         inputs=[InputConfig(o.name) for o in sb.outer],
@@ -341,9 +362,10 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
     if max_length < 1:
         raise ValueError(f"beam_search {group!r}: max_length must be >= 1, got {max_length}")
     gen = gens[0]
-    sb = _StepBuilder(group)
+    scope = _scoped(group)
+    sb = _StepBuilder(scope)
     args, statics = [], []
-    with record_layers() as created:
+    with record_layers() as created, _step_scope(scope):
         for i, item in enumerate(items):
             if isinstance(item, StaticInput):
                 agent = _agent(auto_name("memory"), item.input.size, "static")
@@ -371,7 +393,7 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
         raise ValueError(f"beam_search {group!r}: the step's first output {probs.name!r} has "
                          f"width {probs.size}, expected the vocabulary size {gen.size}")
     model, mem_specs = sb.build(created, outs, [a for _, a in statics] + [predicted])
-    static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, group)}
+    static_specs = [{"input": sb.outer_index(src), "agent": _suffix(a.name, scope)}
                     for src, a in statics]
     if not sb.outer:
         raise ValueError(f"beam_search {group!r}: needs a StaticInput or a memory with a "
@@ -380,10 +402,10 @@ def beam_search(step: Callable[..., Any], input: Any, bos_id: int,  # noqa: A002
         name=PREDICT, type="beam_search", size=num_results,
         inputs=[InputConfig(o.name) for o in sb.outer],
         attrs={"step_model": model.to_dict(), "in_links": [], "statics": static_specs,
-               "memories": mem_specs, "group": group, "vocab_size": gen.size,
-               "out_links": [{"layer": _suffix(probs.name, group), "name": PREDICT}],
-               "generator": {"agent": _suffix(predicted.name, group),
-                             "prob_layer": _suffix(probs.name, group), "bos_id": int(bos_id),
+               "memories": mem_specs, "group": scope, "vocab_size": gen.size,
+               "out_links": [{"layer": _suffix(probs.name, scope), "name": PREDICT}],
+               "generator": {"agent": _suffix(predicted.name, scope),
+                             "prob_layer": _suffix(probs.name, scope), "bos_id": int(bos_id),
                              "eos_id": int(eos_id), "beam_size": int(beam_size),
                              "max_length": int(max_length), "num_results": num_results}})
     return LayerOutput(config, list(sb.outer))

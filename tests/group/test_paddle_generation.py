@@ -76,3 +76,42 @@ def test_generation_with_paddle_parameters_matches_paddle(beam):
     else:  # PaddlePaddle: score 0 for "1 2 3 4", -0.2 for "0 1 2 3 4"
         assert ids.tolist() == [4, 1, 2, 3, 4, -1, 5, 0, 1, 2, 3, 4, -1] * 15
         np.testing.assert_allclose(prob, [[0, -0.2]] * 15, atol=1e-6)
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_generation_inside_a_group_matches_paddle(beam):
+    """A beam search in each step of a group over sub-sequences (PaddlePaddle's nested
+    generation test, r1.test.nest): one generated path per sub-sequence, gathered as a nested
+    sequence of ids; the layout names the inner group ``rnn_gen@rnn_gen_concat``."""
+    dummy = paddle.layer.data(name="dummy",
+                              type=paddle.data_type.dense_vector_sub_sequence(2))
+
+    def step(moved_in, word):
+        moved = paddle.layer.mixed(size=WORDS, input=paddle.layer.full_matrix_projection(
+            word, param_attr=paddle.attr.Param(name="transtable")))
+        return paddle.layer.mixed(
+            size=WORDS, act=paddle.activation.Exp(),
+            input=paddle.layer.trans_full_matrix_projection(
+                moved, param_attr=paddle.attr.Param(name="wordvec")))
+
+    def outer_step(sentence):
+        return paddle.layer.beam_search(
+            name="rnn_gen", step=step, bos_id=0, eos_id=EOS, beam_size=beam,
+            num_results_per_sample=1, max_length=10,
+            input=[paddle.layer.StaticInput(sentence), paddle.layer.GeneratedInput(
+                size=WORDS, embedding_name="wordvec", embedding_size=WORDS)])
+
+    out = paddle.layer.recurrent_group(name="rnn_gen_concat", step=outer_step,
+                                       input=paddle.layer.SubsequenceInput(dummy))
+    model = paddle.topology.Topology(out).proto()
+    inner = {sm.name: sm for sm in model.sub_models}["rnn_gen@rnn_gen_concat"]
+    assert inner.generator.eos_layer_name == "__rnn_gen_eos_layer__@rnn_gen@rnn_gen_concat"
+    assert model.layer("__beam_search_predict__@rnn_gen_concat").type == "data"
+    assert (model.layer("__beam_search_predict__").type,
+            model.layer("__beam_search_predict__").size) == ("gather_agent", WORDS)
+    params = paddle.parameters.create(out)
+    params.init_from_tar(io.BytesIO(paddle_tar({"wordvec": np.eye(WORDS),
+                                                "transtable": TABLE})))
+    rows = np.random.RandomState(0).uniform(0, 1, (15, 1, 2))
+    ids = paddle.infer(output_layer=out, parameters=params, input=[(rows,)], field="id")
+    assert ids.tolist() == [1, 2, 3, 4] * 15  # PaddlePaddle: " 1 2 3 4" per sub-sequence

@@ -128,8 +128,11 @@ def test_group_inside_a_group():
     model = paddle.topology.Topology(out).proto()
     s = subs(model)
     assert s["outer"].layer_names == ["x@outer", "inner@outer", "i@outer", "last@outer"]
-    assert s["inner"].in_links == [LinkConfig("x@outer", "x@inner")]
-    assert s["inner"].out_links == [LinkConfig("i@inner", "i@outer")]
+    inner = s["inner@outer"]  # PaddlePaddle names a nested group and its layers so
+    assert inner.layer_names == ["x@inner@outer", "i+delay1@inner@outer", "i@inner@outer"]
+    assert inner.in_links == [LinkConfig("x@outer", "x@inner@outer")]
+    assert inner.out_links == [LinkConfig("i@inner@outer", "i@outer")]
+    assert "_i@inner@outer.w0" in [p.name for p in model.parameters]
     assert model.layer("inner@outer").type == "recurrent_layer_group"
     assert model.layer("i@outer").type == "gather_agent"
 

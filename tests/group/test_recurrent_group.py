@@ -133,7 +133,7 @@ def test_grad_sequence_static_input_through_inner_group():
                                             name="outer")
     report = check_network_grad([paddle.layer.fc(input=h, size=2),
                                  paddle.layer.fc(input=inner, size=1)])
-    assert report.max_error < 1e-6 and "parameter _ei@inner.w0" in report.errors
+    assert report.max_error < 1e-6 and "parameter _ei@inner@outer.w0" in report.errors
 
 
 def test_grad_nested_input_inner_group():
@@ -157,7 +157,7 @@ def test_grad_nested_input_inner_group():
     out, params = run(y, {"x": arg})
     np.testing.assert_array_equal(out.seq_starts, [0, 3, 7, 9])
     np.testing.assert_array_equal(out.sub_seq_starts, sub)
-    w0, w1 = params["_ih@inner.w0"].value, params["_ih@inner.w1"].value
+    w0, w1 = params["_ih@inner@outer.w0"].value, params["_ih@inner@outer.w1"].value
     for s, e in zip(sub[:-1], sub[1:]):
         h = np.zeros(4)
         for r in range(s, e):
