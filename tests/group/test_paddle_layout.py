@@ -112,7 +112,13 @@ def test_nested_group_over_subsequences():
     sub = paddle.layer.data(name="sub_seq_input", type=D.dense_vector_sub_sequence(100))
     out = paddle.layer.recurrent_group(step=rnn_step("rnn_subseq_forward"),
                                        input=paddle.layer.SubsequenceInput(sub))
-    group = subs(paddle.topology.Topology(out).proto())[G0]
+    model = paddle.topology.Topology(out).proto()
+    group = subs(model)[G0]
+    assert group.layer_names == [f"sub_seq_input@{G0}", f"rnn_subseq_forward+delay1@{G0}",
+                                 f"rnn_subseq_forward@{G0}"]
+    assert model.layer(f"sub_seq_input@{G0}").type == "scatter_agent"
+    assert group.memories == [MemoryConfig(f"rnn_subseq_forward@{G0}",
+                                           f"rnn_subseq_forward+delay1@{G0}")]
     assert group.in_links == [LinkConfig("sub_seq_input", f"sub_seq_input@{G0}")]
     assert group.out_links == [LinkConfig(f"rnn_subseq_forward@{G0}", "rnn_subseq_forward")]
 
