@@ -7,7 +7,9 @@ order); the layers it creates form the step sub-model, named ``<name>@<group>`` 
 PaddlePaddle (so their parameters are ``_<name>@<group>.w0``; a ``ParamAttr(name=...)`` shares
 one with layers outside). ``memory(name=...)`` inside the step reads layer ``name`` of the
 previous step. The group returns one layer per layer ``step`` returns, named like it without
-the ``@<group>`` suffix.
+the ``@<group>`` suffix. A group made inside another group's step is named
+``<group>@<outer>`` and suffixes its own step layers with that (PaddlePaddle's nesting). The
+model lays the group out as PaddlePaddle does (:mod:`sculler.core.group_layout`).
 
 Example:
     >>> import sculler as paddle

@@ -131,3 +131,20 @@ def test_scheduled_sampling_shares_the_target_embedding():
     prob, ids = paddle.infer(output_layer=gen, parameters=params, input=[(d[0],) for d in data],
                              field=["prob", "id"])
     assert prob.shape == (8, 2) and np.all(np.isfinite(prob[:, 0]))
+
+
+def test_beam_search_passes_values_through_and_refuses_bare_layers():
+    ctx = paddle.layer.data(name="ctx", type=D.dense_vector(E))
+    words = paddle.layer.GeneratedInput(size=V, embedding_name="emb", embedding_size=E)
+    seen = []
+
+    def step(c, width, word):
+        seen.append(width)
+        return paddle.layer.fc(input=[c, word], size=V, act=paddle.activation.Softmax())
+
+    paddle.layer.beam_search(step=step, input=[paddle.layer.StaticInput(ctx), 7, words],
+                             bos_id=BOS, eos_id=EOS, beam_size=2)
+    assert seen == [7]
+    with pytest.raises(TypeError, match=r"input 0 \('ctx'\) is a layer; wrap it in StaticInput"):
+        paddle.layer.beam_search(step=step, input=[ctx, 7, words], bos_id=BOS, eos_id=EOS,
+                                 beam_size=2)
