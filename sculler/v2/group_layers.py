@@ -216,7 +216,11 @@ class _StepBuilder:
                 raise ValueError(f"recurrent group {group!r}: memory {m.name!r} has size "
                                  f"{m.size}, layer {link!r} has size {by_name[link].size}")
             roots.append(by_name[link])
-        nodes = sorted(_reachable(roots, inner, group), key=lambda n: n.order)  # creation
+        nodes = _reachable(roots, inner, group)
+        kept = {id(n) for n in nodes}  # a print probe reads kept layers and nothing reads it
+        nodes += [n for n in by_name.values() if n.layer_type == "print" and id(n) not in kept
+                  and all(id(p) in kept for p in n.parents)]
+        nodes.sort(key=lambda n: n.order)  # creation order, as PaddlePaddle lists them
         b = ModelBuilder()
         for node in nodes:
             if node.initializers or node.evaluators:

@@ -233,3 +233,20 @@ def test_layout_errors_name_the_group():
     subs(model)["g"].name = "other"
     with pytest.raises(ValueError, match="layer 'g' has no sub-model"):
         Network(model)
+
+
+def test_print_probe_inside_a_step_stays_in_the_group():
+    seq = paddle.layer.data(name="seq_input", type=D.dense_vector_sequence(3))
+
+    def step(s):
+        m = paddle.layer.memory(name="r", size=2)
+        out = paddle.layer.fc(input=[s, m], size=2, name="r")
+        paddle.layer.printer(input=out)
+        return out
+
+    out = paddle.layer.recurrent_group(step=step, input=seq, name="g")
+    model = paddle.topology.Topology(out).proto()
+    assert subs(model)["g"].layer_names == ["seq_input@g", "r+delay1@g", "r@g", "__print_0__@g"]
+    _, got = run_layout(model, {"seq_input": Argument(value=np.ones((3, 3), np.float32),
+                                                      seq_starts=np.array([0, 3]))})
+    assert got.value.shape == (3, 2)
