@@ -2,7 +2,9 @@
 
 The layers reachable from the output (cost) layers and ``extra_layers`` are collected
 depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
-outputs need); data layers keep that depth-first order, which is the default feeding order.
+outputs need) in the order the program created them, as PaddlePaddle lists them; recurrent
+groups are laid out as PaddlePaddle lays them out (:mod:`sculler.core.group_layout`). Data
+layers keep the depth-first order, which is the default feeding order.
 """
 
 from __future__ import annotations
@@ -105,12 +107,13 @@ class Topology:
         return self
 
     def proto(self) -> ModelConfig:
-        """The ModelConfig (built once, pruned to what the outputs need)."""
+        """The ModelConfig (built once, pruned to what the outputs need), its layers in the
+        order the program created them, as PaddlePaddle's ``parse_network`` lists them."""
         if self._proto is None:
             b = ModelBuilder()
             seen_ev: set[str] = set()
             configs: list[tuple[LayerOutput, LayerConfig]] = []
-            for node in self._nodes:
+            for node in sorted(self._nodes, key=lambda n: n.order):
                 lc = copy.deepcopy(node.config)
                 b.add_layer(lc, node.weight_attrs, node.bias_attr)
                 configs.append((node, lc))

@@ -250,3 +250,24 @@ def test_print_probe_inside_a_step_stays_in_the_group():
     _, got = run_layout(model, {"seq_input": Argument(value=np.ones((3, 3), np.float32),
                                                       seq_starts=np.array([0, 3]))})
     assert got.value.shape == (3, 2)
+
+
+def test_v2_layers_are_listed_in_creation_order():
+    """As PaddlePaddle's parse_network lists them (a depth-first walk would put ``boot``
+    right after ``ctx``)."""
+    ctx = paddle.layer.data(name="ctx", type=D.dense_vector(3))
+    trg = paddle.layer.data(name="trg", type=D.integer_value_sequence(6))
+    emb = paddle.layer.embedding(input=trg, size=3)
+    boot = paddle.layer.fc(input=ctx, size=4, name="boot")
+
+    def step(c, word):
+        h = paddle.layer.memory(name="h", size=4, boot_layer=boot)
+        return paddle.layer.fc(input=[word, c, h], size=4, name="h")
+
+    out = paddle.layer.recurrent_group(step=step, name="dec",
+                                       input=[paddle.layer.StaticInput(ctx), emb])
+    model = paddle.topology.Topology(out).proto()
+    assert model.sub_models[0].layer_names == ["ctx", "trg", "__embedding_0__", "boot", "dec",
+                                               "h"]
+    assert subs(model)["dec"].layer_names == ["__embedding_0__@dec", "__memory_0__@dec",
+                                              "h+delay1@dec", "h@dec"]
