@@ -2,9 +2,7 @@
 
 The layers reachable from the output (cost) layers and ``extra_layers`` are collected
 depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
-outputs need) in the order the program created them, as PaddlePaddle lists them; recurrent
-groups are laid out as PaddlePaddle lays them out (:mod:`sculler.core.group_layout`). Data
-layers keep the depth-first order, which is the default feeding order.
+outputs need); data layers keep that depth-first order, which is the default feeding order.
 """
 
 from __future__ import annotations
