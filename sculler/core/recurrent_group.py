@@ -41,6 +41,29 @@ class AgentLayer(Layer):
         super().forward(pass_type)
 
 
+class LayoutAgent(Layer):
+    """A ``scatter_agent`` or ``gather_agent`` of PaddlePaddle's group layout (see
+    :mod:`sculler.core.group_layout`): it declares a name and a size so that a model in that
+    layout builds; :class:`~sculler.core.network.Network` folds it into the engine's group
+    layer before any layer runs, so it never runs itself."""
+
+    min_inputs = max_inputs = 0
+
+    def forward(self, pass_type: str) -> None:
+        raise RuntimeError(f"layer {self.name!r} ({self.type_name}) is part of a recurrent "
+                           "group's layout; build the model with Network, which runs the group")
+
+
+@register_layer("scatter_agent")
+class ScatterAgentLayer(LayoutAgent):
+    """In PaddlePaddle's layout, an in-link ``X`` seen inside group G (``X@G``)."""
+
+
+@register_layer("gather_agent")
+class GatherAgentLayer(LayoutAgent):
+    """In PaddlePaddle's layout, a step output ``O@G`` seen outside the group (``O``)."""
+
+
 class GroupPlan:
     """Time-major layout of a batch for the group, from the in-link that sets it.
 

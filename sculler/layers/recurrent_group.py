@@ -59,7 +59,17 @@ class RecurrentGroupLayer(Layer):
     min_inputs = 1
 
     @classmethod
+    def check_config(cls, config, inputs) -> None:
+        if "step_model" in config.attrs:
+            super().check_config(config, inputs)
+        elif inputs:  # PaddlePaddle's layout: the group's sub-model says what it reads
+            raise ValueError(f"layer {config.name!r} (recurrent_layer_group) of PaddlePaddle's "
+                             f"layout takes no inputs, got {[i.name for i in inputs]}")
+
+    @classmethod
     def infer_size(cls, config, inputs):
+        if "step_model" not in config.attrs:
+            return 0
         outs = config.attrs.get("out_links") or []
         if not outs:
             raise ValueError(f"recurrent group {config.name!r} has no out-link")
@@ -68,7 +78,7 @@ class RecurrentGroupLayer(Layer):
 
     @classmethod
     def extra_parameters(cls, config, inputs) -> list[ParameterConfig]:
-        return _step_model(config).parameters
+        return _step_model(config).parameters if "step_model" in config.attrs else []
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)

@@ -178,6 +178,8 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
     elif lc.type == "clip":
         p.inputs[0].clip_conf.min = float(attrs.pop("min"))
         p.inputs[0].clip_conf.max = float(attrs.pop("max"))
+    elif lc.type == "get_output":  # which output of its input (an lstm_step's 'state')
+        p.inputs[0].input_layer_argument = str(attrs.pop("arg_name"))
     if lc.type in IMAGE_OUTPUT_TYPES:
         for key in GEOMETRY_ATTRS:
             attrs.pop(key, None)
@@ -549,6 +551,8 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                 lc.attrs[sub.name] = value
         elif name == "clip_conf" and pl.type == "clip":
             lc.attrs.update(min=float(conf.min), max=float(conf.max))
+        elif name == "input_layer_argument" and pl.type == "get_output":
+            lc.attrs["arg_name"] = str(conf)
         else:
             raise _fail(pl.name, f"({pl.type}) input {i} PaddlePaddle field {name} has no "
                         "Sculler equivalent")

@@ -42,17 +42,18 @@ def paddle_tar(values: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
+def step(dummy_memory, word):
+    """The previous word's one-hot row times the transition table, exponentiated."""
+    moved = paddle.layer.mixed(size=WORDS, input=paddle.layer.full_matrix_projection(
+        word, param_attr=paddle.attr.Param(name="transtable")))
+    return paddle.layer.mixed(
+        size=WORDS, act=paddle.activation.Exp(),
+        input=paddle.layer.trans_full_matrix_projection(
+            moved, param_attr=paddle.attr.Param(name="wordvec")))
+
+
 def generator(beam: int):
     dummy = paddle.layer.data(name="dummy", type=paddle.data_type.dense_vector(2))
-
-    def step(dummy_memory, word):
-        moved = paddle.layer.mixed(size=WORDS, input=paddle.layer.full_matrix_projection(
-            word, param_attr=paddle.attr.Param(name="transtable")))
-        return paddle.layer.mixed(
-            size=WORDS, act=paddle.activation.Exp(),
-            input=paddle.layer.trans_full_matrix_projection(
-                moved, param_attr=paddle.attr.Param(name="wordvec")))
-
     return paddle.layer.beam_search(
         name="rnn_gen", step=step, bos_id=0, eos_id=EOS, beam_size=beam,
         num_results_per_sample=beam, max_length=10,
@@ -85,14 +86,6 @@ def test_generation_inside_a_group_matches_paddle(beam):
     sequence of ids; the layout names the inner group ``rnn_gen@rnn_gen_concat``."""
     dummy = paddle.layer.data(name="dummy",
                               type=paddle.data_type.dense_vector_sub_sequence(2))
-
-    def step(moved_in, word):
-        moved = paddle.layer.mixed(size=WORDS, input=paddle.layer.full_matrix_projection(
-            word, param_attr=paddle.attr.Param(name="transtable")))
-        return paddle.layer.mixed(
-            size=WORDS, act=paddle.activation.Exp(),
-            input=paddle.layer.trans_full_matrix_projection(
-                moved, param_attr=paddle.attr.Param(name="wordvec")))
 
     def outer_step(sentence):
         return paddle.layer.beam_search(

@@ -271,3 +271,43 @@ def test_v2_layers_are_listed_in_creation_order():
                                                "h"]
     assert subs(model)["dec"].layer_names == ["__embedding_0__@dec", "__memory_0__@dec",
                                               "h+delay1@dec", "h@dec"]
+
+
+def test_groups_round_trip_through_paddles_protobuf():
+    """The layout written as a ``paddle.ModelConfig`` message and read back (as a model
+    PaddlePaddle serialized would be) builds and computes the same: an LSTM group (its cell
+    through ``get_output``'s input_layer_argument), a static input and a generator."""
+    from sculler.config import from_proto, to_proto
+
+    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(8))
+    ctx = paddle.layer.data(name="ctx", type=D.dense_vector(3))
+    lstm = paddle.networks.lstmemory_group(input=x, size=2, name="l")
+
+    def step(h, c):
+        m = paddle.layer.memory(name="s", size=4)
+        return paddle.layer.fc(input=[h, c, m], size=4, name="s")
+
+    out = paddle.layer.last_seq(input=paddle.layer.recurrent_group(
+        step=step, input=[lstm, paddle.layer.StaticInput(ctx)], name="g"))
+    topo = paddle.topology.Topology(out)
+    params = paddle.parameters.create(topo)
+    message = to_proto(topo.proto())
+    assert message.layers[[lc.name for lc in message.layers].index(
+        "l_state@l_recurrent_group")].inputs[0].input_layer_argument == "state"
+    back = from_proto(message.SerializeToString())
+    assert back.sub_models == topo.proto().sub_models
+    rng = np.random.RandomState(0)
+    feed = {"x": Argument(value=rng.uniform(-1, 1, (5, 8)), seq_starts=np.array([0, 2, 5])),
+            "ctx": Argument(value=rng.uniform(-1, 1, (2, 3)))}
+    want = Network(topo.proto(), params.parameter_set).forward(feed)[0].value
+    got = Network(back, params.parameter_set).forward(feed)[0].value
+    np.testing.assert_allclose(got, want)
+
+    gen = generator()
+    topo = paddle.topology.Topology(gen)
+    params = paddle.parameters.create(topo)
+    back = from_proto(to_proto(topo.proto()).SerializeToString())
+    feed = {"ctx": Argument(value=rng.uniform(-1, 1, (3, 3)))}
+    want = Network(topo.proto(), params.parameter_set).forward(feed)[0]
+    got = Network(back, params.parameter_set).forward(feed)[0]
+    np.testing.assert_array_equal(got.ids, want.ids)

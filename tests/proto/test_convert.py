@@ -258,9 +258,10 @@ def test_parse_network_returns_the_message_v2_returned():
     assert list(message.output_layer_names) == ["cost"]
     assert list(message.input_layer_names) == ["x", "lab"]
     root = message.sub_models[0]
-    assert (root.name, list(root.layer_names)) == ("root", ["x", "pred", "lab", "cost"])
+    # in creation order, as PaddlePaddle's parse_network lists them
+    assert (root.name, list(root.layer_names)) == ("root", ["x", "lab", "pred", "cost"])
     assert list(root.evaluator_names) == [ev.name for ev in message.evaluators]
-    assert [lc.name for lc in from_proto(message).layers] == ["x", "pred", "lab", "cost"]
+    assert [lc.name for lc in from_proto(message).layers] == ["x", "lab", "pred", "cost"]
     single = paddle.layer.parse_network([pred])
     assert list(single.output_layer_names) == ["pred"]
     assert [lp.name for lp in single.layers] == ["x", "pred"]
