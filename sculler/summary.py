@@ -45,13 +45,37 @@ def _seq_level(lc: LayerConfig, levels: dict[str, int]) -> int:
     return max(ins)
 
 
+def _group_levels(model: ModelConfig) -> dict[str, tuple[str, str | None]]:
+    """What sets the sequence level of a recurrent group's agents (PaddlePaddle's layout,
+    where they have no inputs): a scatter agent is one row (or sub-sequence) of its in-link,
+    a memory agent what boots it, a gather agent one step output per step."""
+    links: dict[str, tuple[str, str | None]] = {}
+    for sm in model.sub_models:
+        for link in sm.in_links:
+            links[link.link_name] = ("scatter", link.layer_name)
+        for m in sm.memories:
+            links[m.link_name] = ("boot", m.boot_layer_name)
+        for link in sm.out_links:
+            links[link.link_name] = ("generated" if sm.generator else "gather", link.layer_name)
+    return links
+
+
 def summarize(model: ModelConfig) -> list[LayerRow]:
     """The rows of ``model``'s layers, in order."""
     dims = {p.name: tuple(int(d) for d in p.dims) for p in model.parameters}
     levels: dict[str, int] = {}
+    links = _group_levels(model)
     rows = []
     for lc in model.layers:
-        levels[lc.name] = _seq_level(lc, levels)
+        kind, source = links.get(lc.name, (None, None))
+        if kind == "scatter":
+            levels[lc.name] = max(levels.get(source, 1) - 1, 0)
+        elif kind == "boot":
+            levels[lc.name] = levels.get(source, 0) if source else 0
+        elif kind in ("gather", "generated"):
+            levels[lc.name] = 1 if kind == "generated" else min(levels.get(source, 0) + 1, 2)
+        else:
+            levels[lc.name] = _seq_level(lc, levels)
         names = [i.input_parameter_name for i in lc.inputs if i.input_parameter_name]
         if lc.bias_parameter_name:
             names.append(lc.bias_parameter_name)

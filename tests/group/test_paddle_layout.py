@@ -311,3 +311,15 @@ def test_groups_round_trip_through_paddles_protobuf():
     want = Network(topo.proto(), params.parameter_set).forward(feed)[0]
     got = Network(back, params.parameter_set).forward(feed)[0]
     np.testing.assert_array_equal(got.ids, want.ids)
+
+
+def test_summary_gives_group_layers_their_sequence_level():
+    from sculler.summary import summarize
+
+    sub = paddle.layer.data(name="sub", type=D.dense_vector_sub_sequence(3))
+    out = paddle.layer.last_seq(input=paddle.layer.recurrent_group(
+        step=rnn_step("r"), input=paddle.layer.SubsequenceInput(sub), name="g"))
+    levels = {r.name: r.seq_level for r in summarize(paddle.topology.Topology(out).proto())}
+    # a step sees one sub-sequence and its fc keeps the rows: the group gives a nested sequence
+    assert (levels["sub@g"], levels["r@g"], levels["r"], levels["__last_seq_0__"]) == (
+        1, 1, 2, 1)
