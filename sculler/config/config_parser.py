@@ -107,7 +107,8 @@ def adopt_with_ancestors(outs: list) -> None:
     order, seen = [], set()
 
     def visit(node: Any) -> None:
-        if node.name in seen or node.name in ctx.layers:
+        unfinished = getattr(node, "finalized", True) is False  # a mixed layer's open block
+        if node.name in seen or node.name in ctx.layers or unfinished:
             return
         seen.add(node.name)
         for parent in node.parents:

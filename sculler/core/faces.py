@@ -57,6 +57,13 @@ def on_result(hook: Callable[[Any], None]) -> None:
         _RESULT_HOOKS.append(hook)
 
 
+def announce(result: Any) -> None:
+    """Tell the result hooks (the v1 parser) about layers a declared function made; a layer
+    finished later (a ``with mixed(...) as m:`` block) announces itself when it is done."""
+    for hook in _RESULT_HOOKS:
+        hook(result)
+
+
 def running_prefix() -> str | None:
     """The declared default-name prefix of the innermost declared function now running:
     :func:`~sculler.core.expression.make_layer` names an unnamed layer with it."""
@@ -96,8 +103,7 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
             finally:
                 _RUNNING.pop()
             if kind != "plain":
-                for hook in _RESULT_HOOKS:
-                    hook(result)
+                announce(result)
             return result
 
         _FACES.append(Face(v2_names, v1_names, named, tuple(types), name_prefix, kind,

@@ -42,7 +42,7 @@ from sculler.core.expression import (
     make_layer,
     no_support,
 )
-from sculler.core.faces import layer_function, onnx_converter
+from sculler.core.faces import announce, layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
@@ -455,6 +455,7 @@ class MixedLayerType(LayerOutput):
         self.__dict__.update(built.__dict__)
         self.order = order
         self.finalized = True
+        announce(self)
 
 
 @layer_function(v1="mixed_layer", types=("mixed",), prefix="mixed")

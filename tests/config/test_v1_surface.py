@@ -213,3 +213,15 @@ cost = paddle.layer.sum_cost(input=y)
 """)
     parsed, names = run_config(script)
     assert parsed is None and names["cost"].layer_type == "sum_cost"
+
+
+def test_a_mixed_layer_built_in_a_with_block_joins_the_config_when_done(tmp_path):
+    mc = _parse(tmp_path, """
+x = data_layer(name='x', size=4)
+with mixed_layer(size=3) as m:
+    m += full_matrix_projection(input=x)
+y = fc_layer(input=m, size=2)
+outputs(y)
+""")
+    assert [lc.name for lc in mc.layers] == ["x", "__mixed_0__", "__fc_layer_0__"]
+    assert mc.layer("__mixed_0__").inputs[0].input_parameter_name == "___mixed_0__.w0"
