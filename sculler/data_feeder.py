@@ -295,7 +295,8 @@ class DataFeeder:
             if frac.any():
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
                                  f"{what} {float(raw.reshape(-1)[frac.argmax()])!r} is not an "
-                                 f"integer (integer {what}s expected)")
+                                 f"integer (integer {what}s expected; a float {what} usually "
+                                 "comes from Python 3's '/': use '//' for integer division)")
         if raw.ndim != 1 and not isinstance(fields, np.ndarray):
             raise ValueError(f"expected one integer {what} per entry, got entries of shape "
                              f"{raw.shape[1:]}")

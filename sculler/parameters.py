@@ -66,6 +66,24 @@ class Parameters:
             if new and init is not None:
                 self.set(pc.name, init(pc.name))
 
+    def __append_config__(self, param_conf: Any) -> None:
+        """Add one parameter from its config, as PaddlePaddle's ``Parameters`` does (its own
+        tests build Parameters this way): a :class:`ParameterConfig`, or any object with
+        ``name``, ``dims`` and ``size`` (a protobuf ``ParameterConfig``); empty ``dims`` mean
+        ``(1, size)`` as in Paddle's ``get_shape``. A name already present is an error."""
+        name = getattr(param_conf, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Parameters.__append_config__: expected a ParameterConfig with a "
+                            f"name, got {param_conf!r}")
+        if name in self.parameter_set:
+            raise ValueError(f"Parameters.__append_config__: duplicated parameter {name!r}")
+        if isinstance(param_conf, ParameterConfig):
+            config = param_conf
+        else:
+            dims = [int(d) for d in param_conf.dims] or [1, int(param_conf.size)]
+            config = ParameterConfig(name=name, dims=dims)
+        self.parameter_set.create(config, owner="Parameters.__append_config__")
+
     # ---- map interface ----
     def names(self) -> list[str]:
         return self.parameter_set.names()

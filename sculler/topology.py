@@ -2,7 +2,9 @@
 
 The layers reachable from the output (cost) layers and ``extra_layers`` are collected
 depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
-outputs need); data layers keep that depth-first order, which is the default feeding order.
+outputs need). The data layers are listed in the order the program created them, as
+PaddlePaddle's ``parse_network`` lists ``input_layer_names``: that is the default feeding order
+(sample field i feeds the i-th data layer created), whatever order the layers use them in.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, BinaryIO
 from sculler.core.builder import ModelBuilder
 from sculler.core.expression import LayerOutput
 from sculler.core.group_layout import flatten_groups
-from sculler.core.model_config import LayerConfig, ModelConfig
+from sculler.core.model_config import EvaluatorConfig, LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
 from sculler.fileio import FileFormatError, atomic_write, read_tar
 
@@ -29,6 +31,17 @@ def _as_layers(layers: Any, what: str) -> list[LayerOutput]:
         if not isinstance(it, LayerOutput):
             raise TypeError(f"{what} must be layers (LayerOutput), got {type(it).__name__}")
     return items
+
+
+def _split_evaluators(extra: Any) -> tuple[list[Any], list[EvaluatorConfig]]:
+    """``extra_layers`` may hold evaluators (``paddle.evaluator.auc(...)``), as PaddlePaddle v2
+    programs pass them: an evaluator already rides on its input layer, so it only has to be
+    checked against the topology; the layers are returned apart."""
+    if extra is None:
+        return [], []
+    items = list(extra) if isinstance(extra, (list, tuple)) else [extra]
+    return ([it for it in items if not isinstance(it, EvaluatorConfig)],
+            [it for it in items if isinstance(it, EvaluatorConfig)])
 
 
 def _collect(outputs: list[LayerOutput]) -> list[LayerOutput]:
@@ -59,7 +72,8 @@ class Topology:
         self.layers = _as_layers(layers, "Topology layers")
         if not self.layers:
             raise ValueError("Topology needs at least one output layer")
-        self.extra_layers = _as_layers(extra_layers, "extra_layers")
+        extra, self.extra_evaluators = _split_evaluators(extra_layers)
+        self.extra_layers = _as_layers(extra, "extra_layers")
         self._nodes = _collect(self.layers + self.extra_layers)
         by_name: dict[str, LayerOutput] = {}
         for node in self._nodes:
@@ -68,6 +82,12 @@ class Topology:
                 raise ValueError(f"two different layers are named {node.name!r}; layer names "
                                  "must be unique within a topology")
         self._by_name = by_name
+        for ev in self.extra_evaluators:
+            unreached = [n for n in ev.input_layers if n not in by_name]
+            if unreached:
+                raise ValueError(f"extra_layers: evaluator {ev.name!r} reads layers {unreached} "
+                                 "that the cost and the other extra layers do not reach; pass "
+                                 "those layers in extra_layers too")
         self._proto: ModelConfig | None = None
         self.initializers: dict[str, Any] = {}
 
@@ -98,6 +118,7 @@ class Topology:
                                               if n in nodes], data_type=dt)
         self.layers = [nodes[n] for n in model_config.output_layer_names]
         self.extra_layers = []
+        self.extra_evaluators = []
         self._nodes = list(nodes.values())
         self._by_name = nodes
         self._proto = model_config
@@ -120,7 +141,8 @@ class Topology:
                         seen_ev.add(ev.name)
                         b.add_evaluator(ev)
             outputs = [n.name for n in self.layers + self.extra_layers]
-            data_names = [n.name for n in self._nodes if n.layer_type == "data"]
+            data_names = [n.name for n in sorted(self._nodes, key=lambda n: n.order)
+                          if n.layer_type == "data"]
             self._proto = flatten_groups(b.build(outputs, data_names, prune=True))
             for node, lc in configs:
                 for key, init in node.initializers.items():
