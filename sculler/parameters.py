@@ -106,9 +106,9 @@ class Parameters:
     def get_shape(self, key: str) -> tuple[int, ...]:
         return self._parameter(key).shape
 
-    def get(self, key: str) -> np.ndarray:
+    def get(self, parameter_name: str) -> np.ndarray:
         """A host copy of the parameter's value."""
-        return backend.to_numpy(self._parameter(key).value).copy()
+        return backend.to_numpy(self._parameter(parameter_name).value).copy()
 
     __getitem__ = get
 
@@ -118,13 +118,13 @@ class Parameters:
         return np.zeros(p.shape, np.float32) if p.grad is None else backend.to_numpy(
             p.grad).copy()
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, parameter_name: str, value: Any) -> None:
         """Overwrite the value in place (layers keep their views). The array must have the
         parameter's shape exactly, or be flat (1-D) with its size (Paddle's
         ``parameters.set`` takes both); a transposed array is an error, not reshaped."""
-        p = self._parameter(key)
-        arr = exact_shape(as_array(value, f"value for parameter {key!r}"), p.shape,
-                          f"parameter {key!r}", allow_flat=True)
+        p = self._parameter(parameter_name)
+        arr = exact_shape(as_array(value, f"value for parameter {parameter_name!r}"), p.shape,
+                          f"parameter {parameter_name!r}", allow_flat=True)
         p.value[...] = backend.xp().asarray(arr, dtype=p.value.dtype)
 
     def _parameter(self, key: str) -> Any:

@@ -169,6 +169,14 @@ class Topology:
             raise ValueError(f"no layer named {name!r} in this topology; layers are "
                              f"{list(self._by_name)}") from None
 
+    def get_layer_proto(self, name: str) -> LayerConfig | None:
+        """The built LayerConfig of layer ``name``, or None when the topology has none."""
+        return next((lc for lc in self.proto().layers if lc.name == name), None)
+
+    def use_sparse_updater(self) -> bool:
+        """Whether a parameter asks for sparse updates (``Param(sparse_update=True)``)."""
+        return any(p.sparse_update or p.sparse_remote_update for p in self.proto().parameters)
+
     def data_layers(self) -> dict[str, LayerOutput]:
         """Data layers by name, in feeding order."""
         names = self.proto().input_layer_names
@@ -182,8 +190,9 @@ class Topology:
             out.append((name, dt))
         return out
 
-    def serialize_for_inference(self, f: BinaryIO | str, parameters: Any = None) -> None:
-        """Write the model for :class:`sculler.inference.Inference`: a tar holding
+    def serialize_for_inference(self, stream: BinaryIO | str, parameters: Any = None) -> None:
+        """Write the model to ``stream`` (a binary file or a path) for
+        :class:`sculler.inference.Inference`: a tar holding
         ``model.json`` (ModelConfig + data types) and, when ``parameters`` is given, their
         Paddle-format tar as ``parameters.tar``. No pickle; writes to a path are atomic."""
         meta = {"model_config": self.proto().to_dict(),
@@ -204,7 +213,7 @@ class Topology:
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
 
-        atomic_write(f, write, "serialize_for_inference")
+        atomic_write(stream, write, "serialize_for_inference")
 
     @staticmethod
     def load_for_inference(f: BinaryIO | str) -> tuple[Topology, bytes | None]:

@@ -409,21 +409,22 @@ class PipeReader:
 
 
 def pipe_reader(
-    command: str,
+    left_cmd: str,
     parser: Callable[[str], Any] | None = None,
     bufsize: int = 8192,
     file_type: str = "plain",
     cut_lines: bool = True,
     line_break: str = "\n",
 ) -> Reader:
-    """Reader of ``parser(line)`` for each line a command prints (see :class:`PipeReader`).
+    """Reader of ``parser(line)`` for each line the command ``left_cmd`` prints (see
+    :class:`PipeReader`; the argument names are PaddlePaddle v2's).
 
     The command runs anew each time the reader is called, so every pass re-reads it.
     """
-    PipeReader(command, bufsize, file_type)  # validate arguments now, not at first pass
+    PipeReader(left_cmd, bufsize, file_type)  # validate arguments now, not at first pass
 
     def reader() -> Iterator[Any]:
-        for line in PipeReader(command, bufsize, file_type).get_line(cut_lines, line_break):
+        for line in PipeReader(left_cmd, bufsize, file_type).get_line(cut_lines, line_break):
             yield parser(line) if parser is not None else line
 
     return reader

@@ -206,3 +206,41 @@ def test_float_ids_say_use_floor_division():
     whole = paddle.infer(output_layer=out, parameters=params, input=[(6 / 2, [4 / 2])])
     exact = paddle.infer(output_layer=out, parameters=params, input=[(3, [2])])
     np.testing.assert_array_equal(whole, exact)
+
+
+def test_v2_helpers_and_argument_names():
+    paddle.layer.reset_names()
+    x = L.data(name="x", type=DT.dense_vector(3))
+    y = L.data(name="y", type=DT.integer_value(2))
+    q = L.data(name="q", type=DT.integer_value(5))
+    prob = L.fc(input=x, size=2, act=paddle.activation.Softmax(),
+                param_attr=paddle.attr.Param(name="w", sparse_update=True))
+    cost = L.classification_cost(input=prob, label=y)
+    topo = paddle.topology.Topology(cost)
+    assert topo.get_layer_proto(prob.name).size == 2 and topo.get_layer_proto("nope") is None
+    assert topo.use_sparse_updater()
+    assert paddle.data_feeder.default_feeding_map(topo.data_type()) == {"x": 0, "y": 1}
+    params = paddle.parameters.create(cost)
+    params.set(parameter_name="w", value=np.ones((3, 2), np.float32))
+    assert params.get(parameter_name="w").sum() == 6
+    sgd = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0.9,
+                                                                     is_async=False))
+    assert sgd.get_topology_proto().output_layer_names == [cost.name]
+    assert paddle.trainer.default_event_handler(paddle.event.BeginPass(0)) is None
+    assert paddle.evaluator.pnpair(input=prob, label=y, query_id=q).input_layers == [
+        prob.name, "y", "q"]
+    with pytest.raises(NotImplementedError, match="is_async=True"):
+        paddle.optimizer.Adam(is_async=True)
+    assert list(paddle.reader.pipe_reader(left_cmd="printf 'a\\nb\\n'")()) == ["a", "b"]
+
+
+def test_parameters_append_config_as_paddles_tests_build_them():
+    from types import SimpleNamespace
+
+    params = paddle.parameters.Parameters()
+    params.__append_config__(SimpleNamespace(name="p0", dims=[3, 4], size=12))
+    params.__append_config__(SimpleNamespace(name="p1", dims=[], size=5))
+    assert params.names() == ["p0", "p1"]
+    assert params.get_shape("p0") == (3, 4) and params.get_shape("p1") == (1, 5)
+    with pytest.raises(ValueError, match="duplicated parameter 'p0'"):
+        params.__append_config__(SimpleNamespace(name="p0", dims=[1], size=1))
