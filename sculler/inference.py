@@ -104,13 +104,14 @@ class Inference:
         arrays of every output layer in order; ``flatten_result`` concatenates them along rows
         (so several output layers come back as ONE array, layer after layer, as in v2; their
         widths must agree); without it each field is the list of per-layer arrays. One field
-        gives that field's result alone, several a list in the order of ``field``."""
+        gives that field's result alone, several a list in the order of ``field``; no samples
+        give ``[]``."""
         fields = _check_fields(field)
         if not isinstance(flatten_result, bool):
             raise TypeError(f"infer: flatten_result must be a bool, got {flatten_result!r}")
         chunks = list(self.iter_infer(input, feeding))
         if not chunks:
-            raise ValueError("infer got no input samples")
+            return []  # no samples: PaddlePaddle v2 returns an empty list
         names = [layer.name for layer in self.topology.layers]
         # PaddlePaddle feeds all of input as one batch; chunks are joined back into that batch
         per_field = [[_join([_field(c[k], f, names[k]) for c in chunks])

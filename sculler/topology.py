@@ -1,10 +1,11 @@
 """``Topology``: a v2 layer expression compiled into a ModelConfig (``paddle.v2.topology``).
 
-The layers reachable from the output (cost) layers and ``extra_layers`` are collected
-depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
-outputs need). The data layers are listed in the order the program created them, as
-PaddlePaddle's ``parse_network`` lists ``input_layer_names``: that is the default feeding order
-(sample field i feeds the i-th data layer created), whatever order the layers use them in.
+The layers reachable from the output (cost) layers and ``extra_layers`` are collected and
+built with :class:`ModelBuilder` (pruned to what the outputs need) in the order the program
+created them, as PaddlePaddle's ``parse_network`` keeps them: so the layers, the parameters and
+the data layers (``input_layer_names``) come in creation order. The data layers' order is the
+default feeding order (sample field i feeds the i-th data layer created), whatever order the
+network uses them in.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ class Topology:
             raise ValueError("Topology needs at least one output layer")
         extra, self.extra_evaluators = _split_evaluators(extra_layers)
         self.extra_layers = _as_layers(extra, "extra_layers")
-        self._nodes = _collect(self.layers + self.extra_layers)
+        # creation order (a topological order: a layer's parents exist before it), as
+        # PaddlePaddle's parse_network keeps the config's layers, parameters and data layers
+        self._nodes = sorted(_collect(self.layers + self.extra_layers), key=lambda n: n.order)
         by_name: dict[str, LayerOutput] = {}
         for node in self._nodes:
             other = by_name.setdefault(node.name, node)
@@ -141,8 +144,7 @@ class Topology:
                         seen_ev.add(ev.name)
                         b.add_evaluator(ev)
             outputs = [n.name for n in self.layers + self.extra_layers]
-            data_names = [n.name for n in sorted(self._nodes, key=lambda n: n.order)
-                          if n.layer_type == "data"]
+            data_names = [n.name for n in self._nodes if n.layer_type == "data"]
             self._proto = flatten_groups(b.build(outputs, data_names, prune=True))
             for node, lc in configs:
                 for key, init in node.initializers.items():

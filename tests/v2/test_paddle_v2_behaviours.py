@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import sculler as paddle
+from sculler.data_type import InputType
 
 L = paddle.layer
 DT = paddle.data_type
@@ -63,6 +64,19 @@ def test_data_layers_feed_in_creation_order_for_train_test_and_infer():
                         feeding={k: v for k, v in named.items() if k != "label"})
     assert got.shape == (24, 3)
     np.testing.assert_array_equal(got, want)
+
+
+def test_layers_and_parameters_come_in_creation_order():
+    paddle.layer.reset_names()
+    x = L.data(name="x", type=DT.dense_vector(3))
+    a = L.fc(input=x, size=2)
+    b = L.fc(input=x, size=2)
+    c = L.fc(input=[b, a], size=1)  # reaches b before a
+    topo = paddle.topology.Topology(c)
+    assert [lc.name for lc in topo.proto().layers] == ["x", a.name, b.name, c.name]
+    assert paddle.parameters.create(c).names()[:4] == [
+        "___fc_layer_0__.w0", "___fc_layer_0__.wbias", "___fc_layer_1__.w0",
+        "___fc_layer_1__.wbias"]
 
 
 def test_wrong_field_order_still_fails_on_the_layer_it_reaches():
@@ -172,6 +186,7 @@ def test_infer_lays_results_out_as_v2():
     chunked = paddle.inference.Inference(output_layer=[a, b], parameters=params,
                                          batch_size=2).infer(inputs)
     np.testing.assert_array_equal(chunked, both)
+    assert paddle.infer(output_layer=a, parameters=params, input=[]) == []
 
 
 def test_infer_of_unequal_widths_needs_flatten_result_false():
@@ -232,6 +247,11 @@ def test_v2_helpers_and_argument_names():
     with pytest.raises(NotImplementedError, match="is_async=True"):
         paddle.optimizer.Adam(is_async=True)
     assert list(paddle.reader.pipe_reader(left_cmd="printf 'a\\nb\\n'")()) == ["a", "b"]
+    # PaddlePaddle's argument names and PyDataProvider2's names for the input types
+    assert DT.integer_value(value_range=5) == DT.index_slot(5) == InputType(5, 0, 3)
+    assert DT.integer_value_sequence(value_range=7) == DT.integer_sequence(7)
+    assert DT.sparse_non_value_slot(4) == DT.sparse_binary_vector(4)
+    assert DT.sparse_value_slot(4) == DT.sparse_float_vector(4)
 
 
 def test_parameters_append_config_as_paddles_tests_build_them():
