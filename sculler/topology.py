@@ -74,7 +74,7 @@ class Topology:
         if not self.layers:
             raise ValueError("Topology needs at least one output layer")
         extra, self.extra_evaluators = _split_evaluators(extra_layers)
-        self.extra_layers = _as_layers(extra, "extra_layers")
+        self.extra_layers = _as_layers(extra, "extra_layers (besides evaluators)")
         # creation order (a topological order: a layer's parents exist before it), as
         # PaddlePaddle's parse_network keeps the config's layers, parameters and data layers
         self._nodes = sorted(_collect(self.layers + self.extra_layers), key=lambda n: n.order)

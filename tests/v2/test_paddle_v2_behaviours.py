@@ -131,6 +131,8 @@ def test_evaluator_on_layers_the_topology_does_not_reach_is_refused():
         paddle.trainer.SGD(cost=cost, parameters=params,
                            update_equation=paddle.optimizer.Adam(),
                            extra_layers=paddle.evaluator.auc(input=other, label=y))
+    with pytest.raises(TypeError, match=r"extra_layers \(besides evaluators\) must be layers"):
+        paddle.topology.Topology(cost, extra_layers=[prob, "auc"])
 
 
 def test_data_layer_accepts_layer_attr_as_paddle_did():
