@@ -166,12 +166,12 @@ class DataFeeder:
     def convert(self, dat: Sequence[Any]) -> dict[str, Argument]:
         """One :class:`Argument` per data layer, by name."""
         if len(dat) == 0:
-            raise ValueError("cannot feed an empty dat")
+            raise ValueError("cannot feed an empty minibatch")
         columns = dat.columns if isinstance(dat, ArrayBatch) else None
         if columns is not None and len(columns) < self._fields_read:
             self._columns_missing(columns)
         if self._every_field_read:
-            self._refuse_extra_fields(minibatch, columns)
+            self._refuse_extra_fields(dat, columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]

@@ -135,7 +135,7 @@ class Topology:
             b = ModelBuilder()
             seen_ev: set[str] = set()
             configs: list[tuple[LayerOutput, LayerConfig]] = []
-            for node in sorted(self._nodes, key=lambda n: n.order):
+            for node in self._nodes:  # in creation order
                 lc = copy.deepcopy(node.config)
                 b.add_layer(lc, node.weight_attrs, node.bias_attr)
                 configs.append((node, lc))
