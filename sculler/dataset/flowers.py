@@ -7,7 +7,8 @@ their labels 1..102 in ``imagelabels.mat`` (``labels``: 1 x 8189) and the split 
 official test split is the larger one); ``valid()`` reads the 1,020 ``valid`` images.
 
 The first read packs each split's images into pickled batch files beside the archive
-(:func:`sculler.image.batch_images_from_tar`); later reads use them. The reader yields
+(:func:`sculler.image.batch_images_from_tar`); later reads use them (delete
+``102flowers.tgz_batch`` to repack after replacing the label or split files). The reader yields
 ``(image file bytes, label)`` with labels 0..101 through ``mapper``: the default mappers decode
 the image (BGR, as PaddlePaddle's OpenCV did), resize its shorter edge to 256, crop 224 x 224
 (random crop and flip for ``train_mapper``, central for ``test_mapper``), subtract the BGR mean
