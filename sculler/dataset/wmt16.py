@@ -4,7 +4,8 @@ The archive ``wmt16.tar.gz`` holds tokenized, tab-separated ``english \\t german
 files ``wmt16/train``, ``wmt16/test`` and ``wmt16/val``. Dictionaries are built from the
 training file for each language and size and cached as ``DATA_HOME/wmt16/<lang>_<size>.dict``
 (one word a line): ``<s>``, ``<e>``, ``<unk>`` (ids 0, 1, 2), then the ``size - 3`` most
-frequent words, by decreasing count (ties alphabetical; PaddlePaddle left ties in hash order).
+frequent other words, by decreasing count (ties alphabetical; PaddlePaddle left ties in hash
+order, and listed a mark found in the text a second time).
 A dictionary file whose line count is not its size is rebuilt. A sample is three id lists:
 
     src_ids      = [<s>] + source words + [<e>]
@@ -81,6 +82,8 @@ def _build_dict(tar_path: str, dict_size: int, lang: str) -> None:
     col = LANGS.index(lang)
     for pair in _pairs(tar_path, "wmt16/train"):
         counts.update(pair[col].split())
+    for mark in (START_MARK, END_MARK, UNK_MARK):  # a mark in the text keeps its own id
+        counts.pop(mark, None)
     words = sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))[: dict_size - 3]
     lines = [START_MARK, END_MARK, UNK_MARK, *(w for w, _ in words)]
     atomic_write(_dict_path(lang, dict_size),

@@ -13,7 +13,8 @@ from sculler.dataset import mq2007, wmt16
 WMT16_TRAIN = ("a cat sits\teine katze sitzt\n"
                "a dog\tein hund\n"
                "no tab here\n"
-               "a cat\teine katze\n")
+               "a cat\teine katze\n"
+               "<unk>\t<unk>\n")  # a mark in the text is not a word of its own
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_wmt16_dictionaries_by_frequency(wmt16_archive, data_home):
 def test_wmt16_triples_both_directions(wmt16_archive):
     en, de = wmt16.get_dict("en", 6), wmt16.get_dict("de", 8)
     train = list(wmt16.train(6, 8)())
-    assert len(train) == 3  # the line without a tab is skipped
+    assert len(train) == 4  # the line without a tab is skipped
     src, trg, trg_next = train[0]
     assert src == [0, en["a"], en["cat"], 2, 1]  # 'sits' is past the 6-word dictionary
     assert trg == [0, de["eine"], de["katze"], de["sitzt"]]
