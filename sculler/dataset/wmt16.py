@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from sculler.dataset import common
 from sculler.fileio import atomic_write
 
-__all__ = ["train", "test", "validation", "get_dict", "fetch", "START_MARK", "END_MARK",
+__all__ = ["train", "test", "validation", "get_dict", "fetch", "convert", "START_MARK", "END_MARK",
            "UNK_MARK"]
 
 DATA_URL = "http://cloud.dlnel.org/filepub/?uuid=46a0808e-ddd8-427c-bacd-0dbc6d045fed"
@@ -155,3 +155,13 @@ def get_dict(lang: str, dict_size: int, reverse: bool = False) -> dict:
 def fetch() -> None:
     """Download the archive into the cache."""
     _archive()
+
+
+def convert(path: str | os.PathLike, src_dict_size: int, trg_dict_size: int,
+            src_lang: str = "en") -> None:
+    """Write the three sets as RecordIO files of 1,000 samples under ``path``
+    (``wmt16_train-00000``, ..., ``wmt16_test-*``, ``wmt16_validation-*``), for
+    ``reader.creator.recordio``."""
+    for name, creator in (("train", train), ("test", test), ("validation", validation)):
+        common.convert(path, creator(src_dict_size, trg_dict_size, src_lang), 1000,
+                       f"wmt16_{name}")

@@ -75,6 +75,33 @@ def test_wmt16_refuses_bad_arguments():
         wmt16.get_dict("english", 10)
 
 
+def test_wmt16_convert_to_recordio(wmt16_archive, tmp_path):
+    import sculler as paddle
+
+    out = tmp_path / "recordio"
+    out.mkdir()
+    wmt16.convert(out, 6, 8)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "wmt16_test-00000", "wmt16_train-00000", "wmt16_validation-00000"]
+    back = list(paddle.reader.creator.recordio(str(out / "wmt16_train-*"))())
+    assert sorted(back) == sorted(tuple(s) for s in wmt16.train(6, 8)())
+
+
+def test_common_convert_files_of_line_count(tmp_path):
+    import sculler as paddle
+    from sculler.dataset import common
+
+    paths = common.convert(tmp_path, lambda: iter(range(7)), 3, "numbers")
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["numbers-00000", "numbers-00001",
+                                                     "numbers-00002"]
+    files = [sorted(paddle.reader.creator.recordio(p)()) for p in paths]
+    assert files == [[0, 1, 2], [3, 4, 5], [6]]
+    with pytest.raises(ValueError, match="line_count must be an int >= 1, got 0"):
+        common.convert(tmp_path, lambda: iter(range(7)), 0, "numbers")
+    with pytest.raises(FileNotFoundError, match="output directory .*missing"):
+        common.convert(tmp_path / "missing", lambda: iter(range(7)), 3, "numbers")
+
+
 def test_wmt16_fetch(wmt16_archive, data_home):
     wmt16.fetch()
     assert (data_home / "wmt16" / "wmt16.tar.gz").exists()
