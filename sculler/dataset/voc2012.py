@@ -43,10 +43,10 @@ def _read(tf: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name: str) -
 
 
 def _decode(data: bytes, name: str) -> np.ndarray:
-    from sculler.image import _pil
+    from sculler.image import pillow
 
     try:
-        with _pil().open(io.BytesIO(data)) as img:
+        with pillow().open(io.BytesIO(data)) as img:
             return np.array(img)
     except OSError as exc:
         raise ValueError(f"voc2012: cannot decode {name}: {exc}") from exc
