@@ -3,7 +3,9 @@ attention seq2seq whose training decoder feeds each step either the true previou
 own previous prediction (``max_id`` of the last step's softmax, embedded with the target
 table ``_target_language_embedding``), chosen by a ``true_token_flag`` sequence that a reader
 decorator draws on a decaying schedule. Generation reads the same table through
-``GeneratedInput``. The task is reversing short digit strings."""
+``GeneratedInput``. The task is reversing short digit strings; after training, beam search
+gets most held-out strings right, and the training decoder fed only its own predictions
+follows the path greedy generation finds, with the same probabilities."""
 
 import numpy as np
 
@@ -52,7 +54,7 @@ def gen_schedule_data(reader, schedule):
     return data_reader
 
 
-def seqToseq_net(source_dict_dim, target_dict_dim, is_generating=False):
+def seqToseq_net(source_dict_dim, target_dict_dim, is_generating=False, beam_size=BEAM_SIZE):
     src_word_id = paddle.layer.data(
         name="source_language_word",
         type=paddle.data_type.integer_value_sequence(source_dict_dim))
@@ -110,18 +112,18 @@ def seqToseq_net(source_dict_dim, target_dict_dim, is_generating=False):
             input=group_inputs + [trg_embedding, true_token_flags])
         lbl = paddle.layer.data(name="target_language_next_word",
                                 type=paddle.data_type.integer_value_sequence(target_dict_dim))
-        return paddle.layer.classification_cost(input=decoder, label=lbl)
+        return paddle.layer.classification_cost(input=decoder, label=lbl), decoder
 
     trg_embedding = paddle.layer.GeneratedInput(
         size=target_dict_dim, embedding_name="_target_language_embedding",
         embedding_size=WORD_DIM)
     return paddle.layer.beam_search(name="decoder_group", step=gru_decoder_with_attention,
                                     input=group_inputs + [trg_embedding], bos_id=BOS,
-                                    eos_id=EOS, beam_size=BEAM_SIZE, max_length=MAX_LENGTH)
+                                    eos_id=EOS, beam_size=beam_size, max_length=MAX_LENGTH)
 
 
 def test_scheduled_sampling_trains_and_generates():
-    cost = seqToseq_net(DICT, DICT)
+    cost, decoder = seqToseq_net(DICT, DICT)
     parameters = paddle.parameters.create(cost)
     assert parameters.get_shape("_target_language_embedding") == (DICT, WORD_DIM)
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters,
@@ -161,3 +163,31 @@ def test_scheduled_sampling_trains_and_generates():
     best = paths[::BEAM_SIZE]
     exact = np.mean([p == trg_next for p, (_, _, trg_next) in zip(best, test)])
     assert exact >= 0.8
+
+    # Fed its own predictions (flags 1 after <s>), the training decoder runs free: whatever
+    # the target words say, it follows the greedy path that generation with one beam finds,
+    # through the one shared target table.
+    paddle.layer.reset_names()
+    greedy_gen = seqToseq_net(DICT, DICT, is_generating=True, beam_size=1)
+    greedy_prob, greedy_ids = paddle.infer(output_layer=greedy_gen, parameters=parameters,
+                                           input=[(src,) for src, _, _ in test],
+                                           field=["prob", "id"])
+    # one result per sample: the paths back to back, each ending at <e> or at MAX_LENGTH words
+    greedy = [[]]
+    for w in greedy_ids:
+        greedy[-1].append(int(w))
+        if w == EOS or len(greedy[-1]) == MAX_LENGTH:
+            greedy.append([])
+    greedy = greedy[:-1]
+    assert len(greedy) == len(test) and greedy_prob.shape == (len(test), 1)
+    wrong_words = [[BOS] + [(w + 1) % DICT for w in path[:-1]] for path in greedy]
+    free_running = paddle.infer(
+        output_layer=decoder, parameters=parameters, feeding=feeding,
+        input=[(src, wrong, path, [0] + [1] * (len(path) - 1))
+               for (src, _, _), wrong, path in zip(test, wrong_words, greedy)])
+    words = np.concatenate(greedy)
+    assert np.array_equal(free_running.argmax(axis=1), words)
+    starts = np.cumsum([0] + [len(path) for path in greedy[:-1]])
+    np.testing.assert_allclose(
+        greedy_prob[:, 0],
+        np.add.reduceat(np.log(free_running[np.arange(words.size), words]), starts), rtol=1e-4)
