@@ -46,6 +46,7 @@ from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
+from sculler.math.segment import shifted_add
 
 
 def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
@@ -274,10 +275,10 @@ class MixedLayer(ConvTerms, Layer):
     def _fwd_context(self, i, out):
         xp, src, pad = self._context(i)
         x, d, w = self._in(i), self.inputs[i].size, self.weights[i]
+        start = int(self.config.inputs[i].attrs.get("context_start", 0))
         for k in range(src.shape[0]):
             block = out[:, k * d : (k + 1) * d]
-            ok = src[k] >= 0
-            block[ok] += x[src[k][ok]]
+            shifted_add(block, x, start + k, src[k] >= 0)
             if w is not None:
                 use = pad[k] >= 0
                 block[use] += w.w[pad[k][use]]
@@ -285,12 +286,12 @@ class MixedLayer(ConvTerms, Layer):
     def _bwd_context(self, i, dy):
         xp, src, pad = self._context(i)
         d, w, g = self.inputs[i].size, self.weights[i], self.get_input_grad(i)
+        start = int(self.config.inputs[i].attrs.get("context_start", 0))
         for k in range(src.shape[0]):
             block = dy[:, k * d : (k + 1) * d]
-            if g is not None:
-                ok = src[k] >= 0
-                xp.add.at(g, src[k][ok], block[ok])
-            if w is not None and w.w_grad is not None:
+            if g is not None:  # a shift: distinct rows, so a masked slice add is exact
+                shifted_add(g, block, start + k, src[k] >= 0, transpose=True)
+            if w is not None and w.w_grad is not None:  # sequences share the padding rows
                 use = pad[k] >= 0
                 xp.add.at(w.w_grad, pad[k][use], block[use])
 

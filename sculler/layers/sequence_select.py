@@ -61,8 +61,8 @@ class _Gather(SequenceLayer):
         self.finish_forward(seq_starts, sub_seq_starts)
 
     def add_input_grad(self, i, g, dy) -> None:
-        if i == 0:
-            get_array_module(g).add.at(g, self._rows, dy)
+        if i == 0:  # overlapping slices or a repeated selection pick a row twice
+            S.add_rows(g, self._rows, dy)
 
     @classmethod
     def infer_size(cls, config, inputs):

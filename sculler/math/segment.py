@@ -21,7 +21,7 @@ from sculler.backend import get_array_module
 
 __all__ = [
     "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
-    "degrade", "starts_from_lengths", "gather_rows",
+    "degrade", "starts_from_lengths", "gather_rows", "shifted_add", "add_rows",
 ]
 
 
@@ -95,6 +95,48 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
 def gather_rows(x, rows, out):
     """``out = x[rows]`` without a temporary (``rows`` an index array on x's device)."""
     return get_array_module(out).take(x, rows, axis=0, out=out)
+
+
+def shifted_add(dst, src, offset: int, valid, transpose: bool = False):
+    """``dst[t] += src[t + offset]`` for every row t with ``valid[t]`` (``transpose``: ``dst[t +
+    offset] += src[t]``); returns ``dst``. Every valid t must have ``t + offset`` inside both
+    arrays (a context window that stays in its sequence).
+
+    Why not ``add.at``: a shift maps distinct rows to distinct rows, so one masked slice add is
+    exact (each destination row receives at most one term) and reads both arrays in order,
+    where ``add.at`` goes row by row (about 20x slower on a text CNN's context projection).
+    ``valid`` is a ``(T,)`` bool array on dst's device, T the rows that ``t`` ranges over.
+    """
+    xp = get_array_module(dst)
+    rows = valid.shape[0]
+    lo, hi = max(0, -offset), rows - max(0, offset)
+    if hi <= lo:
+        return dst
+    near, far = slice(lo, hi), slice(lo + offset, hi + offset)
+    to, frm = (far, near) if transpose else (near, far)
+    if xp is np:
+        np.add(dst[to], src[frm], out=dst[to], where=valid[near, None])
+    else:  # CuPy's ufuncs take no ``where``: the same distinct rows through an indexed add
+        t = xp.flatnonzero(valid[near]) + lo
+        dst[t + offset if transpose else t] += src[t if transpose else t + offset]
+    return dst
+
+
+def add_rows(dst, rows, src):
+    """``dst[rows[i]] += src[i]`` for every i, summing the terms of a repeated row (a scatter
+    add); returns ``dst``. ``rows`` is an int array on dst's device.
+
+    Strictly increasing ``rows`` (the gather of disjoint ranges, a common case) are distinct,
+    and one indexed add is exact and several times faster than ``add.at``, which the general
+    case keeps (it adds the terms in order, as the unbuffered definition does).
+    """
+    xp = get_array_module(dst)
+    host = _host(rows)
+    if host.size < 2 or bool((host[1:] > host[:-1]).all()):
+        dst[rows] += src
+    else:
+        xp.add.at(dst, rows, src)
+    return dst
 
 
 def window_starts(starts, stride: int, from_end: bool = False) -> tuple[np.ndarray, np.ndarray]:
