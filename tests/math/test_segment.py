@@ -12,9 +12,9 @@ RNG = np.random.RandomState(5)
 @pytest.mark.parametrize("offset", [-3, -1, 0, 1, 2, 7, -9])
 @pytest.mark.parametrize("transpose", [False, True])
 def test_shifted_add_equals_add_at_over_the_valid_rows(offset, transpose):
-    """Windows of packed sequences (lengths with 0 and 1) shifted by ``offset``: valid rows are
-    those whose partner row lies in the same sequence."""
-    starts = S.starts_from_lengths([1, 0, 4, 1, 3, 0])
+    """Windows of packed sequences (lengths with 0 and 1) shifted by ``offset``: only rows
+    whose partner row lies in the same sequence add; the others end bit for bit unchanged."""
+    starts = S.starts_from_lengths([1, 0, 4, 1, 3, 0, 2])
     rows = int(starts[-1])
     seg = S.segment_of_rows(starts)
     t = np.arange(rows)
@@ -27,7 +27,7 @@ def test_shifted_add_equals_add_at_over_the_valid_rows(offset, transpose):
         np.add.at(want, partner[valid], src[valid])
     else:
         np.add.at(want, t[valid], src[partner[valid]])
-    got = S.shifted_add(dst, src, offset, valid, transpose=transpose)
+    got = S.shifted_add(dst, src, offset, starts, transpose=transpose)
     assert got is dst
     np.testing.assert_array_equal(dst, want)
 
@@ -36,7 +36,7 @@ def test_shifted_add_writes_through_column_views():
     """The context projection passes column blocks of one wide array."""
     wide = np.zeros((4, 6))
     src = np.arange(8.0).reshape(4, 2)
-    S.shifted_add(wide[:, 2:4], src, 1, np.array([True, False, True, False]))
+    S.shifted_add(wide[:, 2:4], src, 1, np.array([0, 2, 4]))
     np.testing.assert_array_equal(wide[:, 2:4], [[2, 3], [0, 0], [6, 7], [0, 0]])
     assert not wide[:, [0, 1, 4, 5]].any()
 
