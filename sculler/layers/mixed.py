@@ -47,6 +47,7 @@ from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
 from sculler.math.segment import shifted_add
+from sculler.math.sparse import add_rows
 
 
 def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
@@ -222,7 +223,7 @@ class MixedLayer(ConvTerms, Layer):
         w = self.weights[i]
         if w.w_grad is not None:
             ids = self.get_input(i).ids
-            get_array_module(dy).add.at(w.w_grad, ids, dy)
+            add_rows(w.w_grad, ids, dy)
             w.parameter.touched_rows.append(ids)
 
     def _window(self, i):

@@ -21,7 +21,7 @@ from sculler.backend import get_array_module
 
 __all__ = [
     "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
-    "degrade", "starts_from_lengths", "gather_rows", "shifted_add", "add_rows",
+    "degrade", "starts_from_lengths", "gather_rows", "shifted_add",
 ]
 
 
@@ -124,23 +124,6 @@ def shifted_add(dst, src, offset: int, starts, transpose: bool = False):
     kept = dst[untouched]
     dst[to] += src[frm]
     dst[untouched] = kept
-    return dst
-
-
-def add_rows(dst, rows, src):
-    """``dst[rows[i]] += src[i]`` for every i, summing the terms of a repeated row (a scatter
-    add); returns ``dst``. ``rows`` is an int array on dst's device.
-
-    Strictly increasing ``rows`` (the gather of disjoint ranges, a common case) are distinct,
-    and one indexed add is exact and several times faster than ``add.at``, which the general
-    case keeps (it adds the terms in order, as the unbuffered definition does).
-    """
-    xp = get_array_module(dst)
-    host = _host(rows)
-    if host.size < 2 or bool((host[1:] > host[:-1]).all()):
-        dst[rows] += src
-    else:
-        xp.add.at(dst, rows, src)
     return dst
 
 
