@@ -135,9 +135,9 @@ class Optimizer:
 
     Subclasses name their per-parameter state arrays in ``_state_names`` and implement
     ``_apply``. ``_moment`` adds a momentum buffer when the momentum is non-zero,
-    ``_lr_vec`` marks adaptive methods (they keep a per-element rate, also used by L1/L2
-    shrinkage as in Paddle's ``L1LrRegularizer``), ``_decay_in_kernel`` says whether dense L2
-    decay is part of the update formula (otherwise it is applied after it as
+    ``_lr_vec`` marks adaptive methods (they keep a per-element rate, ``lr`` included, also
+    used by L1/L2 shrinkage as in Paddle's ``L1LrRegularizer``), ``_decay_in_kernel`` says
+    whether dense L2 decay is part of the update formula (otherwise it is applied after it as
     ``w /= 1 + lr*l2``).
 
     Args:
@@ -501,10 +501,11 @@ class Optimizer:
     @staticmethod
     def _regularize(value: Any, lr: float, l1: float, l2: float, times: Any, tmp: Any,
                     lr_vec: Any) -> None:
+        scale = lr if lr_vec is None else 1.0  # an adaptive lr_vec holds lr already
         if l1:
-            K.apply_l1(value, lr * l1 * times, tmp, lr_vec)
+            K.apply_l1(value, scale * l1 * times, tmp, lr_vec)
         if l2:
-            K.apply_l2(value, lr * l2 * times, tmp, lr_vec)
+            K.apply_l2(value, scale * l2 * times, tmp, lr_vec)
 
     def _apply(self, value: Any, grad: Any, st: dict[str, Any], lr: float, mu: float,
                decay: float, tmp: Any, lr_vec: Any, rho_old: Any, coef_new: Any) -> None:

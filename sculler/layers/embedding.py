@@ -15,6 +15,7 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
 from sculler.core.model_config import LayerConfig
+from sculler.math.sparse import add_rows
 
 
 @register_layer("embedding", "table")
@@ -59,7 +60,7 @@ class EmbeddingLayer(Layer):
         if weight.w_grad is None:
             return
         ids = self.get_input(0).ids
-        np.add.at(weight.w_grad, ids, self.output.grad)
+        add_rows(weight.w_grad, ids, self.output.grad)
         weight.parameter.touched_rows.append(ids)
         weight.parameter.inc_update(callback)
 

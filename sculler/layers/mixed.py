@@ -46,6 +46,8 @@ from sculler.core.faces import announce, layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
+from sculler.math.segment import shifted_add
+from sculler.math.sparse import add_rows
 
 
 def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
@@ -86,18 +88,17 @@ KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "sca
 OPERATORS = ("dotmul_operator", "conv_operator")
 
 
-def _context_index(attrs: dict, seq_starts, batch: int, xp):
-    """Per column block k: source row of each step (-1 = padding) and padding row (-1 =
-    zero). Shapes (L, batch)."""
+def _padding_rows(attrs: dict, seq_starts, batch: int, xp):
+    """Per column block k, the trainable padding row each step reads (-1: it reads its own
+    sequence). Shape (L, batch)."""
     start, length = int(attrs.get("context_start", 0)), int(attrs["context_len"])
     begin_pad, _ = _context_pads(attrs)
-    starts = xp.asarray(seq_starts if seq_starts is not None else [0, batch])
+    starts = xp.asarray(seq_starts)
     seq_of = xp.searchsorted(starts, xp.arange(batch), side="right") - 1
     lo, hi = starts[seq_of], starts[seq_of + 1]
     src = xp.arange(batch)[None, :] + (start + xp.arange(length))[:, None]
     inside = (src >= lo) & (src < hi)
-    pad = xp.where(src < lo, begin_pad + src - lo, begin_pad + src - hi)
-    return xp.where(inside, src, -1), xp.where(inside, -1, pad)
+    return xp.where(inside, -1, xp.where(src < lo, begin_pad + src - lo, begin_pad + src - hi))
 
 
 @register_layer("mixed")
@@ -222,7 +223,7 @@ class MixedLayer(ConvTerms, Layer):
         w = self.weights[i]
         if w.w_grad is not None:
             ids = self.get_input(i).ids
-            get_array_module(dy).add.at(w.w_grad, ids, dy)
+            add_rows(w.w_grad, ids, dy)
             w.parameter.touched_rows.append(ids)
 
     def _window(self, i):
@@ -261,38 +262,41 @@ class MixedLayer(ConvTerms, Layer):
             w.w_grad += (self._in(i) * dy).sum()
         self._add_in_grad(i, w.w[0, 0] * dy)
 
-    def _context(self, i):
-        arg = self.get_input(i)
-        attrs = self.config.inputs[i].attrs
+    def _taps(self, i) -> tuple[int, int, np.ndarray]:
+        """``(context_start, context_len, seq_starts)`` of context projection input i."""
+        attrs, arg = self.config.inputs[i].attrs, self.get_input(i)
         if arg.seq_starts is None:
             raise ValueError(f"layer {self.name!r} (mixed): context projection input {i} "
                              f"({self.inputs[i].name!r}) must be a sequence, got "
                              f"{arg.describe()}")
-        xp = get_array_module(arg.value)
-        return xp, *_context_index(attrs, arg.seq_starts, arg.value.shape[0], xp)
+        return int(attrs.get("context_start", 0)), int(attrs["context_len"]), arg.seq_starts
 
     def _fwd_context(self, i, out):
-        xp, src, pad = self._context(i)
+        start, length, starts = self._taps(i)
         x, d, w = self._in(i), self.inputs[i].size, self.weights[i]
-        for k in range(src.shape[0]):
+        for k in range(length):  # each tap a shift: distinct rows, one slice add is exact
+            shifted_add(out[:, k * d : (k + 1) * d], x, start + k, starts)
+        if w is None:
+            return
+        pad = _padding_rows(self.config.inputs[i].attrs, starts, x.shape[0], get_array_module(x))
+        for k in range(length):
             block = out[:, k * d : (k + 1) * d]
-            ok = src[k] >= 0
-            block[ok] += x[src[k][ok]]
-            if w is not None:
-                use = pad[k] >= 0
-                block[use] += w.w[pad[k][use]]
+            use = pad[k] >= 0
+            block[use] += w.w[pad[k][use]]
 
     def _bwd_context(self, i, dy):
-        xp, src, pad = self._context(i)
+        start, length, starts = self._taps(i)
         d, w, g = self.inputs[i].size, self.weights[i], self.get_input_grad(i)
-        for k in range(src.shape[0]):
-            block = dy[:, k * d : (k + 1) * d]
-            if g is not None:
-                ok = src[k] >= 0
-                xp.add.at(g, src[k][ok], block[ok])
-            if w is not None and w.w_grad is not None:
-                use = pad[k] >= 0
-                xp.add.at(w.w_grad, pad[k][use], block[use])
+        if g is not None:
+            for k in range(length):
+                shifted_add(g, dy[:, k * d : (k + 1) * d], start + k, starts, transpose=True)
+        if w is None or w.w_grad is None:
+            return
+        xp = get_array_module(dy)
+        pad = _padding_rows(self.config.inputs[i].attrs, starts, dy.shape[0], xp)
+        for k in range(length):  # sequences share the padding rows: a scatter-add
+            use = pad[k] >= 0
+            xp.add.at(w.w_grad, pad[k][use], dy[:, k * d : (k + 1) * d][use])
 
     def _fwd_dotmul_operator(self, i, out):
         scale = self.config.inputs[i].attrs.get("scale", 1.0)

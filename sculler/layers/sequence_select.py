@@ -23,6 +23,7 @@ from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.sequence import SequenceLayer, require_sequences
 from sculler.math import segment as S
+from sculler.math.sparse import add_rows
 
 
 def _index_rows(layer: Layer, i: int, rows: int, what: str) -> np.ndarray:
@@ -61,8 +62,8 @@ class _Gather(SequenceLayer):
         self.finish_forward(seq_starts, sub_seq_starts)
 
     def add_input_grad(self, i, g, dy) -> None:
-        if i == 0:
-            get_array_module(g).add.at(g, self._rows, dy)
+        if i == 0:  # overlapping slices or a repeated selection pick a row twice
+            add_rows(g, self._rows, dy)
 
     @classmethod
     def infer_size(cls, config, inputs):

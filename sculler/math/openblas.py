@@ -1,4 +1,5 @@
-"""Momentum updates on BLAS ``axpby``/``axpy`` of the OpenBLAS NumPy itself links.
+"""Momentum updates and decaying averages on BLAS ``axpby``/``axpy`` of the OpenBLAS NumPy
+itself links.
 
 NumPy has no fused multiply-add, so a momentum step (v1's ``m = mu*m - lr*g;  w += m`` or
 2.x's ``v = mu*v + g;  w -= lr*v``) makes four passes over each parameter, on one core.
@@ -88,6 +89,18 @@ def _vectors(*arrays: Any) -> tuple[Any, Any] | None:
             return None
     axpby, axpy = routine("axpby", first.dtype), routine("axpy", first.dtype)
     return None if axpby is None or axpy is None else (axpby, axpy)
+
+
+def axpby(a: float, x: np.ndarray, b: float, y: np.ndarray) -> bool:
+    """``y = a*x + b*y`` in one BLAS pass (NumPy makes three: ``y *= b``, ``t = a*x``,
+    ``y += t``): the decaying averages of the adaptive optimizers. False, with nothing
+    changed, where :func:`_vectors` refuses."""
+    found = _vectors(y, x)
+    if found is None:
+        return False
+    with blas_threads_while_busy():
+        found[0](y.size, a, x.ctypes.data, 1, b, y.ctypes.data, 1)
+    return True
 
 
 def momentum_step(value: np.ndarray, grad: np.ndarray, mom: np.ndarray | None, lr: float,

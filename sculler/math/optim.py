@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.math import openblas
 
 SCHEDULES = ("constant", "poly", "caffe_poly", "exp", "discexp", "linear", "manual",
              "pass_manual")
@@ -28,24 +29,23 @@ def momentum_step(value: Any, grad: Any, mom: Any | None, lr: float, momentum: f
                   decay: float, tmp: Any, lr_vec: Any | None = None) -> None:
     """The shared last step of Paddle v1's first-order methods (BaseMatrix::sgdUpdate).
 
-    ``m = momentum*m - lr*lr_vec*(g + decay*w);  w += m``; with ``mom=None`` (momentum 0)
-    this is ``w -= lr*lr_vec*(g + decay*w)`` without a momentum buffer. ``lr`` already holds
-    the per-parameter multiplier; ``lr_vec`` is the adaptive methods' per-element rate.
+    ``m = momentum*m - r*(g + decay*w);  w += m``; with ``mom=None`` (momentum 0) this is
+    ``w -= r*(g + decay*w)`` without a momentum buffer. ``r`` is ``lr`` (which already holds
+    the per-parameter multiplier) or, for the adaptive methods, ``lr_vec``: their per-element
+    rate with ``lr`` folded in (``lr`` is then not applied again, which saves a pass).
     """
     xp = get_array_module(value)
+    rate = lr if lr_vec is None else lr_vec
     if decay:
         xp.multiply(value, decay, out=tmp)
         tmp += grad
-        tmp *= lr
+        tmp *= rate
     else:
-        xp.multiply(grad, lr, out=tmp)
-    if lr_vec is not None:
-        tmp *= lr_vec
+        xp.multiply(grad, rate, out=tmp)
     if mom is None:
         value -= tmp
         return
-    mom *= momentum
-    mom -= tmp
+    _decay_add(mom, momentum, tmp, -1.0, tmp)
     value += mom
 
 
@@ -62,18 +62,42 @@ def heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, momentum: float,
     value -= tmp
 
 
+def _inverse_sqrt_rate(lr_vec: Any, lr: float) -> None:
+    """``lr_vec = lr / sqrt(lr_vec)`` in two passes (the caller has put ``E + eps`` there)."""
+    xp = get_array_module(lr_vec)
+    xp.sqrt(lr_vec, out=lr_vec)
+    xp.divide(lr, lr_vec, out=lr_vec)
+
+
+def _decay_add(accum: Any, rho_old: Any, new: Any, coef_new: Any, tmp: Any) -> None:
+    """``accum = rho_old*accum + coef_new*new`` (``tmp``, which may be ``new``, is scratch):
+    one BLAS ``axpby`` pass for large contiguous arrays and scalar factors, else NumPy's
+    three passes (two for a ``coef_new`` of +-1: the dense methods' first batch, momentum)."""
+    scalars = np.isscalar(rho_old) and np.isscalar(coef_new)
+    if scalars and openblas.axpby(float(coef_new), new, float(rho_old), accum):
+        return
+    accum *= rho_old
+    if scalars and coef_new == 1.0:
+        accum += new
+    elif scalars and coef_new == -1.0:
+        accum -= new
+    else:
+        get_array_module(accum).multiply(new, coef_new, out=tmp)
+        accum += tmp
+
+
 def adagrad(value: Any, grad: Any, mom: Any | None, accum: Any, lr_vec: Any, lr: float,
             epsilon: float, momentum: float, decay: float, tmp: Any) -> None:
     """AdaGrad (Paddle v1 adagradApply).
 
-    ``G += g^2;  lr_vec = 1/sqrt(G + eps)``; then :func:`momentum_step` with ``lr*lr_vec``.
+    ``G += g^2;  lr_vec = lr/sqrt(G + eps)``; then :func:`momentum_step` with ``lr_vec``: seven
+    passes over the parameter without momentum or decay (``lr`` folded into the rate).
     """
     xp = get_array_module(value)
     xp.multiply(grad, grad, out=tmp)
     accum += tmp
     xp.add(accum, epsilon, out=lr_vec)
-    xp.sqrt(lr_vec, out=lr_vec)
-    xp.reciprocal(lr_vec, out=lr_vec)
+    _inverse_sqrt_rate(lr_vec, lr)
     momentum_step(value, grad, mom, lr, momentum, decay, tmp, lr_vec)
 
 
@@ -82,18 +106,15 @@ def decayed_adagrad(value: Any, grad: Any, mom: Any | None, accum: Any, lr_vec: 
                     decay: float, tmp: Any) -> None:
     """Decayed AdaGrad (Paddle v1 decayedAdagradApply).
 
-    ``E = rho_old*E + coef_new*g^2;  lr_vec = 1/sqrt(E + eps)``; then :func:`momentum_step`.
+    ``E = rho_old*E + coef_new*g^2;  lr_vec = lr/sqrt(E + eps)``; then :func:`momentum_step`.
     Dense: ``rho_old = rho`` and ``coef_new = 1`` on the first batch (so the first estimate
     is not too small), ``1 - rho`` after; sparse rows use ``rho**(batches since last seen)``.
     """
     xp = get_array_module(value)
-    accum *= rho_old
     xp.multiply(grad, grad, out=tmp)
-    tmp *= coef_new
-    accum += tmp
+    _decay_add(accum, rho_old, tmp, coef_new, tmp)
     xp.add(accum, epsilon, out=lr_vec)
-    xp.sqrt(lr_vec, out=lr_vec)
-    xp.reciprocal(lr_vec, out=lr_vec)
+    _inverse_sqrt_rate(lr_vec, lr)
     momentum_step(value, grad, mom, lr, momentum, decay, tmp, lr_vec)
 
 
@@ -102,23 +123,21 @@ def adadelta(value: Any, grad: Any, mom: Any | None, accum: Any, accum_update: A
              decay: float, tmp: Any) -> None:
     """AdaDelta (Paddle v1 adadeltaApply).
 
-    ``E[g^2] = rho*E[g^2] + (1-rho)*g^2;  lr_vec = sqrt((E[dx^2] + eps) / (E[g^2] + eps))``,
-    ``E[dx^2] = rho*E[dx^2] + (1-rho)*(g*lr_vec)^2``; then :func:`momentum_step`.
+    ``E[g^2] = rho*E[g^2] + (1-rho)*g^2;  r = sqrt((E[dx^2] + eps) / (E[g^2] + eps))``,
+    ``E[dx^2] = rho*E[dx^2] + (1-rho)*(g*r)^2``; then :func:`momentum_step` with ``lr_vec =
+    lr*r``.
     """
     xp = get_array_module(value)
-    accum *= rho
     xp.multiply(grad, grad, out=tmp)
-    tmp *= 1.0 - rho
-    accum += tmp
+    _decay_add(accum, rho, tmp, 1.0 - rho, tmp)
     xp.add(accum_update, epsilon, out=lr_vec)
     xp.add(accum, epsilon, out=tmp)
     lr_vec /= tmp
     xp.sqrt(lr_vec, out=lr_vec)
-    accum_update *= rho
     xp.multiply(grad, lr_vec, out=tmp)
     tmp *= tmp
-    tmp *= 1.0 - rho
-    accum_update += tmp
+    _decay_add(accum_update, rho, tmp, 1.0 - rho, tmp)
+    lr_vec *= lr
     momentum_step(value, grad, mom, lr, momentum, decay, tmp, lr_vec)
 
 
@@ -128,22 +147,17 @@ def rmsprop(value: Any, grad: Any, mom: Any | None, sqsum: Any, mean: Any, lr_ve
     """Paddle v1's (centred) RMSProp (rmspropApply).
 
     ``E[g^2] = rho_old*E[g^2] + coef_new*g^2;  E[g] = rho_old*E[g] + (1-rho)*g``,
-    ``lr_vec = 1/sqrt(E[g^2] - E[g]^2 + eps)``; then :func:`momentum_step`.
+    ``lr_vec = lr/sqrt(E[g^2] - E[g]^2 + eps)``; then :func:`momentum_step`.
     ``rho_old``/``coef_new`` as in :func:`decayed_adagrad`.
     """
     xp = get_array_module(value)
-    sqsum *= rho_old
     xp.multiply(grad, grad, out=tmp)
-    tmp *= coef_new
-    sqsum += tmp
-    mean *= rho_old
-    xp.multiply(grad, 1.0 - rho, out=tmp)
-    mean += tmp
+    _decay_add(sqsum, rho_old, tmp, coef_new, tmp)
+    _decay_add(mean, rho_old, grad, 1.0 - rho, tmp)
     xp.multiply(mean, mean, out=lr_vec)
     xp.subtract(sqsum, lr_vec, out=lr_vec)
     lr_vec += epsilon
-    xp.sqrt(lr_vec, out=lr_vec)
-    xp.reciprocal(lr_vec, out=lr_vec)
+    _inverse_sqrt_rate(lr_vec, lr)
     momentum_step(value, grad, mom, lr, momentum, decay, tmp, lr_vec)
 
 
@@ -198,7 +212,8 @@ def adamax(value: Any, grad: Any, m: Any, u: Any, lr: float, beta1: float, beta2
 def apply_l1(value: Any, lam: Any, tmp: Any, lr_vec: Any | None = None) -> None:
     """L1 shrinkage (Paddle v1 applyL1): ``w = sign(w) * max(|w| - lam*lr_vec, 0)``.
 
-    ``lam = lr * l1_rate`` (times the batches missed, for sparse rows).
+    ``lam = lr * l1_rate`` (times the batches missed, for sparse rows); with an adaptive
+    method's ``lr_vec``, which holds ``lr`` already, ``lam = l1_rate`` (times the batches).
     """
     xp = get_array_module(value)
     xp.abs(value, out=tmp)
@@ -211,7 +226,8 @@ def apply_l1(value: Any, lam: Any, tmp: Any, lr_vec: Any | None = None) -> None:
 
 
 def apply_l2(value: Any, lam: Any, tmp: Any, lr_vec: Any | None = None) -> None:
-    """L2 shrinkage (Paddle v1 applyL2): ``w *= 1 / (1 + lam*lr_vec)``, ``lam = lr*l2_rate``."""
+    """L2 shrinkage (Paddle v1 applyL2): ``w *= 1 / (1 + lam*lr_vec)``, ``lam = lr*l2_rate``
+    (``l2_rate`` with an adaptive method's ``lr_vec``, which holds ``lr``)."""
     xp = get_array_module(value)
     if lr_vec is None:
         value /= 1.0 + lam

@@ -21,7 +21,7 @@ from sculler.backend import get_array_module
 
 __all__ = [
     "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
-    "degrade", "starts_from_lengths", "gather_rows",
+    "degrade", "starts_from_lengths", "gather_rows", "shifted_add",
 ]
 
 
@@ -95,6 +95,36 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
 def gather_rows(x, rows, out):
     """``out = x[rows]`` without a temporary (``rows`` an index array on x's device)."""
     return get_array_module(out).take(x, rows, axis=0, out=out)
+
+
+def shifted_add(dst, src, offset: int, starts, transpose: bool = False):
+    """``dst[t] += src[t + offset]`` for every row t whose row ``t + offset`` lies in t's own
+    segment of ``starts`` (``transpose``: ``dst[t + offset] += src[t]``); returns ``dst``. This
+    is one tap of a context window: ``dst``, ``src`` and the segments have the same rows.
+
+    Why not ``add.at``: a shift maps distinct rows to distinct rows, so one slice add over all
+    rows is exact for the rows inside their segment (each destination row receives one term)
+    and reads both arrays in order, where ``add.at`` goes row by row (0.3 ms against 24 ms for
+    one tap of a text CNN's 8,168 x 128 float32 gradient). The few destination rows of a
+    window crossing a segment boundary (``|offset|`` per segment, found from ``starts`` alone)
+    are saved before and written back after, so they end bit for bit as they were.
+    """
+    xp = get_array_module(dst)
+    starts = np.asarray(starts, dtype=np.int64)
+    rows = int(starts[-1])
+    lo, hi = max(0, -offset), rows - max(0, offset)
+    if hi <= lo:
+        return dst
+    cut = np.minimum(lengths(starts), abs(offset))
+    crossing = ranges(starts[:-1] if offset < 0 else starts[1:] - cut, cut)
+    crossing = crossing[(crossing >= lo) & (crossing < hi)]  # the others are outside the slice
+    untouched = xp.asarray(crossing + offset if transpose else crossing)
+    near, far = slice(lo, hi), slice(lo + offset, hi + offset)
+    to, frm = (far, near) if transpose else (near, far)
+    kept = dst[untouched]
+    dst[to] += src[frm]
+    dst[untouched] = kept
+    return dst
 
 
 def window_starts(starts, stride: int, from_end: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,7 @@ from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
 from sculler.eager.tensor import Tensor
 from sculler.math.activation import row_max, row_starts, row_sums, small_rows
 from sculler.math.blas import col_sum
+from sculler.math.sparse import add_rows
 from sculler.validate import number
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -127,7 +128,7 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
         gw = xp.zeros_like(w)
         if pad is not None:
             g = g * (ids != pad)[..., None]
-        xp.add.at(gw, ids, g)
+        add_rows(gw, ids.reshape(-1), g.reshape(-1, w.shape[1]))
         return (gw,)
 
     return ops._make(out, (weight,), fn, _OWNED_ONE)

@@ -347,3 +347,41 @@ def test_max_pooling_gradient_goes_to_the_first_tied_row():
     net.forward([x], PASS_TRAIN)
     net.backward(output_grads={"test_layer": np.array([[1.0, 1.0]])})
     np.testing.assert_array_equal(net.data_layers[0].output.grad, [[1, 0], [0, 0], [0, 1]])
+
+
+@pytest.mark.parametrize("length,start", [(3, -1), (4, -2), (2, 1), (5, -4), (1, 0)])
+def test_context_projection_backward_matches_row_by_row_loop(length, start):
+    """The backward adds each tap as one masked slice (a shift maps distinct rows to distinct
+    rows); around sequences of length 1, empty sequences and the batch ends it must give the
+    scatter-add a row-by-row loop gives: slot j of row t sends its gradient to row
+    t+start+j of the same sequence, or to the padding row it read."""
+    from sculler.core.layer import PASS_TRAIN
+    from sculler.core.network import Network
+    from sculler.core.parameter import ParameterSet
+    from sculler.testing.grad_check import TestConfig, build_test_model
+
+    seq_starts = np.array([0, 1, 1, 4, 6, 7, 7])
+    x = Argument(value=dense(RNG, 7, 2), seq_starts=seq_starts)
+    attrs = {"proj": "context", "context_len": length, "context_start": start,
+             "trainable_padding": True}
+    net = Network(build_test_model(TestConfig(inputs=[SEQ(2, attrs=attrs)]), "mixed"),
+                  ParameterSet(seed=1), data_gradients=True)
+    dy = dense(RNG, 7, 2 * length)
+    net.forward([x], PASS_TRAIN)
+    net.backward(output_grads={"test_layer": dy})
+    begin, end = max(0, -start), max(0, start + length - 1)
+    dx, dpad = np.zeros((7, 2), dy.dtype), np.zeros((begin + end, 2), dy.dtype)
+    for j in range(length):  # tap by tap, as the scatter-add summed
+        for s, e in segments(seq_starts):
+            for t in range(s, e):
+                pos = t - s + start + j
+                if pos < 0:
+                    dpad[begin + pos] += dy[t, 2 * j:2 * j + 2]
+                elif pos >= e - s:
+                    dpad[begin + pos - (e - s)] += dy[t, 2 * j:2 * j + 2]
+                else:
+                    dx[s + pos] += dy[t, 2 * j:2 * j + 2]
+    np.testing.assert_array_equal(net.data_layers[0].output.grad, dx)
+    if begin + end:
+        (pad,) = [p for p in net.used_parameters if p.name.endswith(".w0")]
+        np.testing.assert_array_equal(pad.grad, dpad)
