@@ -120,7 +120,8 @@ def test_a_script_main_gets_the_options_its_signature_takes(tmp_path):
                       "    print('ran', num_passes, checkpoint)\n    return 0.5\n")
     proc = run_cli("train", "--config", str(script), "--num_passes", "3", "--seed", "4")
     assert proc.returncode == 0, proc.stderr
-    assert "ran 3 None" in proc.stdout and "main() returned: 0.5" in proc.stdout
+    assert "ran 3 None" in proc.stdout
+    assert f"Finished: the main() of {script} returned 0.5." in proc.stdout.splitlines()
     assert "sculler: warning:" in proc.stderr and "does not accept --seed; ignored" in proc.stderr
     refused = run_cli("train", "--config", str(script), "--logdir", str(tmp_path))
     assert refused.returncode == 2 and "does not accept --logdir" in refused.stderr
@@ -182,7 +183,8 @@ def test_demo_main_script_takes_checkpoint_and_logdir(tmp_path):
     proc = run_cli("train", "--config", "demo/cnn_digits.py", "--num_passes", "1",
                    "--checkpoint", str(ckpt), "--logdir", str(logdir))
     assert proc.returncode == 0, proc.stderr
-    assert "pass 0: test cost" in proc.stdout and "main() returned: 0." in proc.stdout
+    assert "pass 0: test cost" in proc.stdout
+    assert "Finished: the main() of demo/cnn_digits.py returned 0." in proc.stdout
     assert ckpt.exists() and list(logdir.glob("events.out.tfevents.*"))
 
 
