@@ -381,17 +381,25 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
 def script_dir_on_path(path: str | os.PathLike) -> Iterator[None]:
     """The directory of the script ``path`` first on ``sys.path`` for the block, as
     ``python path`` puts it there, so a config or script imports the modules beside it
-    (``from provider import train``, ``data_sources(train="provider:train")``)."""
+    (``from provider import train``, ``data_sources(train="provider:train")``). The modules
+    first imported from there are forgotten afterwards, so a config in another folder with
+    its own ``provider.py`` gets its own."""
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     if folder in sys.path:
         yield
         return
+    loaded = set(sys.modules)
     sys.path.insert(0, folder)
     try:
         yield
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(folder)
+        inside = folder + os.sep
+        for name in set(sys.modules) - loaded:
+            file = getattr(sys.modules.get(name), "__file__", None) or ""
+            if file.startswith(inside):
+                del sys.modules[name]
 
 
 def run_config(
