@@ -97,6 +97,7 @@ def test_summary_of_a_v2_script_and_a_v1_config():
     assert v1.returncode == 0 and "___fc_layer_0__.w0 [64, 16]" in v1.stdout
 
 
+@pytest.mark.slow
 def test_train_checkpoint_resumes_and_logdir_gets_events(tiny, tmp_path):
     ckpt, logdir, out = tmp_path / "run.ckpt", tmp_path / "logs", tmp_path / "out"
     common = ["train", "--config", str(tiny), "--save_dir", str(out), "--checkpoint", str(ckpt),

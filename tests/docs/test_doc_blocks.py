@@ -67,7 +67,9 @@ def test_skip_marker_and_line_numbers_are_read(tmp_path):
     assert "y\n" not in script_of(doc) and "x = 1\n" in script_of(doc)
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [  # distributed.md starts a Ray cluster of its own
+    pytest.param(d, marks=pytest.mark.slow) if d.name == "distributed.md" else d
+    for d in DOC_FILES], ids=lambda p: p.name)
 def test_python_blocks_run_in_order(doc, tmp_path):
     runnable = [b for b in blocks_of(doc) if b[2] is None]
     if not runnable:

@@ -97,6 +97,7 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
         np.testing.assert_array_equal(full[n], resumed[n])
 
 
+@pytest.mark.slow
 def test_digits_mlp_reaches_95_percent_and_inference_file():
     paddle.layer.reset_names()
     paddle.init(seed=1)
