@@ -154,7 +154,6 @@ def program_of(path: str, parsed: Any, names: dict) -> dict:
             f"{missing} are missing; a v2 script defines cost, optimizer and train_reader, "
             "or a main() function)"
         )
-    refuse_batched_reader(path, names["train_reader"])
     return {
         "topology": Topology(names["cost"]),
         "optimizer": names["optimizer"],
@@ -176,19 +175,6 @@ def _readers_in_config_note(names: dict) -> str:
     return (f"; the config defines {own}, but a reader written in the config itself cannot be "
             "used: move it into a module beside the config (e.g. provider.py) and name it, "
             "data_sources(train='provider:train')")
-
-
-def refuse_batched_reader(path: str, train_reader: Any) -> None:
-    """UserError when a v2 script's ``train_reader`` yields minibatches (lists of sample
-    tuples, as ``paddle.batch`` makes): ``sculler train`` batches it itself."""
-    if not callable(train_reader):
-        return  # the trainer's reader check names what it is
-    first = next(iter(train_reader()), None)
-    if isinstance(first, list) and first and isinstance(first[0], (tuple, list)):
-        raise UserError(
-            f"{path}: train_reader yields minibatches (lists of {len(first)} samples), but "
-            "`sculler train` batches train_reader itself: define train_reader without "
-            "paddle.batch(...) and set batch_size = N in the script")
 
 
 def load_topology(path: str, config_args: str = "") -> Any:

@@ -123,7 +123,8 @@ def _batching_note(minibatch: Any) -> str:
     first = minibatch[0] if len(minibatch) else None
     if isinstance(first, list) and first and isinstance(first[0], (tuple, list)):
         return ("; sample 0 is itself a list of samples: the reader is batched twice "
-                "(paddle.batch over a reader that already yields minibatches); batch it once")
+                "(paddle.batch over a reader that already yields minibatches); batch it once "
+                "(`sculler train` batches a script's train_reader itself)")
     return ""
 
 
@@ -245,6 +246,10 @@ class DataFeeder:
             return
         i = next(i for i, c in enumerate(counts) if c > need)
         what = "the ArrayBatch" if columns is not None else f"sample {i}"
+        note = "" if columns is not None else _batching_note(minibatch)
+        if note:
+            raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
+                             f"{list(self.feeding)} read {need}{note}")
         raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
                          f"{list(self.feeding)} read {need} (feeding {self.feeding}): the extra "
                          f"fields would be ignored; drop them from the reader, or pass "
