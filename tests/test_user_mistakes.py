@@ -285,7 +285,9 @@ CASES = [
      TypeError, r"bare arrays.*one tuple per sample"),
     ("infer with a row of the wrong width", lambda t: _infer(np.ones((5, 3), np.float32)),
      ValueError, r"'x'.*4"),
-    ("infer with no samples", lambda t: _infer([]), ValueError, r"no input samples"),
+    ("infer with an empty field list", lambda t: paddle.infer(
+        output_layer=_net()[0], parameters=_net()[2], input=[(np.ones(4),)], field=[]),
+     ValueError, r"field is an empty list"),
     ("infer with a 3-D array for a vector input", lambda t: _infer(
         np.ones((2, 5, 4), np.float32)),
      ValueError, r"data layer 'x'.*4 values"),
@@ -296,8 +298,8 @@ CASES = [
         output_layer=_net(dim=5)[0], parameters=_net(dim=4)[2], input=[(np.ones(5),)]),
      ValueError, r"shape"),
     # ---- readers ----
-    ("shuffle buf_size zero", lambda t: paddle.reader.shuffle(lambda: iter([]), 0),
-     ValueError, r"buf_size"),
+    ("shuffle buf_size a fraction", lambda t: paddle.reader.shuffle(lambda: iter([]), 2.5),
+     ValueError, r"shuffle: buf_size must be an int >= 0.*2\.5"),
     ("batch size None", lambda t: paddle.batch(lambda: iter([]), None),
      TypeError, r"batch_size"),
     ("map_readers with a non-callable", lambda t: list(paddle.reader.map_readers(
