@@ -6,7 +6,7 @@ Trained with momentum SGD for 25 passes (seconds on 2 cores) it reaches 98.9-99.
 over seeds 1-3 (mean 99.2%), where the MLP of demo/recognize_digits.py reaches 98.1-99.2%
 (mean 98.4%).
 
-Run: ``PYTHONPATH=. python demo/cnn_digits.py [--passes N]``
+Run: ``python demo/cnn_digits.py [--num_passes N]``
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: boo
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=25)
+    ap.add_argument("--num_passes", "--passes", type=int, default=25, help="passes (default 25)")
     args = ap.parse_args()
-    acc = main(args.passes)
+    acc = main(args.num_passes)
     print(f"test accuracy: {acc:.4f}")

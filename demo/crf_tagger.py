@@ -105,4 +105,9 @@ def main(num_passes: int = num_passes, verbose: bool = True) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--num_passes", type=int, default=num_passes,
+                    help=f"passes (default {num_passes})")
+    main(ap.parse_args().num_passes)

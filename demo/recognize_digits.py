@@ -26,7 +26,7 @@ optimizer = paddle.optimizer.Momentum(
 )
 
 
-def main() -> None:
+def main(num_passes: int = num_passes) -> None:
     paddle.init(use_gpu=False, trainer_count=1, seed=1)
     parameters = paddle.parameters.create(cost)
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=optimizer)
@@ -48,4 +48,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--num_passes", type=int, default=num_passes,
+                    help=f"passes (default {num_passes})")
+    main(ap.parse_args().num_passes)

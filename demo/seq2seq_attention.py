@@ -136,7 +136,7 @@ def main(num_passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_s
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--num_passes", type=int, default=6)
-    ap.add_argument("--beam", type=int, default=3)
+    ap.add_argument("--num_passes", type=int, default=6, help="passes (default 6)")
+    ap.add_argument("--beam", type=int, default=3, help="beam size (default 3)")
     a = ap.parse_args()
     main(a.num_passes, a.beam)

@@ -97,6 +97,10 @@ def _rebuild(out: Any, mapping: dict) -> Any:
 class PyLayer:
     """Base class of user-defined ops; see the module docstring for the contract."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{type(self).__name__} is a PyLayer: call {type(self).__name__}"
+                        f".apply(...) rather than {type(self).__name__}(...)")
+
     @staticmethod
     def forward(ctx: PyLayerContext, *args: Any, **kwargs: Any) -> Any:
         """Compute the outputs (tensors, possibly mixed with other values)."""

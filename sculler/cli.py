@@ -7,6 +7,7 @@ User errors (a missing file, a config that fails, an unknown layer type) print o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import logging
@@ -33,13 +34,22 @@ USER_ERRORS = (UserError, OSError, ValueError, TypeError, KeyError, ImportError,
 
 def load_source(spec: str | Callable) -> Callable:
     """``"module:function"`` -> ``function()``, a reader; a reader creator (such as
-    ``define_py_data_sources2``'s) is called."""
+    ``define_py_data_sources2``'s) is called. The module may sit beside the config (its
+    directory is on ``sys.path`` while a command runs)."""
     if callable(spec):
         return spec()
     module_name, _, fn = spec.partition(":")
     if not fn:
         raise ValueError(f"data source {spec!r} must look like 'module:function'")
-    return getattr(importlib.import_module(module_name), fn)()
+    module = importlib.import_module(module_name)
+    creator = getattr(module, fn, None)
+    if not callable(creator):
+        found = sorted(n for n, v in vars(module).items()
+                       if callable(v) and not n.startswith("_") and getattr(
+                           v, "__module__", None) == module.__name__)
+        raise UserError(f"data source {spec!r}: module {module_name!r} has no function {fn!r}; "
+                        f"its functions: {found}")
+    return creator()
 
 
 def set_data_kinds(model: ModelConfig, sample: tuple, input_types: dict) -> None:
@@ -58,6 +68,13 @@ def set_data_kinds(model: ModelConfig, sample: tuple, input_types: dict) -> None
             layer.attrs["kind"], layer.attrs["seq_type"] = declared.kind, declared.seq_type
         elif isinstance(field, (int, np.integer)):
             layer.attrs["kind"] = "ids"
+        elif isinstance(field, (float, np.floating)) and layer.size > 1:
+            raise UserError(
+                f"data layer {name!r} (size {layer.size}): the train reader's field "
+                f"{names.index(name)} is the float {field!r}, which cannot fill a dense vector "
+                f"of {layer.size}; a class label must be an int: yield int(label), or declare "
+                f"data_sources(..., input_types={{{name!r}: sculler.data_type.integer_value("
+                f"{layer.size})}})")
 
 
 def make_optimizer(settings: dict) -> Any:
@@ -111,6 +128,7 @@ def program_of(path: str, parsed: Any, names: dict) -> dict:
             raise UserError(
                 f"{path}: declare the data with data_sources(train=..., test=...) and the "
                 "training with settings(batch_size=..., ...) (from sculler.config.helpers)"
+                + _readers_in_config_note(names)
             )
         train_reader = load_source(settings["train_source"])
         input_types = settings["input_types"]
@@ -145,6 +163,18 @@ def program_of(path: str, parsed: Any, names: dict) -> dict:
         "num_passes": names.get("num_passes"),
         "feeding": names.get("feeding"),
     }
+
+
+def _readers_in_config_note(names: dict) -> str:
+    """A hint when the config defines functions of its own but names no data source: a
+    reader written in the config cannot be given to data_sources, which imports it."""
+    own = [n for n, v in names.items() if callable(v) and not n.startswith("_")
+           and getattr(v, "__module__", None) == "__sculler_config__"]
+    if not own:
+        return ""
+    return (f"; the config defines {own}, but a reader written in the config itself cannot be "
+            "used: move it into a module beside the config (e.g. provider.py) and name it, "
+            "data_sources(train='provider:train')")
 
 
 def load_topology(path: str, config_args: str = "") -> Any:
@@ -228,8 +258,10 @@ def run_main(main_fn: Callable, args: argparse.Namespace) -> int:
               "ignored", file=sys.stderr)
     kwargs = {k: v for k, v in given.items() if k in accepted or takes_any}
     result = main_fn(**kwargs)
-    if isinstance(result, (int, float, str, np.number)):
-        print(f"main() returned: {result}")
+    if isinstance(result, (float, np.floating)):
+        print(f"Finished: the main() of {args.config} returned {float(result):.4g}.")
+    elif isinstance(result, (int, str, np.integer)) and not isinstance(result, bool):
+        print(f"Finished: the main() of {args.config} returned {result}.")
     return 0
 
 
@@ -375,6 +407,19 @@ def summary_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_widths(text: str) -> list[int]:
+    """``"5,3"`` -> ``[5, 3]``: the widths of check-grad's dense inputs."""
+    try:
+        widths = [int(w) for w in text.split(",")]
+    except ValueError:
+        widths = []
+    if not widths or min(widths) < 1:
+        raise UserError(f"--inputs {text!r}: expected positive input widths separated by "
+                        "commas, one per input, e.g. --inputs 5,3 for two inputs of widths 5 "
+                        "and 3")
+    return widths
+
+
 def check_grad_command(args: argparse.Namespace) -> int:
     """Gradient-check a registered layer type on dense inputs of the given widths."""
     import runpy
@@ -387,7 +432,7 @@ def check_grad_command(args: argparse.Namespace) -> int:
         else:
             importlib.import_module(spec)
     config = {"size": args.size, "active_type": args.act,
-              "inputs": [INPUT_DATA(int(w)) for w in args.inputs.split(",")]}
+              "inputs": [INPUT_DATA(w) for w in parse_widths(args.inputs)]}
     try:
         report = check_layer_grad(config, args.type, args.batch_size, use_weight=args.use_weight)
     except GradientCheckError as err:
@@ -451,22 +496,42 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--opset", type=int, default=None, help="ONNX opset version")
     with_config("summary", "print the layers, their parameters and the total")
     check = sub.add_parser("check-grad", help="gradient-check a layer type", parents=[debug])
-    check.add_argument("--type", required=True, help="the registered layer type")
-    check.add_argument("--inputs", required=True, help="dense input widths, e.g. 5,3")
-    check.add_argument("--size", type=int, default=4)
-    check.add_argument("--act", default="linear")
-    check.add_argument("--batch_size", type=int, default=10)
-    check.add_argument("--use_weight", action="store_true")
+    check.add_argument("--type", required=True, help="the registered layer type, e.g. fc")
+    check.add_argument("--inputs", required=True,
+                       help="the widths of its dense inputs, comma-separated: 5,3 gives two "
+                       "inputs of widths 5 and 3")
+    check.add_argument("--size", type=int, default=4, help="the layer's size (default 4)")
+    check.add_argument("--act", default="linear",
+                       help="the layer's activation, e.g. tanh (default linear)")
+    check.add_argument("--batch_size", type=int, default=10,
+                       help="rows per input (default 10)")
+    check.add_argument("--use_weight", action="store_true",
+                       help="weight the checked output sum randomly (needed when the outputs "
+                       "sum to a constant, as softmax's do)")
     check.add_argument("--module", action="append",
                        help="a module or .py file that registers the layer (repeatable)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. The config's directory is on ``sys.path`` while it runs (a config
+    imports the modules beside it, as ``python config.py`` would); output cut short by a
+    closed pipe (``sculler infer ... | head``) ends quietly with status 141, as a command
+    stopped by SIGPIPE does."""
+    from sculler.config.config_parser import script_dir_on_path
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    config = getattr(args, "config", None)
     try:
-        return COMMANDS[args.command](args)
+        with script_dir_on_path(config) if config else contextlib.nullcontext():
+            return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # stdout's reader is gone: point stdout at /dev/null so the interpreter's final
+        # flush does not raise again, and say nothing
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except USER_ERRORS as exc:
         if args.debug:
             raise

@@ -113,6 +113,21 @@ def _numbers(values: Any, dtype: Any = None, direct: frozenset = _PY_NUMBERS) ->
     return arr
 
 
+def _batching_note(minibatch: Any) -> str:
+    """A hint when ``minibatch`` is not a list of samples: one sample (a tuple of fields that
+    are not samples; the reader was not batched) or a list of minibatches (batched twice)."""
+    if isinstance(minibatch, tuple) and not all(isinstance(f, (tuple, list)) for f in minibatch):
+        return ("; the minibatch is a tuple of fields, which looks like one sample: the "
+                "reader yields samples, not minibatches; batch it with "
+                "paddle.batch(reader, batch_size)")
+    first = minibatch[0] if len(minibatch) else None
+    if isinstance(first, list) and first and isinstance(first[0], (tuple, list)):
+        return ("; sample 0 is itself a list of samples: the reader is batched twice "
+                "(paddle.batch over a reader that already yields minibatches); batch it once "
+                "(`sculler train` batches a script's train_reader itself)")
+    return ""
+
+
 def _starts(lengths: list[int]) -> np.ndarray:
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out[1:])
@@ -165,7 +180,13 @@ class DataFeeder:
 
     def convert(self, dat: Sequence[Any]) -> dict[str, Argument]:
         """One :class:`Argument` per data layer, by name."""
-        if len(dat) == 0:
+        try:
+            size = len(dat)
+        except TypeError:
+            raise TypeError(f"a minibatch must be a list of samples (tuples, one field per "
+                            f"data layer), got {type(dat).__name__}: check what the "
+                            "reader yields") from None
+        if size == 0:
             raise ValueError("cannot feed an empty minibatch")
         columns = dat.columns if isinstance(dat, ArrayBatch) else None
         if columns is not None and len(columns) < self._fields_read:
@@ -196,7 +217,7 @@ class DataFeeder:
                 who = (f"sample {bad} {where}" if bad is not None else
                        f"{where} of the batch (each sample converts alone, not together)")
                 raise ValueError(f"data layer {name!r} (expects {tp}): {who} does not match: "
-                                 f"{e}") from None
+                                 f"{e}{_batching_note(dat)}") from None
         return out
 
     def _check_samples(self, minibatch: Sequence[Any]) -> None:
@@ -208,7 +229,8 @@ class DataFeeder:
                 who = [n for n, c in self.feeding.items() if not isinstance(
                     sample, (tuple, list)) or c >= len(sample)]
                 raise ValueError(f"sample {i} has {got} fields, but data layers {who} read "
-                                 f"fields up to index {need - 1} (feeding {self.feeding})")
+                                 f"fields up to index {need - 1} (feeding {self.feeding})"
+                                 f"{_batching_note(minibatch)}")
 
     def _refuse_extra_fields(self, minibatch: Sequence[Any], columns: tuple | None) -> None:
         """ValueError naming the first sample with more fields than the data layers read."""
@@ -224,6 +246,10 @@ class DataFeeder:
             return
         i = next(i for i, c in enumerate(counts) if c > need)
         what = "the ArrayBatch" if columns is not None else f"sample {i}"
+        note = "" if columns is not None else _batching_note(minibatch)
+        if note:
+            raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
+                             f"{list(self.feeding)} read {need}{note}")
         raise ValueError(f"{what} has {counts[i]} fields, but the data layers "
                          f"{list(self.feeding)} read {need} (feeding {self.feeding}): the extra "
                          f"fields would be ignored; drop them from the reader, or pass "

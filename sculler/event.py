@@ -110,6 +110,9 @@ def as_handler(event_handler: Any) -> Callable[[Any], None]:
     if event_handler is None:
         return _ignore
     if not isinstance(event_handler, (list, tuple)):
+        if not callable(event_handler):
+            raise TypeError(f"event_handler must be a function of one event (or a list of "
+                            f"them), got {event_handler!r}")
         return event_handler
     handlers = list(event_handler)
     for h in handlers:

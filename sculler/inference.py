@@ -13,7 +13,9 @@ from sculler.backend import to_numpy
 from sculler.core.layer import PASS_TEST
 from sculler.core.network import Network
 from sculler.data_feeder import DataFeeder
+from sculler.data_type import DataType
 from sculler.fileio import FileFormatError, describe
+from sculler.minibatch import ArrayBatch
 from sculler.parameters import Parameters
 from sculler.topology import Topology
 from sculler.validate import positive_int
@@ -82,6 +84,7 @@ class Inference:
                    feeding: Any = None) -> Iterator[list[dict[str, np.ndarray | None]]]:
         """Per chunk of ``batch_size`` samples, as PaddlePaddle's ``forwardTest``: one dict per
         output layer, ``{'value': ..., 'id': ..., 'prob': ...}`` (see :func:`infer`)."""
+        input = self._samples(input)  # noqa: A001
         feeder = DataFeeder(self.topology.data_type(), feeding)
         for start in range(0, len(input), self.batch_size):
             outs = self.network.forward(feeder.convert(input[start:start + self.batch_size]),
@@ -96,6 +99,33 @@ class Inference:
         for result in self.iter_infer(**kwargs):
             for layer_index, each in enumerate(result):
                 yield [_field(each, f, self.topology.layers[layer_index].name) for f in fields]
+
+    def _samples(self, input: Any) -> Sequence[Any]:  # noqa: A002
+        """``input`` as a sequence of samples. For a model with one data layer an array is
+        read as its rows, one sample each (the PyTorch/Keras habit), and bare rows as
+        one-field samples; with several data layers each sample must be a tuple."""
+        data_types = self.topology.data_type()
+        names = [n for n, _ in data_types]
+        is_array = isinstance(input, np.ndarray)
+        bare_rows = not is_array and len(input) and isinstance(input[0], np.ndarray)
+        if not (is_array or bare_rows):
+            return input
+        what = "an array" if is_array else "samples that are bare arrays"
+        if len(names) != 1:
+            raise TypeError(
+                f"infer(input=...) got {what}, but the model reads {len(names)} data layers "
+                f"{names}: pass a list of samples, one tuple per sample with one field per "
+                f"data layer in that order, e.g. [(row_of_{names[0]}, ...), ...], or "
+                "sculler.minibatch.ArrayBatch(column_0, column_1, ...)")
+        if not is_array:
+            return [(row,) for row in input]
+        tp = data_types[0][1]
+        if input.ndim == 1 and tp.type == DataType.Dense and tp.seq_type == 0 and tp.dim > 1:
+            raise ValueError(
+                f"infer(input=...) got a 1-D array of {input.shape[0]} values for data layer "
+                f"{names[0]!r} (vectors of {tp.dim}): pass a 2-D array, one row a sample "
+                "(x[None, :] for one sample)")
+        return ArrayBatch(input)
 
     def infer(self, input: Sequence[Any], feeding: Any = None,  # noqa: A002
               field: str | Sequence[str] = "value",
@@ -170,7 +200,9 @@ def _flatten(arrays: list[np.ndarray], names: list[str], field: str) -> np.ndarr
 def infer(output_layer: Any, parameters: Parameters, input: Sequence[Any],  # noqa: A002
           feeding: Any = None, field: str | Sequence[str] = "value",
           flatten_result: bool = True) -> Any:
-    """``paddle.infer``: outputs of ``output_layer`` for the samples ``input``.
+    """``paddle.infer``: outputs of ``output_layer`` for the samples ``input``: a list of
+    tuples (one field per data layer), or for a model with one data layer an array whose rows
+    are the samples.
 
     ``field`` is 'value' (the output), 'id' (the layer's ids, or the arg-max of its value),
     'prob' (the value: max_id's and beam_search's scores) or a list of them; results are laid

@@ -1,10 +1,39 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite. The suite leaves nothing in the checkout: a file a test
+(or a doc block, demo or CLI run) writes into the repository instead of its ``tmp_path`` fails
+the session, naming the file."""
 
 import builtins
 import errno
 import os
+import pathlib
+import subprocess
 
 import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CACHES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".egg-info", ".hypothesis")
+
+
+def _untracked() -> set[str] | None:
+    """Files git does not track (ignored ones included), caches left out; None outside git."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--others", "-z"], cwd=ROOT,
+                             capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {p for p in out.decode().split("\0")
+            if p and not any(part.endswith(CACHES) for part in pathlib.PurePath(p).parts)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_stays_clean():
+    before = _untracked()
+    yield
+    after = _untracked()
+    if before is not None and after is not None:
+        stray = sorted(after - before)
+        assert not stray, (f"the tests left {stray} in the checkout {ROOT}; write to tmp_path "
+                           "instead")
 
 
 @pytest.fixture

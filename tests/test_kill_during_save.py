@@ -170,6 +170,7 @@ WRITERS = {"Parameters.to_tar": _tar_writer,
 TARGET = {"cli write_array": "target.npy"}  # the writer picks the format by extension
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_random_sigkill_never_leaves_a_partial_file(writer, tmp_path, monkeypatch):
     monkeypatch.delenv("DISABLE_PLOT", raising=False)

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import runpy
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -376,19 +377,45 @@ def finish_config(ctx: _ParseContext) -> ModelConfig:
     return model
 
 
+@contextlib.contextmanager
+def script_dir_on_path(path: str | os.PathLike) -> Iterator[None]:
+    """The directory of the script ``path`` first on ``sys.path`` for the block, as
+    ``python path`` puts it there, so a config or script imports the modules beside it
+    (``from provider import train``, ``data_sources(train="provider:train")``). The modules
+    first imported from there are forgotten afterwards, so a config in another folder with
+    its own ``provider.py`` gets its own."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if folder in sys.path:
+        yield
+        return
+    loaded = set(sys.modules)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+        inside = folder + os.sep
+        for name in set(sys.modules) - loaded:
+            file = getattr(sys.modules.get(name), "__file__", None) or ""
+            if file.startswith(inside):
+                del sys.modules[name]
+
+
 def run_config(
     path: str | os.PathLike | Callable[[], Any], config_args: str | dict | None = None
 ) -> tuple[TrainerConfig | None, dict[str, Any]]:
     """Run a config file (or a function declaring the config, as PaddlePaddle allowed): its
     model and settings (None when it declares no layer, e.g. a v2 script) and its module
-    globals (``{}`` for a function)."""
+    globals (``{}`` for a function). A file's directory is on ``sys.path`` while it runs."""
     reset_names()
     with config_scope(_parse_args(config_args)) as ctx:
         if callable(path):
             path()
             names: dict[str, Any] = {}
         else:
-            names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+            with script_dir_on_path(path):
+                names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
         if not ctx.layers:
             return None, names
         return TrainerConfig(finish_config(ctx), dict(ctx.settings)), names

@@ -247,6 +247,11 @@ def settings(batch_size: int, learning_rate: float = 1e-3, learning_method: _Met
              num_passes: int | None = None, **kwargs: Any) -> None:
     """Training settings: batch size, learning rate (and its schedule keywords), method,
     regularization, clipping; ``sculler train`` turns them into an optimizer."""
+    if learning_method is not None and not isinstance(learning_method, _Method):
+        raise TypeError(
+            f"settings(learning_method=...) must be an optimizer object such as "
+            f"AdamOptimizer() or MomentumOptimizer(0.9) (from sculler.config.helpers), got "
+            f"{learning_method!r}")
     Settings(batch_size=int(batch_size), learning_rate=float(learning_rate),
              learning_method=learning_method or MomentumOptimizer(),
              regularization=regularization,
@@ -259,4 +264,11 @@ def data_sources(train: str, test: str | None = None, input_types: dict | None =
     (``function()`` returns a reader), e.g. ``"sculler.dataset.digits:train"``.
     ``input_types`` (data layer name -> ``sculler.data_type`` type) overrides the types
     inferred from the first sample (float vector -> dense, int -> integer ids)."""
+    for role, spec in (("train", train), ("test", test)):
+        if spec is not None and not isinstance(spec, str):
+            raise TypeError(
+                f"data_sources({role}=...) takes a 'module:function' string naming a reader "
+                f"creator, got {spec!r}; a reader written in the config itself cannot be "
+                "named: move it into a module beside the config (e.g. provider.py) and pass "
+                f"{role}='provider:{role}'")
     Settings(train_source=train, test_source=test, input_types=dict(input_types or {}))

@@ -53,6 +53,13 @@ def register_layer(*type_names: str):
 
     def deco(cls: type[Layer]) -> type[Layer]:
         for n in type_names:
+            built_in = _REGISTRY.get(n)
+            if (built_in is not None and built_in.__module__.startswith("sculler.")
+                    and not cls.__module__.startswith("sculler.")):
+                raise ValueError(
+                    f"register_layer: layer type {n!r} is already the built-in "
+                    f"{built_in.__module__}.{built_in.__qualname__}; give {cls.__qualname__} "
+                    "a name of its own")
             _REGISTRY[n] = cls
         cls.type_name = type_names[0]
         return cls

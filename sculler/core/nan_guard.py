@@ -36,6 +36,24 @@ def _data_note(network: Any) -> str:
     return "the input data is finite"
 
 
+PROBABILITY_COSTS = ("multi-class-cross-entropy",)
+
+
+def _probability_note(layer: Any) -> str:
+    """For a cross-entropy cost fed values that are not probabilities (a softmax forgotten,
+    e.g. fc's default Tanh): what the cost expects and how to give it that."""
+    if layer.type_name not in PROBABILITY_COSTS or not layer.inputs:
+        return ""
+    source = layer.inputs[0]
+    value = backend.to_numpy(source.output.value)
+    if value is None or not value.size or (value.min() >= 0 and value.max() <= 1):
+        return ""
+    return (f"; classification_cost (cross-entropy) expects probabilities, a softmax output, "
+            f"but its input {source.name!r} holds values in [{value.min():.3g}, "
+            f"{value.max():.3g}]: give {source.name!r} act=paddle.activation.Softmax() (v1: "
+            "act=SoftmaxActivation())")
+
+
 def _first_bad_backward(network: Any) -> tuple[Any, list[str]] | None:
     """The first layer, in the order backward runs, with a non-finite parameter gradient."""
     for layer in reversed(network.order):
@@ -77,6 +95,10 @@ def locate_forward(network: Any, pass_id: int, batch_id: int,
                  if bad_params else
                  f"its inputs {[i.name for i in layer.inputs]} and parameters are finite, so "
                  "the layer's own computation overflowed or divided by zero")
+        probability_note = _probability_note(layer)
+        if probability_note and not bad_params:
+            cause = (f"its inputs {[i.name for i in layer.inputs]} and parameters are finite"
+                     f"{probability_note}")
         return (f"non-finite values in {where}, forward: the first layer with a NaN/Inf "
                 f"output is {layer.name!r} ({layer.type_name}); {cause}; {_data_note(network)}")
     return f"the cost is non-finite in {where} but no layer output is"

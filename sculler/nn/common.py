@@ -29,7 +29,11 @@ class Linear(Layer):
             [out_features], attr=bias_attr, is_bias=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        shape = x._array.shape
+        try:
+            shape = x._array.shape
+        except AttributeError:
+            raise TypeError(f"Linear expects a Tensor, got {type(x).__name__}: convert it with "
+                            "paddle.to_tensor(x)") from None
         if not shape or shape[-1] != self.in_features:
             raise ValueError(f"Linear expects inputs of shape [..., {self.in_features}], got "
                              f"{x.shape}")

@@ -59,6 +59,9 @@ def map_readers(func: Callable[..., Any], *readers: Reader) -> Reader:
         [11, 22]
     """
 
+    if not callable(func):
+        raise TypeError(f"map_readers(func, *readers): func must be a function of one sample "
+                        f"from each reader, got {func!r}; the readers come after it")
     for i, r in enumerate(readers):
         require_reader(r, f"map_readers: reader {i}")
 

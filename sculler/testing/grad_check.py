@@ -240,6 +240,9 @@ def check_layer_grad(
         check_layer_grad(TestConfig({"size": 4, "active_type": "tanh"}, [INPUT_DATA(5)]), "fc")
     """
     if isinstance(config, dict):
+        if "inputs" not in config:
+            raise ValueError(f"check_layer_grad({layer_type!r}): the config dict needs "
+                             "'inputs', e.g. {'size': 4, 'inputs': [INPUT_DATA(5)]}")
         settings = dict(config)
         config = TestConfig(
             layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),

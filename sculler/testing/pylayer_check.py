@@ -16,6 +16,7 @@ from sculler.autograd import PyLayer
 from sculler.eager import ops
 from sculler.eager.engine import no_grad
 from sculler.eager.tensor import Tensor
+from sculler.testing.grad_check import GradCheckReport, GradientCheckError
 from sculler.testing.numeric import numeric_grad
 
 __all__ = ["check_grad", "check_pylayer_grad"]
@@ -53,13 +54,15 @@ def _leaves(args: tuple, kwargs: dict) -> list[Tensor]:
 
 
 def check_grad(fn: Callable[..., Any], *inputs: Any, eps: float = 1e-6, rtol: float = 1e-6,
-               label: str | None = None, seed: int = 0, **kwargs: Any) -> None:
+               label: str | None = None, seed: int = 0, **kwargs: Any) -> GradCheckReport:
     """Compare the autograd gradient of ``fn(*inputs, **kwargs)`` with finite differences.
 
     Every Tensor input with ``stop_gradient=False`` (also inside lists) is checked after a
     float64 copy. An element passes when ``|analytic - numeric| <= rtol * max(1, |numeric|)``
-    (absolute near zero, relative for large values). Raises AssertionError naming ``label``,
-    the input index, the worst element index and both values.
+    (absolute near zero, relative for large values). Returns a :class:`GradCheckReport`
+    (``errors["input i"]``: the worst error of input ``i``); raises
+    :class:`GradientCheckError` (an AssertionError) naming ``label``, the input index, the
+    worst element index and both values.
     """
     label = label or getattr(fn, "__qualname__", repr(fn))
     args = tuple(_to_float64(a) for a in inputs)
@@ -86,28 +89,35 @@ def check_grad(fn: Callable[..., Any], *inputs: Any, eps: float = 1e-6, rtol: fl
         total = term if total is None else total + term
     if total is not None:
         total.backward()
+    errors = {}
     for idx, x in enumerate(leaves):
         if x.stop_gradient:
             continue
         analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy()
         numeric = numeric_grad(loss_value, x._array, eps)
         err = np.abs(analytic - numeric) / np.maximum(1.0, np.abs(numeric))
+        errors[f"input {idx}"] = float(err.max()) if err.size else 0.0
         if err.size and err.max() > rtol:
             worst = np.unravel_index(int(err.argmax()), err.shape)
-            raise AssertionError(
+            raise GradientCheckError(
                 f"{label}: gradient of input {idx} differs from finite differences at "
                 f"index {tuple(int(i) for i in worst)}: analytic {analytic[worst]!r}, "
                 f"numeric {numeric[worst]!r} (eps={eps}, rtol={rtol})")
+    if not errors:
+        raise ValueError(f"{label}: no input has stop_gradient=False, so there is no gradient "
+                         "to check; set x.stop_gradient = False on the inputs to check")
+    return GradCheckReport(label, errors)
 
 
 def check_pylayer_grad(layer_cls: type, *inputs: Any, eps: float = 1e-6, rtol: float = 1e-6,
-                       **kwargs: Any) -> None:
-    """Check ``layer_cls.backward`` against central finite differences of its forward.
+                       **kwargs: Any) -> GradCheckReport:
+    """Check ``layer_cls.backward`` against central finite differences of its forward; the
+    report holds the worst relative error per checked input, as ``check_layer_grad``'s does.
 
-    Example: ``check_pylayer_grad(CusTanh, sculler.randn([2, 3], 'float64'))`` after
-    setting ``stop_gradient=False`` on the inputs to check.
+    Example: ``check_pylayer_grad(CusTanh, sculler.randn([2, 3], 'float64')).max_error``
+    after setting ``stop_gradient=False`` on the inputs to check.
     """
-    check_grad(layer_cls.apply, *inputs, eps=eps, rtol=rtol, label=layer_cls.__name__,
+    return check_grad(layer_cls.apply, *inputs, eps=eps, rtol=rtol, label=layer_cls.__name__,
                **kwargs)
 
 

@@ -8,6 +8,9 @@ import pytest
 import sculler as paddle
 from sculler.core.nan_guard import NonFiniteError
 
+# every test here makes NaN/Inf on purpose: NumPy's warnings about it are expected
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
 
 def _train(cost, batches, params=None, **sets):
     params = params or paddle.parameters.create(cost)

@@ -395,3 +395,38 @@ def test_pylayer_composes_with_ops_and_accumulates():
         (Tanh.apply(x * 2) * 3).sum().backward()
     want = 2 * 3 * 2 * (1 - np.tanh(2 * x.numpy()) ** 2)
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
+def test_check_pylayer_grad_is_exported_and_reports_like_check_layer_grad():
+    from sculler.testing import GradCheckReport, GradientCheckError
+    from sculler.testing import check_pylayer_grad as exported
+    from sculler.testing.pylayer_check import TanhPyLayer
+
+    x, frozen = _leaf([2, 3]), paddle.to_tensor(np.ones(3))
+    report = exported(TanhPyLayer, x)
+    assert isinstance(report, GradCheckReport) and report.layer_type == "TanhPyLayer"
+    assert list(report.errors) == ["input 0"] and report.max_error < 1e-6
+
+    class Doubling(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy * 3
+
+    with pytest.raises(GradientCheckError, match=r"Doubling: gradient of input 0"):
+        exported(Doubling, x)
+    with pytest.raises(ValueError, match=r"no input has stop_gradient=False"):
+        exported(TanhPyLayer, frozen)
+
+
+def test_instantiating_a_pylayer_points_to_apply():
+    class Square(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x
+
+    with pytest.raises(TypeError, match=r"call Square\.apply\(\.\.\.\) rather than Square"):
+        Square(_leaf([2]))

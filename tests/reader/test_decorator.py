@@ -81,14 +81,15 @@ def test_buffered_keeps_order_and_propagates_errors():
 
 
 def test_buffered_early_stop_releases_worker():
-    before = threading.active_count()
+    before = set(threading.enumerate())
     it = rd.buffered(numbers(10_000), 2)()
     assert next(it) == 0
+    started = set(threading.enumerate()) - before  # the worker (not other tests' threads)
+    assert len(started) == 1
     it.close()
-    for t in threading.enumerate():
-        if t is not threading.current_thread() and t.daemon:
-            t.join(timeout=2)
-    assert threading.active_count() <= before
+    worker = started.pop()
+    worker.join(timeout=5)
+    assert not worker.is_alive()
 
 
 def test_firstn():

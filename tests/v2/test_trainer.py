@@ -55,6 +55,7 @@ def test_fit_a_line_cost_falls_and_events():
     np.testing.assert_allclose(out, X[:7] @ w + b, rtol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN on purpose
 def test_immutable_parameters_and_nan():
     _, pred, cost, reader = _regression()
     params = paddle.parameters.create(cost)
@@ -96,6 +97,7 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
         np.testing.assert_array_equal(full[n], resumed[n])
 
 
+@pytest.mark.slow
 def test_digits_mlp_reaches_95_percent_and_inference_file():
     paddle.layer.reset_names()
     paddle.init(seed=1)
