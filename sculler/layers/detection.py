@@ -115,6 +115,11 @@ class PriorInputs:
 
     def gather(self, indices: list[int], width: int, n_priors: int) -> np.ndarray:
         """The inputs ``indices`` as (batch, priors, width), concatenated prior by prior."""
+        for i in indices:
+            if self.geometry[i][0] % width:
+                raise ValueError(f"layer {self.layer.name!r} ({self.layer.type_name}): input "
+                                 f"{i} {self.layer.inputs[i].name!r} has {self.geometry[i][0]} "
+                                 f"channels, not a multiple of {width} per prior")
         parts = [bbox.per_prior(to_numpy(self.layer.get_input_value(i)).astype(np.float64),
                                 *self.geometry[i], width) for i in indices]
         out = np.concatenate(parts, axis=1)

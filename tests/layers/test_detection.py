@@ -249,12 +249,35 @@ def test_detection_map_ignores_difficult_boxes_unless_asked():
         _map(detections, truth, ap_type="voc")
 
 
-def test_v1_helpers_exist_with_paddle_names():
-    from sculler.trainer_config_helpers import (
-        detection_map_evaluator,
-        detection_output_layer,
-        multibox_loss_layer,
-        priorbox_layer,
-    )
-    assert all(callable(f) for f in (priorbox_layer, multibox_loss_layer,
-                                     detection_output_layer, detection_map_evaluator))
+V1_CONFIG = """
+from sculler.trainer_config_helpers import *
+settings(batch_size=4, learning_rate=1e-3)
+img = data_layer(name="image", size=3 * 16 * 16, height=16, width=16)
+lab = data_layer(name="label", size=6)
+conv = img_conv_layer(input=img, filter_size=3, num_filters=8, num_channels=3, padding=1,
+                      stride=4)
+pb = priorbox_layer(input=conv, image=img, aspect_ratio=[2.0], variance=[0.1, 0.1, 0.2, 0.2],
+                    min_size=[4], max_size=[8])
+loc = img_conv_layer(input=conv, filter_size=1, num_filters=16, act=LinearActivation())
+conf = img_conv_layer(input=conv, filter_size=1, num_filters=12, act=LinearActivation())
+cost = multibox_loss_layer(input_loc=loc, input_conf=conf, priorbox=pb, label=lab,
+                           num_classes=3)
+det = detection_output_layer(input_loc=loc, input_conf=conf, priorbox=pb, num_classes=3)
+detection_map_evaluator(input=det, label=lab)
+outputs(cost)
+"""
+
+
+def test_v1_config_names_and_sizes_are_paddles(tmp_path):
+    from sculler.config.config_parser import parse_config
+
+    path = tmp_path / "ssd_config.py"
+    path.write_text(V1_CONFIG)
+    model = parse_config(str(path)).model_config
+    layers = {lc.name: (lc.type, lc.size) for lc in model.layers}
+    assert layers["__priorbox_0__"] == ("priorbox", 4 * 4 * 4 * 8)
+    assert layers["__multibox_loss_0__"] == ("multibox_loss", 1)
+    assert layers["__detection_output_0__"] == ("detection_output", 200 * 7)
+    (evaluator,) = model.evaluators
+    assert evaluator.name == "__detection_map_evaluator_0__"
+    assert evaluator.input_layers == ["__detection_output_0__", "label", "label"]
