@@ -9,6 +9,9 @@ the 8x8 cells, 4 default boxes (``priorbox``: min_size 10, max_size 16, aspect r
 ``detection_output`` decodes and suppresses the boxes, and the ``detection_map`` evaluator
 scores the detections on held-out images (11-point mAP, percent).
 
+8 passes over 800 images reach 84.3%, 89.9% and 89.5% mAP on 200 held-out images with seeds
+1, 2 and 3, in 15-40 s of training on 2 shared CPU cores.
+
 Run: ``PYTHONPATH=. python demo/ssd_shapes.py [--num_passes N]``
 """
 

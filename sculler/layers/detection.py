@@ -88,6 +88,14 @@ class PriorBoxLayer(Layer):
         self.forward_activation()
 
 
+def check_input_count(config, inputs, leading: int) -> None:
+    """``leading`` inputs (priorbox, label), then ``input_num`` locations and as many scores."""
+    pairs = int(config.attrs["input_num"])
+    if len(inputs) != leading + 2 * pairs:
+        raise ValueError(f"layer {config.name!r} ({config.type}): input_num {pairs} needs "
+                         f"{leading + 2 * pairs} inputs, got {len(inputs)}")
+
+
 class PriorInputs:
     """The inputs ``[priorbox, (label,) loc..., conf...]`` of multibox_loss and
     detection_output, read prior by prior."""
@@ -158,10 +166,7 @@ class MultiBoxLossLayer(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        pairs = int(config.attrs["input_num"])
-        if len(inputs) != 2 + 2 * pairs:
-            raise ValueError(f"layer {config.name!r} (multibox_loss): input_num {pairs} needs "
-                             f"{2 + 2 * pairs} inputs, got {len(inputs)}")
+        check_input_count(config, inputs, leading=2)
         if inputs[1].size != LABEL_WIDTH:
             raise ValueError(f"layer {config.name!r} (multibox_loss): the label input "
                              f"{inputs[1].name!r} must have width {LABEL_WIDTH} ([label, xmin, "
@@ -260,10 +265,7 @@ class DetectionOutputLayer(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        pairs = int(config.attrs["input_num"])
-        if len(inputs) != 1 + 2 * pairs:
-            raise ValueError(f"layer {config.name!r} (detection_output): input_num {pairs} "
-                             f"needs {1 + 2 * pairs} inputs, got {len(inputs)}")
+        check_input_count(config, inputs, leading=1)
         return int(config.attrs["keep_top_k"]) * DETECTION_WIDTH
 
     def detections(self) -> np.ndarray:
@@ -322,9 +324,15 @@ def _classes(num_classes: Any, background_id: Any, fn: str) -> dict[str, int]:
     return {"num_classes": classes, "background_id": background}
 
 
-def _sizes(values: Sequence[Any] | Any, what: str, fn: str) -> list[float]:
+def _numbers(values: Sequence[Any] | Any, what: str, fn: str) -> list[float]:
     values = list(values) if isinstance(values, (list, tuple)) else [values]
     return [number(v, f"{fn}: {what}", low=0.0) for v in values]
+
+
+def _pixels(values: Sequence[Any] | Any, what: str, fn: str) -> list[int]:
+    """Box sides in whole pixels, as PaddlePaddle stores them."""
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    return [integer(v, f"{fn}: {what}", minimum=1) for v in values]
 
 
 @layer_function(v1="priorbox_layer", types=("priorbox",), prefix="priorbox")
@@ -332,21 +340,22 @@ def priorbox(input: LayerOutput, image: LayerOutput, aspect_ratio: Sequence[floa
              variance: Sequence[float], min_size: Sequence[float] | float,
              max_size: Sequence[float] | float = (), name: str | None = None) -> LayerOutput:
     """SSD's default boxes over the feature map ``input`` of the image data layer ``image``
-    (which sets height and width): ``1 + len(max_size) + 2 len(aspect_ratio)`` boxes per cell,
+    (which sets height and width), sides in pixels (ints, as PaddlePaddle stores them):
+    ``1 + len(max_size) + 2 len(aspect_ratio)`` boxes per cell,
     each ``[xmin, ymin, xmax, ymax]`` (0..1) and the 4 ``variance`` values."""
     fn = "priorbox"
-    mins, maxs = _sizes(min_size, "min_size", fn), _sizes(max_size, "max_size", fn)
+    mins, maxs = _pixels(min_size, "min_size", fn), _pixels(max_size, "max_size", fn)
     if len(mins) != 1 or len(maxs) > 1:
         raise ValueError(f"{fn}: takes one min_size and at most one max_size (PaddlePaddle's "
                          f"box count assumes so), got min_size={mins}, max_size={maxs}")
-    if mins[0] <= 0 or (maxs and maxs[0] < mins[0]):
-        raise ValueError(f"{fn}: needs 0 < min_size <= max_size, got min_size={mins[0]}, "
-                         f"max_size={maxs}")
-    ratios = _sizes(aspect_ratio, "aspect_ratio", fn)
+    if maxs and maxs[0] < mins[0]:
+        raise ValueError(f"{fn}: needs min_size <= max_size, got min_size={mins[0]}, "
+                         f"max_size={maxs[0]}")
+    ratios = _numbers(aspect_ratio, "aspect_ratio", fn)
     if any(r <= 0 or r == 1.0 for r in ratios):
         raise ValueError(f"{fn}: aspect_ratio values must be > 0 and not 1 (the square box is "
                          f"always laid; each ratio r adds r and 1/r), got {ratios}")
-    variances = _sizes(variance, "variance", fn)
+    variances = _numbers(variance, "variance", fn)
     if len(variances) != 4 or min(variances) <= 0:
         raise ValueError(f"{fn}: variance must be 4 positive numbers, got {variances}")
     return make_layer("priorbox", as_inputs([input, image], fn), name=name, bias_attr=False,

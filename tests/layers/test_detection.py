@@ -57,6 +57,9 @@ def test_priorbox_refuses_settings_paddle_cannot_lay_out():
     with pytest.raises(ValueError, match="one min_size and at most one max_size"):
         paddle.layer.priorbox(input=feat, image=img, aspect_ratio=[2.0], variance=VAR,
                               min_size=[4, 5])
+    with pytest.raises(ValueError, match="min_size must be an int, got 4.5"):
+        paddle.layer.priorbox(input=feat, image=img, aspect_ratio=[2.0], variance=VAR,
+                              min_size=[4.5])
     with pytest.raises(ValueError, match="variance must be 4 positive numbers"):
         paddle.layer.priorbox(input=feat, image=img, aspect_ratio=[2.0], variance=[0.1],
                               min_size=[4])
@@ -281,3 +284,45 @@ def test_v1_config_names_and_sizes_are_paddles(tmp_path):
     (evaluator,) = model.evaluators
     assert evaluator.name == "__detection_map_evaluator_0__"
     assert evaluator.input_layers == ["__detection_output_0__", "label", "label"]
+
+
+def test_onnx_export_refuses_the_ssd_layers_by_name(tmp_path):
+    pytest.importorskip("onnx")
+    from sculler.onnx import UnsupportedLayerError, export
+
+    paddle.layer.reset_names()
+    img = paddle.layer.data(name="img", type=dt.dense_vector(64), height=8, width=8)
+    conv = paddle.layer.img_conv(input=img, filter_size=3, num_filters=4, num_channels=1,
+                                 padding=1, stride=4)
+    pb = paddle.layer.priorbox(input=conv, image=img, aspect_ratio=[2.0], variance=VAR,
+                               min_size=[4])
+    loc = paddle.layer.img_conv(input=conv, filter_size=1, num_filters=12)
+    conf = paddle.layer.img_conv(input=conv, filter_size=1, num_filters=9)
+    det = paddle.layer.detection_output(input_loc=loc, input_conf=conf, priorbox=pb,
+                                        num_classes=3)
+    with pytest.raises(UnsupportedLayerError) as info:
+        export(det, paddle.parameters.create(det), tmp_path / "ssd.onnx")
+    assert "(type priorbox)" in str(info.value)
+    assert "(type detection_output)" in str(info.value)
+
+
+def test_paddle_model_protobuf_carries_the_ssd_settings(tmp_path):
+    pytest.importorskip("google.protobuf")
+    from sculler.config.config_parser import parse_config
+    from sculler.proto.convert import from_proto, to_proto
+
+    path = tmp_path / "ssd_config.py"
+    path.write_text(V1_CONFIG)
+    model = parse_config(str(path)).model_config
+    message = to_proto(model)
+    layers = {pl.name: pl for pl in message.layers}
+    prior_conf = layers["__priorbox_0__"].inputs[0].priorbox_conf
+    assert (list(prior_conf.min_size), list(prior_conf.max_size)) == ([4], [8])
+    assert layers["__multibox_loss_0__"].inputs[0].multibox_loss_conf.input_num == 1
+    assert layers["__detection_output_0__"].inputs[0].detection_output_conf.keep_top_k == 200
+    back = {lc.name: lc for lc in from_proto(message).layers}
+    for name in ("__priorbox_0__", "__multibox_loss_0__", "__detection_output_0__"):
+        original = next(lc for lc in model.layers if lc.name == name)
+        assert back[name].attrs.keys() == original.attrs.keys()
+        for key, value in original.attrs.items():
+            assert back[name].attrs[key] == pytest.approx(value, rel=1e-6)
