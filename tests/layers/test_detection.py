@@ -326,3 +326,15 @@ def test_paddle_model_protobuf_carries_the_ssd_settings(tmp_path):
         assert back[name].attrs.keys() == original.attrs.keys()
         for key, value in original.attrs.items():
             assert back[name].attrs[key] == pytest.approx(value, rel=1e-6)
+
+
+def test_heads_that_disagree_with_the_priors_are_named():
+    pri, _, loc, _ = _ssd_net()
+    conf = paddle.layer.data(name="conf3", type=dt.dense_vector(9), height=1, width=1)
+    det = paddle.layer.detection_output(input_loc=loc, input_conf=conf, priorbox=pri,
+                                        num_classes=3)
+    with pytest.raises(ValueError, match=r"inputs \['conf3'\] hold 3 priors of width 3, but "
+                                         r"the priorbox input 'pri' has 4"):
+        paddle.infer(output_layer=det, parameters=paddle.parameters.create(det),
+                     input=[(_prior_row(PRIORS), np.zeros(16), np.zeros(9))],
+                     feeding={"pri": 0, "loc": 1, "conf3": 2})
