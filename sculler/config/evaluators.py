@@ -17,7 +17,7 @@ __all__ = ["classification_error_evaluator", "auc_evaluator", "pnpair_evaluator"
            "precision_recall_evaluator", "ctc_error_evaluator", "chunk_evaluator",
            "sum_evaluator", "column_sum_evaluator", "value_printer_evaluator",
            "gradient_printer_evaluator", "maxid_printer_evaluator", "maxframe_printer_evaluator",
-           "seqtext_printer_evaluator"]
+           "seqtext_printer_evaluator", "detection_map_evaluator"]
 
 
 def _name(name: str | None, fn: str) -> str:
@@ -113,3 +113,13 @@ def seqtext_printer_evaluator(input: Any, result_file: str, id_input: Any = None
     return _ev.seqtext_printer(input=input, result_file=result_file, id_input=id_input,
                                dict_file=dict_file, delimited=delimited,
                                name=_name(name, "seqtext_printer_evaluator"))
+
+
+def detection_map_evaluator(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                            overlap_threshold: float = 0.5, background_id: int = 0,
+                            evaluate_difficult: bool = False, ap_type: str = "11point",
+                            name: str | None = None) -> EvaluatorConfig:
+    """Detection mAP in percent (see :func:`sculler.evaluator.detection_map`)."""
+    return _ev.detection_map(input=input, label=label, overlap_threshold=overlap_threshold,
+                             background_id=background_id, evaluate_difficult=evaluate_difficult,
+                             ap_type=ap_type, name=_name(name, "detection_map_evaluator"))

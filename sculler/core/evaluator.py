@@ -11,7 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import to_numpy
-from sculler.core import metrics, printers  # noqa: F401 - register the other evaluator types
+from sculler.core import (  # noqa: F401 - register the other evaluator types
+    detection_map,
+    metrics,
+    printers,
+)
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
 from sculler.core.model_config import EvaluatorConfig
 from sculler.core.suggest import close_matches

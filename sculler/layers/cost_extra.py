@@ -20,6 +20,7 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.cost import CostLayer, cost_layer
+from sculler.math.bbox import smooth_l1, smooth_l1_grad
 from sculler.math.sparse import CsrMatrix
 
 
@@ -148,11 +149,10 @@ class SmoothL1Cost(CostLayer):
     ``cost = a^2 / 2`` where ``a < 1``, ``a - 1/2`` beyond; ``dx = clip(x - y, -1, 1)``."""
 
     def sample_cost(self, x, label_arg, out) -> None:
-        a = np.abs(x - _dense_label(self, label_arg, x))
-        out[...] = np.where(a < 1.0, 0.5 * a * a, a - 0.5).sum(axis=1)
+        out[...] = smooth_l1(x - _dense_label(self, label_arg, x)).sum(axis=1)
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
-        dx += dcost[:, None] * np.clip(x - _dense_label(self, label_arg, x), -1.0, 1.0)
+        dx += dcost[:, None] * smooth_l1_grad(x - _dense_label(self, label_arg, x))
 
 
 @register_layer("sum_cost")

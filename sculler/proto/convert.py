@@ -65,7 +65,15 @@ RENAMED_FIELDS = {"cos": {"cos_scale": "scale"}, "nce": {"neg_sampling_dist": "n
 # Per-input messages of input 0 whose fields are the layer's attrs of the same name.
 INPUT_CONF_FIELDS = {"roi_pool": ("roi_pool_conf", ("pooled_width", "pooled_height",
                                                     "spatial_scale")),
-                     "row_conv": ("row_conv_conf", ("context_length",))}
+                     "row_conv": ("row_conv_conf", ("context_length",)),
+                     "priorbox": ("priorbox_conf", ("min_size", "max_size", "aspect_ratio",
+                                                    "variance")),
+                     "multibox_loss": ("multibox_loss_conf", (
+                         "num_classes", "overlap_threshold", "neg_pos_ratio", "neg_overlap",
+                         "background_id", "input_num")),
+                     "detection_output": ("detection_output_conf", (
+                         "num_classes", "nms_threshold", "nms_top_k", "keep_top_k",
+                         "confidence_threshold", "background_id", "input_num"))}
 # Fields about placement or bookkeeping, not about what the layer computes.
 IGNORED_LAYER_FIELDS = frozenset({"device"})
 IGNORED_PARAMETER_FIELDS = frozenset({"device", "num_batches_regularization", "para_id",
@@ -185,8 +193,13 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
             attrs.pop(key, None)
     if lc.type in INPUT_CONF_FIELDS:
         conf_name, keys = INPUT_CONF_FIELDS[lc.type]
+        conf = getattr(p.inputs[0], conf_name)
         for key in keys:
-            setattr(getattr(p.inputs[0], conf_name), key, attrs.pop(key))
+            value = attrs.pop(key)
+            if isinstance(value, list):
+                getattr(conf, key).extend(value)
+            else:
+                setattr(conf, key, value)
     type_renames = RENAMED_FIELDS.get(lc.type, {})
     renamed = {v: k for k, v in type_renames.items()}
     for key, value in attrs.items():
@@ -548,7 +561,8 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                 if sub.name not in keys:
                     raise _fail(pl.name, f"({pl.type}) {name}.{sub.name} has no Sculler "
                                 "equivalent")
-                lc.attrs[sub.name] = value
+                repeated = not isinstance(value, (str, bytes, int, float))
+                lc.attrs[sub.name] = list(value) if repeated else value
         elif name == "clip_conf" and pl.type == "clip":
             lc.attrs.update(min=float(conf.min), max=float(conf.max))
         elif name == "input_layer_argument" and pl.type == "get_output":

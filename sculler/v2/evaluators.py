@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from sculler.core.detection_map import AP_TYPES
 from sculler.core.expression import LayerOutput
 from sculler.core.metrics import CHUNK_SCHEMES  # importing registers the core evaluators
 from sculler.core.model_config import EvaluatorConfig
+from sculler.validate import integer, number
 
 __all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error",
-           "gradient_printer", "maxid_printer", "maxframe_printer", "seqtext_printer"]
+           "gradient_printer", "maxid_printer", "maxframe_printer", "seqtext_printer",
+           "detection_map"]
 
 
 def attach(type_name: str, fn: str, layers: list[Any], name: str | None,
@@ -148,3 +151,24 @@ def seqtext_printer(input: Any, result_file: str, id_input: Any = None,  # noqa:
     return attach("seq_text_printer", "seqtext_printer", layers, name,
                   {"result_file": result_file, "dict_file": dict_file,
                    "delimited": True if delimited is None else bool(delimited)})
+
+
+def detection_map(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                  overlap_threshold: float = 0.5, background_id: int = 0,
+                  evaluate_difficult: bool = False, ap_type: str = "11point",
+                  name: str | None = None) -> EvaluatorConfig:
+    """Mean average precision (in percent) of ``detection_output``'s detections against
+    ``label`` (a sequence per image of ``[label, xmin, ymin, xmax, ymax, difficult]``): a
+    detection is a hit when it overlaps an untaken box of its class by more than
+    ``overlap_threshold``; ``ap_type`` is ``"11point"`` (VOC2007) or ``"Integral"``."""
+    if ap_type not in AP_TYPES:
+        raise ValueError(f"detection_map: ap_type must be one of {AP_TYPES}, got {ap_type!r}")
+    if not isinstance(evaluate_difficult, bool):
+        raise TypeError(f"detection_map: evaluate_difficult must be True or False, got "
+                        f"{evaluate_difficult!r}")
+    threshold = number(overlap_threshold, "detection_map: overlap_threshold", 0.0, 1.0)
+    return attach("detection_map", "detection_map", [input, label, label], name,
+                  {"overlap_threshold": threshold,
+                   "background_id": integer(background_id, "detection_map: background_id",
+                                            minimum=0),
+                   "evaluate_difficult": evaluate_difficult, "ap_type": ap_type})

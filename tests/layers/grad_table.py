@@ -673,8 +673,72 @@ SEQUENCE = [
           ("seqlastins", {"trans_type": "seq"}, NESTED)]],
 ]
 
+# ---- SSD's multibox_loss: fixed priors, ground truth near chosen priors (a fixed matching) ---
+def ssd_priors(cells: int) -> np.ndarray:
+    """Prior rows ``[box, variances]`` of a ``cells x cells`` map, 2 per cell: a square of
+    side 0.8 / cells and a wide box; the square and the wide box of a cell overlap 0.37."""
+    rows = []
+    for i in range(cells):
+        for j in range(cells):
+            cx, cy, s = (j + 0.5) / cells, (i + 0.5) / cells, 0.4 / cells
+            rows.append([cx - s, cy - s, cx + s, cy + s, 0.1, 0.1, 0.2, 0.2])
+            rows.append([cx - 1.2 * s, cy - 0.4 * s, cx + 1.2 * s, cy + 0.4 * s,
+                         0.1, 0.1, 0.2, 0.2])
+    return np.array(rows)
+
+
+def ssd_truth(rng: np.random.RandomState, priors: np.ndarray, batch: int,
+              classes: list[int]) -> Argument:
+    """Per image 1 or 2 ground-truth boxes, each a distinct prior moved by at most 0.02:
+    it overlaps that prior by > 0.8 and every other by < 0.45 (away from the thresholds)."""
+    rows, starts = [], [0]
+    for n in range(batch):
+        for k in rng.choice(len(priors), size=1 + n % 2, replace=False):
+            box = priors[k, :4] + rng.uniform(-0.02, 0.02, size=4)
+            rows.append([classes[rng.randint(len(classes))], *box, 0.0])
+        starts.append(len(rows))
+    return Argument(value=np.array(rows), seq_starts=np.array(starts, dtype=np.int32))
+
+
+def multibox_inputs(maps: tuple[int, ...], background: int) -> Callable:
+    """make_inputs of multibox_loss over one map per entry of ``maps`` (cells per side):
+    the priors row (repeated per image), the ground truth (classes other than
+    ``background``), then locations and scores."""
+    priors = np.concatenate([ssd_priors(c) for c in maps])
+
+    def make(batch: int, rng: np.random.RandomState) -> list[Argument]:
+        locs = [Argument(value=dense(rng, batch, 2 * 4 * c * c)) for c in maps]
+        confs = [Argument(value=dense(rng, batch, 2 * 3 * c * c, -2.0, 2.0)) for c in maps]
+        return [Argument(value=np.tile(priors.reshape(1, -1), (batch, 1))),
+                ssd_truth(rng, priors, batch, [c for c in range(3) if c != background]),
+                *locs, *confs]
+
+    make.__name__ = f"multibox_inputs_{'_'.join(map(str, maps))}"
+    return make
+
+
+def multibox_row(maps: tuple[int, ...], **settings: Any) -> Row:
+    """multibox_loss over 2 priors per cell of each map, 3 classes."""
+    priors = sum(2 * c * c for c in maps)
+    geometry = [dict(height=c, width=c) for c in maps]
+    inputs = [INDEX(8 * priors), INDEX(6),
+              *[INPUT_DATA(8 * c * c, attrs=g) for c, g in zip(maps, geometry)],
+              *[INPUT_DATA(6 * c * c, attrs=g) for c, g in zip(maps, geometry)]]
+    attrs = {"input_num": len(maps), "num_classes": 3, "overlap_threshold": 0.5,
+             "neg_pos_ratio": 3.0, "neg_overlap": 0.5, "background_id": 0, **settings}
+    return Row("multibox_loss", attrs, inputs, use_weight=True, batch_size=4,
+               make_inputs=multibox_inputs(maps, attrs["background_id"]))
+
+
+DETECTION = [
+    multibox_row((2,)),
+    multibox_row((2, 1)),
+    multibox_row((2,), neg_pos_ratio=1.0, background_id=2),
+]
+
+
 CASES: list[Row] = (BASIC + ACTIVATIONS + COSTS + MIXED + DENSE + SIMILARITY + IMAGE + RECURRENT
-                    + STEP + STRUCTURED + SEQUENCE)
+                    + STEP + STRUCTURED + SEQUENCE + DETECTION)
 
 # Registered types that cannot be gradient-checked as one layer fed by data layers, and why.
 # Each is checked elsewhere as named.
@@ -697,6 +761,10 @@ NOT_CHECKED_AS_ONE_LAYER = {
                      "the group when the network is built (tests/group/test_paddle_layout.py)",
     "gather_agent": "a recurrent group's out-link as PaddlePaddle lays groups out; folded into "
                     "the group when the network is built (tests/group/test_paddle_layout.py)",
+    "priorbox": "outputs fixed default boxes computed from the input geometry; no gradient "
+                "(values: tests/layers/test_detection.py)",
+    "detection_output": "non-maximum suppression selects boxes; no gradient "
+                        "(values: tests/layers/test_detection.py)",
     "print": "logs its inputs; no output, no gradient "
              "(tests/layers/test_gated_unit_and_printer.py)",
 }

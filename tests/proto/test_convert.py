@@ -279,8 +279,8 @@ FC = ('layers { name: "h" type: "fc" size: 3 active_type: "tanh" '
 
 
 @pytest.mark.parametrize("text, message", [
-    (DATA + 'layers { name: "p" type: "detection_output" inputs { input_layer_name: "x" } }',
-     "layer 'p': PaddlePaddle layer type 'detection_output' has no Sculler implementation"),
+    (DATA + 'layers { name: "p" type: "mkldnn_fc" inputs { input_layer_name: "x" } }',
+     "layer 'p': PaddlePaddle layer type 'mkldnn_fc' has no Sculler implementation"),
     (DATA + FC % "directions: true",
      r"layer 'h': \(fc\) PaddlePaddle field directions=\[True\] has no Sculler equivalent"),
     (DATA + FC % "inputs { input_layer_name: \"x\" row_conv_conf { context_length: 2 } }",
