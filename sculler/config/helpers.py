@@ -40,6 +40,7 @@ from sculler.config.config_parser import (
     _context,
     adopt_with_ancestors,
     get_config_arg,
+    takes_raw_layers,
 )
 from sculler.config.data_provider import define_py_data_sources2
 from sculler.config.evaluators import *  # noqa: F403
@@ -73,6 +74,7 @@ def _helper(v2_function):
     """A v1 helper: call the v2 function, then add the layers it made to the config being
     parsed (parents first; a network helper makes several)."""
 
+    @takes_raw_layers
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
         out = v2_function(*args, **kwargs)
         adopt_with_ancestors([out])
@@ -107,6 +109,7 @@ def _group_helper(v2_function):
     back out of the config and only the group (and its out-links) are added."""
 
     @functools.wraps(v2_function)
+    @takes_raw_layers
     def helper(*args: Any, **kwargs: Any) -> Any:
         ctx = _context()
         n_layers, n_adopted, n_inputs = len(ctx.builder._layers), len(ctx.adopted), len(
@@ -114,6 +117,7 @@ def _group_helper(v2_function):
         out = v2_function(*args, **kwargs)
         for lc in ctx.builder._layers[n_layers:]:
             ctx.layers.pop(lc.name, None)
+            ctx.nodes.pop(lc.name, None)
             ctx.builder._weight_attrs.pop(lc.name, None)
             ctx.builder._bias_attrs.pop(lc.name, None)
         del ctx.builder._layers[n_layers:]
@@ -164,17 +168,21 @@ for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "sma
     globals()[_name] = _helper(getattr(_networks, _name))
     __all__.append(_name)
 __all__ += ["layer_math", "define_py_data_sources2", "layer_support", *_v1_evaluators.__all__]
+for _name in _v1_evaluators.__all__:  # an evaluator may watch a raw Layer(...)
+    globals()[_name] = takes_raw_layers(getattr(_v1_evaluators, _name))
 
 
 def _flat(layers: tuple) -> list:
     return [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
 
 
+@takes_raw_layers
 def inputs(*layers: Any) -> None:
     """Declare the data layers and the order samples feed them: ``inputs(image, label)``."""
     Inputs(*[x if isinstance(x, str) else x.name for x in _flat(layers)])
 
 
+@takes_raw_layers
 def outputs(*layers: Any) -> None:
     """Declare the output (cost) layers: ``outputs(cost)``. Unless ``inputs(...)`` was called,
     the data layers are those the outputs depend on, in PaddlePaddle's order: a depth-first

@@ -57,6 +57,18 @@ def on_result(hook: Callable[[Any], None]) -> None:
         _RESULT_HOOKS.append(hook)
 
 
+# called with (args, kwargs) before a declared function runs; returns them, maybe changed
+_ARGUMENT_HOOKS: list[Callable[[tuple, dict], tuple[tuple, dict]]] = []
+
+
+def on_arguments(hook: Callable[[tuple, dict], tuple[tuple, dict]]) -> None:
+    """Pass the arguments of every declared function through ``hook(args, kwargs)`` first;
+    the v1 parser turns the ``LayerConfig`` a raw ``Layer(...)`` returned into the layer it
+    declared this way, so helpers take raw layers as inputs."""
+    if hook not in _ARGUMENT_HOOKS:
+        _ARGUMENT_HOOKS.append(hook)
+
+
 def announce(result: Any) -> None:
     """Tell the result hooks (the v1 parser) about layers a declared function made; a layer
     finished later (a ``with mixed(...) as m:`` block) announces itself when it is done."""
@@ -97,6 +109,8 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
 
         @functools.wraps(function)
         def named(*args: Any, **kwargs: Any) -> Any:
+            for hook in _ARGUMENT_HOOKS:
+                args, kwargs = hook(args, kwargs)
             _RUNNING.append(name_prefix)
             try:
                 result = function(*args, **kwargs)
