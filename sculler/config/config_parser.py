@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sculler.config.keywords import check_layer_keywords, check_settings_keywords
 from sculler.core import faces
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
@@ -38,6 +39,7 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
+from sculler.core.suggest import did_you_mean
 from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}
@@ -60,6 +62,7 @@ class _ParseContext:
         self.outputs: list[str] = []
         self.settings: dict[str, Any] = {}
         self.config_args = config_args
+        self.config_args_read: set[str] = set()  # names get_config_arg asked for
         self.adopted: list[Any] = []  # the config's LayerOutputs (their evaluators)
         self.inputs_declared = False  # Inputs(...) fixed the data layers' order
         self.model_type = "nn"
@@ -271,6 +274,7 @@ class LayerBase:
         ctx = _context()
         if name in ctx.layers:
             raise ValueError(f"layer {name!r} is defined twice")
+        check_layer_keywords(name, type, xargs, get_layer_class(type))
         try:
             get_activation(active_type or "linear")
         except ValueError as e:
@@ -373,12 +377,16 @@ def Evaluator(name: str, type: str, inputs: list[str], **attrs: Any) -> None:  #
 
 
 def Settings(**kwargs: Any) -> None:  # noqa: N802 - Paddle's API
+    """Record training settings; a key PaddlePaddle and Sculler do not know is refused."""
+    check_settings_keywords(kwargs)
     _context().settings.update(kwargs)
 
 
 def get_config_arg(name: str, arg_type: type, default: Any = None) -> Any:
     """A ``--config_args name=value`` setting, converted to ``arg_type``."""
-    raw = _context().config_args.get(name)
+    ctx = _context()
+    ctx.config_args_read.add(name)
+    raw = ctx.config_args.get(name)
     if raw is None:
         return default
     if arg_type is bool:
@@ -408,6 +416,17 @@ def _parse_args(config_args: str | dict | None) -> dict[str, str]:
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def _refuse_unread_args(ctx: _ParseContext) -> None:
+    """A ``config_args`` name the config never asked ``get_config_arg`` for is a mistake (a
+    typo such as ``hiden=256`` would otherwise train with the default)."""
+    for name in ctx.config_args:
+        if name not in ctx.config_args_read:
+            raise ValueError(
+                f"config_args: the config never reads {name!r} (get_config_arg)"
+                f"{did_you_mean(name, ctx.config_args_read)}; it reads "
+                f"{sorted(ctx.config_args_read) or 'no config arg'}")
 
 
 def finish_config(ctx: _ParseContext) -> ModelConfig:
@@ -440,6 +459,7 @@ def run_config(
             names: dict[str, Any] = {}
         else:
             names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+        _refuse_unread_args(ctx)
         if not ctx.layers:
             return None, names
         return TrainerConfig(finish_config(ctx), dict(ctx.settings)), names

@@ -46,7 +46,9 @@ from sculler.config.data_provider import define_py_data_sources2
 from sculler.config.evaluators import *  # noqa: F403
 from sculler.core.expression import layer_support
 from sculler.core.faces import Face, faces
+from sculler.core.suggest import checked_keywords
 from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
+from sculler.validate import integer
 
 __all__ = [
     "Bias", "Input", "Inputs", "inputs", "Layer", "Outputs", "Settings", "get_config_arg",
@@ -72,11 +74,12 @@ for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftm
 
 def _helper(v2_function):
     """A v1 helper: call the v2 function, then add the layers it made to the config being
-    parsed (parents first; a network helper makes several)."""
+    parsed (parents first; a network helper makes several). Unknown keywords are refused."""
+    checked = checked_keywords(v2_function)
 
     @takes_raw_layers
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
-        out = v2_function(*args, **kwargs)
+        out = checked(*args, **kwargs)
         adopt_with_ancestors([out])
         return out
 
@@ -250,16 +253,36 @@ def RMSPropOptimizer(rho: float = 0.95, epsilon: float = 1e-6) -> _Method:  # no
     return _Method("RMSProp", rho=rho, epsilon=epsilon)
 
 
-def settings(batch_size: int, learning_rate: float = 1e-3, learning_method: _Method | None = None,
-             regularization: Any = None, gradient_clipping_threshold: float | None = None,
-             num_passes: int | None = None, **kwargs: Any) -> None:
-    """Training settings: batch size, learning rate (and its schedule keywords), method,
-    regularization, clipping; ``sculler train`` turns them into an optimizer."""
-    Settings(batch_size=int(batch_size), learning_rate=float(learning_rate),
+def settings(batch_size: int, learning_rate: float = 1e-3,
+             learning_rate_decay_a: float | None = None,
+             learning_rate_decay_b: float | None = None,
+             learning_rate_schedule: str | None = None, learning_rate_args: str | None = None,
+             learning_method: _Method | None = None, regularization: Any = None,
+             is_async: bool = False, model_average: Any = None,
+             gradient_clipping_threshold: float | None = None,
+             num_passes: int | None = None) -> None:
+    """Training settings, PaddlePaddle's keywords (plus ``num_passes``, a Sculler extension):
+    batch size, learning rate and its schedule, method, regularization, model averaging,
+    clipping; ``sculler train`` turns them into an optimizer. A misspelt keyword is refused
+    with the closest name; ``batch_size`` and ``num_passes`` must be positive ints (``128.0``
+    is read as 128, ``12.7`` is an error)."""
+    if is_async:
+        raise NotImplementedError("settings: is_async=True (asynchronous SGD) is not supported")
+    schedule = {"learning_rate_decay_a": learning_rate_decay_a,
+                "learning_rate_decay_b": learning_rate_decay_b,
+                "learning_rate_schedule": learning_rate_schedule,
+                "learning_rate_args": learning_rate_args}
+    Settings(batch_size=integer(batch_size, "settings: batch_size", minimum=1),
+             learning_rate=float(learning_rate),
              learning_method=learning_method or MomentumOptimizer(),
-             regularization=regularization,
+             regularization=regularization, model_average=model_average,
              gradient_clipping_threshold=gradient_clipping_threshold,
-             num_passes=num_passes, **kwargs)
+             num_passes=None if num_passes is None else integer(
+                 num_passes, "settings: num_passes", minimum=1),
+             **{k: v for k, v in schedule.items() if v is not None})
+
+
+settings = checked_keywords(settings)
 
 
 def data_sources(train: str, test: str | None = None, input_types: dict | None = None) -> None:

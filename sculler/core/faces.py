@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sculler.core.suggest import checked_keywords
+
 KINDS = ("layer", "group", "plain")
 
 
@@ -106,6 +108,7 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
         v2_names = ((function.__name__,) if v2 is True else (v2,) if isinstance(v2, str)
                     else tuple(v2 or ()))
         name_prefix = prefix or (v1_names + v2_names)[0]
+        checked = checked_keywords(function, "/".join(dict.fromkeys(v1_names + v2_names)))
 
         @functools.wraps(function)
         def named(*args: Any, **kwargs: Any) -> Any:
@@ -113,13 +116,14 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
                 args, kwargs = hook(args, kwargs)
             _RUNNING.append(name_prefix)
             try:
-                result = function(*args, **kwargs)
+                result = checked(*args, **kwargs)
             finally:
                 _RUNNING.pop()
             if kind != "plain":
                 announce(result)
             return result
 
+        named.checks_keywords = True  # type: ignore[attr-defined]
         _FACES.append(Face(v2_names, v1_names, named, tuple(types), name_prefix, kind,
                            function.__module__))
         return named

@@ -9,15 +9,15 @@ from sculler.config.parser_utils import parse_network_config
 
 
 def _features(rng, n):
-    return [(rng.normal(size=4).astype(np.float32), int(rng.integers(3)),
+    return [(rng.normal(size=4).astype(np.float32), int(rng.integers(5)),
              np.array([rng.uniform(0.1, 2.0)], np.float32)) for _ in range(n)]
 
 
 def _network():
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
-    label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(3))
+    label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(5))
     weight = paddle.layer.data(name="weight", type=paddle.data_type.dense_vector(1))
-    predict = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), name="predict")
+    predict = paddle.layer.fc(input=x, size=5, act=paddle.activation.Softmax(), name="predict")
     cost = paddle.layer.classification_cost(input=predict, label=label, weight=weight)
     return x, label, weight, predict, cost
 
@@ -29,9 +29,10 @@ def test_weighted_error_equals_numpy_reference(top_k):
     paddle.evaluator.classification_error(input=predict, label=label, weight=weight,
                                           top_k=top_k, name="werr")
     params = paddle.parameters.create(cost)
+    params.set("_predict.w0", rng.normal(size=(4, 5)).astype(np.float32))
     trainer = paddle.trainer.SGD(cost=cost, parameters=params,
                                  update_equation=paddle.optimizer.Momentum(learning_rate=0.0))
-    samples = _features(rng, 10)
+    samples = _features(rng, 20)
     result = trainer.test(reader=paddle.batch(lambda: iter(samples), 4),
                           feeding={"x": 0, "label": 1, "weight": 2})
     probs = paddle.infer(output_layer=predict, parameters=params,
