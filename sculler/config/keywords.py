@@ -33,7 +33,7 @@ PADDLE_LAYER_KEYWORDS = frozenset("""
 # settings Sculler's layer classes read from their config attrs (Layer(...) may set them)
 SCULLER_LAYER_ATTRS = frozenset("""
     arg_name block_num_x block_num_y context_len context_start generator groups has_select
-    k norm_size norm_type out_channels out_height out_links out_size_x out_size_y out_width
+    norm_size norm_type out_channels out_height out_links out_size_x out_size_y out_width
     pool_type power proj pyramid_height scale select_first seq_pool_stride step_model
     trainable_padding with_weight kind seq_type neg_distribution
 """.split())
