@@ -25,7 +25,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sculler.config.keywords import check_layer_keywords, check_settings_keywords
+from sculler.config.keywords import (
+    check_input_keywords,
+    check_layer_keywords,
+    check_settings_keywords,
+)
 from sculler.core import faces
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
@@ -209,6 +213,7 @@ class Input:
 
     def __init__(self, input_layer_name: Any, parameter_name: str | None = None, **kwargs: Any):
         self.input_layer_name = _layer_name(input_layer_name)
+        check_input_keywords(str(self.input_layer_name), kwargs, _PARAM_KEYS)
         self.parameter_name = parameter_name
         self.param_attrs = {k: v for k, v in kwargs.items() if k in _PARAM_KEYS}
         self.attrs = {k: v for k, v in kwargs.items() if k not in _PARAM_KEYS}

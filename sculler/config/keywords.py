@@ -38,6 +38,12 @@ SCULLER_LAYER_ATTRS = frozenset("""
     trainable_padding with_weight kind seq_type neg_distribution
 """.split())
 
+# PaddlePaddle's Input(...) keywords beyond the parameter settings (ParameterConfig fields)
+PADDLE_INPUT_KEYWORDS = frozenset("""
+    initial_smart is_shared update_hooks input_layer_argument make_layer_name_in_submodel
+    format nnz
+""".split())
+
 # PaddlePaddle's Settings(...) keys (config_parser's settings and trainer_settings tables)
 PADDLE_SETTINGS = frozenset("""
     batch_size mini_batch_size algorithm async_lagged_grad_discard_ratio learning_method
@@ -66,3 +72,12 @@ def check_layer_keywords(name: str, type_name: str, given: Iterable[str],
 def check_settings_keywords(given: Iterable[str]) -> None:
     """Refuse a ``Settings(...)`` key PaddlePaddle and Sculler do not know."""
     refuse_unknown_keywords("Settings", given, PADDLE_SETTINGS | SCULLER_SETTINGS)
+
+
+def check_input_keywords(layer_name: str, given: Iterable[str],
+                         parameter_keys: Iterable[str]) -> None:
+    """Refuse an ``Input(...)`` keyword that is neither a weight setting nor an input setting
+    a layer reads (``Input("x", inital_std=0.1)`` names ``initial_std``)."""
+    known = (PADDLE_INPUT_KEYWORDS | PADDLE_LAYER_KEYWORDS | SCULLER_LAYER_ATTRS
+             | frozenset(parameter_keys))
+    refuse_unknown_keywords(f"Input({layer_name!r})", given, known)

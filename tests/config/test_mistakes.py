@@ -34,6 +34,14 @@ def test_layer_refuses_a_misspelt_keyword():
             Layer(name="h", type="fc", size=3, inputs=["x"], activ_type="softmax")
 
 
+def test_input_refuses_a_misspelt_weight_setting():
+    with pytest.raises(TypeError, match=r"Input\('x'\): unknown keyword argument "
+                                        r"'inital_std'; did you mean 'initial_std'"):
+        Input("x", inital_std=0.1)
+    assert Input("x", parameter_name="w", initial_std=0.1, learning_rate=2.0).param_attrs == {
+        "initial_std": 0.1, "learning_rate": 2.0}
+
+
 def test_layer_accepts_paddles_keywords_and_a_custom_layers_declared_ones():
     @register_layer("mistakes_test_scaled_fc")
     class _Scaled(FCLayer):
