@@ -20,8 +20,21 @@ from typing import Any
 import numpy as np
 
 from sculler.core.model_config import ModelConfig
+from sculler.validate import integer
 
 V2_GLOBALS = ("cost", "optimizer", "train_reader")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type of ``--num_passes``: 0 would train nothing, so it is refused."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (0 passes would train "
+                                         f"nothing), got {value}")
+    return value
 
 
 class UserError(Exception):
@@ -276,7 +289,12 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
     trainer = paddle.trainer.SGD(cost=topology, parameters=parameters,
                                  update_equation=program["optimizer"])
     batch_size = program["batch_size"]
-    num_passes = args.num_passes or program["num_passes"] or 10
+    num_passes = (args.num_passes if args.num_passes is not None
+                  else program["num_passes"] if program["num_passes"] is not None else 10)
+    try:
+        num_passes = integer(num_passes, "num_passes", minimum=1)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{args.config}: {e}") from None
     save_dir = args.save_dir or "output"
     os.makedirs(save_dir, exist_ok=True)
     board = paddle.plot.TensorBoard(args.logdir) if args.logdir else None
@@ -470,8 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = with_config("train", "train a v1 config, a v2 script (module-level cost, "
                         "optimizer, train_reader) or a script's own main()")
-    train.add_argument("--num_passes", type=int, default=None,
-                       help="passes (default: the file's num_passes, else 10)")
+    train.add_argument("--num_passes", type=_positive_int, default=None,
+                       help="passes, at least 1 (default: the file's num_passes, else 10)")
     train.add_argument("--save_dir", default=None,
                        help="where parameter tars go (default: output)")
     train.add_argument("--seed", type=int, default=None, help="random seed (default 1)")

@@ -24,12 +24,15 @@ def classification_error(input: LayerOutput, label: LayerOutput,  # noqa: A002
                          name: str | None = None, weight: Any = None, top_k: int | None = None,
                          threshold: float = 0.5) -> EvaluatorConfig:
     """Fraction of samples whose arg-max (or top-k) class misses the label:
-    ``err = #{i : label_i not in topk(p_i)} / n``."""
-    if weight is not None:
-        raise NotImplementedError("classification_error(weight=...) is not supported")
+    ``err = #{i : label_i not in topk(p_i)} / n``; with ``weight`` (a width-1 layer),
+    PaddlePaddle's weighted error ``sum_i w_i [label_i not in topk(p_i)] / sum_i w_i``."""
+    if weight is not None and (not isinstance(weight, LayerOutput) or weight.size != 1):
+        raise ValueError(f"classification_error: weight must be a layer of width 1 (one weight "
+                         f"per sample), got {weight!r}")
     if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
-    return _attach("classification_error", "classification_error", [input, label], name,
+    inputs = [input, label] + ([weight] if weight is not None else [])
+    return _attach("classification_error", "classification_error", inputs, name,
                    {"top_k": top_k or 1, "threshold": float(threshold)})
 
 

@@ -85,12 +85,6 @@ def _two_layers(first, second):
     paddle.parameters.create(layers)
 
 
-def _v1_layer_result_as_input():
-    with config_scope():
-        x = Layer(name="x", type="data", size=4)
-        Layer(name="h", type="fc", size=3, inputs=[x])
-
-
 def _set(name, value):
     _, params = _model()
     params.set(name, value)
@@ -186,8 +180,6 @@ CASES = [
         dict(name="a", type="data", size=4), dict(name="b", type="data", size=4),
         dict(name="s", type="addto", size=8, inputs=["a", "b"])),
      ValueError, ["'s'", "addto", "size 8", "give 4"]),
-    ("v1 input is a Layer() result", lambda t: _v1_layer_result_as_input(),
-     TypeError, ["'h'", "input 0", "Layer()", "'x'", "inputs=['x']"]),
     ("v1 input is a number", lambda t: _v1(
         dict(name="h", type="fc", size=3, inputs=[3])),
      TypeError, ["'h'", "input 0", "int"]),

@@ -21,6 +21,7 @@ from sculler.core.layer import PASS_TEST, Layer, register_layer
 class LargeMarginSoftmaxLayer(Layer):
     min_inputs = 2
     max_inputs = 2
+    config_attrs = ("k",)  # the setting it reads: Layer(type="lsoftmax", k=0.3) in v1 configs
 
     @classmethod
     def weight_dims(cls, config, inputs):

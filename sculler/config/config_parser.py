@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import runpy
 import sys
@@ -25,6 +26,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sculler.config.keywords import (
+    check_input_keywords,
+    check_layer_keywords,
+    check_settings_keywords,
+)
 from sculler.core import faces
 from sculler.core.activation import get_activation
 from sculler.core.builder import ModelBuilder
@@ -38,6 +44,7 @@ from sculler.core.model_config import (
     LayerConfig,
     ModelConfig,
 )
+from sculler.core.suggest import did_you_mean
 from sculler.validate import integer, probability
 
 _PARAM_KEYS = PARAMETER_FIELDS - {"name", "dims"}
@@ -55,11 +62,13 @@ class _ParseContext:
     def __init__(self, config_args: dict[str, str]):
         self.builder = ModelBuilder()
         self.layers: dict[str, LayerConfig] = {}
+        self.nodes: dict[str, LayerOutput] = {}  # every layer as a helper input, by name
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.settings: dict[str, Any] = {}
         self.config_args = config_args
-        self.adopted: list[Any] = []  # helper-made v2 LayerOutputs (their evaluators)
+        self.config_args_read: set[str] = set()  # names get_config_arg asked for
+        self.adopted: list[Any] = []  # the config's LayerOutputs (their evaluators)
         self.inputs_declared = False  # Inputs(...) fixed the data layers' order
         self.model_type = "nn"
 
@@ -97,6 +106,7 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
         raise ValueError(f"layer {config.name!r} is defined twice")
     ctx.builder.add_layer(config, weight_attrs, bias_attr)
     ctx.layers[config.name] = config
+    ctx.nodes[config.name] = out
     ctx.adopted.append(out)
     if config.type == "data":
         ctx.inputs.append(config.name)
@@ -146,6 +156,42 @@ def _adopt_result(result: Any) -> None:
 faces.on_result(_adopt_result)
 
 
+def _declared_layer(item: Any) -> Any:
+    """The layer (``LayerOutput``) a raw ``Layer(...)`` declared, for the ``LayerConfig`` it
+    returned; anything else unchanged."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None or not isinstance(item, LayerConfig) or ctx.layers.get(item.name) is not item:
+        return item
+    return ctx.nodes.get(item.name, item)
+
+
+def _resolve_arguments(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Helpers take what ``Layer(...)`` returned (also inside a list) as the layer it is."""
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, (list, tuple)) and any(isinstance(v, LayerConfig) for v in value):
+            return type(value)(_declared_layer(v) for v in value)
+        return _declared_layer(value)
+
+    return tuple(resolve(a) for a in args), {k: resolve(v) for k, v in kwargs.items()}
+
+
+faces.on_arguments(_resolve_arguments)
+
+
+def takes_raw_layers(function: Callable) -> Callable:
+    """``function`` with what ``Layer(...)`` returned in its arguments read as that layer
+    (declared layer functions get this from :func:`faces.on_arguments`; v1 networks,
+    evaluators and ``outputs`` are wrapped with it)."""
+
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _resolve_arguments(args, kwargs)
+        return function(*args, **kwargs)
+
+    return wrapped
+
+
 def is_declared(name: str) -> bool:
     """Whether the config being parsed already has a layer called ``name``."""
     return name in _context().layers
@@ -166,8 +212,9 @@ class Input:
     (``parameter_name``, ``initial_std``, ``learning_rate``, ``sparse_update``, ...).
     Any other keyword becomes the input's config attr (e.g. projection settings)."""
 
-    def __init__(self, input_layer_name: str, parameter_name: str | None = None, **kwargs: Any):
-        self.input_layer_name = input_layer_name
+    def __init__(self, input_layer_name: Any, parameter_name: str | None = None, **kwargs: Any):
+        self.input_layer_name = _layer_name(input_layer_name)
+        check_input_keywords(str(self.input_layer_name), kwargs, _PARAM_KEYS)
         self.parameter_name = parameter_name
         self.param_attrs = {k: v for k, v in kwargs.items() if k in _PARAM_KEYS}
         self.attrs = {k: v for k, v in kwargs.items() if k not in _PARAM_KEYS}
@@ -187,20 +234,27 @@ class Bias:
             self.attrs["name"] = parameter_name
 
 
+def _layer_name(item: Any) -> Any:
+    """A layer's name for a raw ``Layer``'s input: a name stays, a layer a helper made joins
+    the config (with its new ancestors) and gives its name, a ``Layer(...)`` result its name."""
+    if isinstance(item, LayerOutput):
+        adopt_with_ancestors([item])
+        return item.name
+    return item.name if isinstance(item, LayerConfig) else item
+
+
 def _as_inputs(inputs: Any, layer: str) -> list[Input]:
     if inputs is None:
         return []
-    if isinstance(inputs, (str, Input, LayerConfig)):
+    if isinstance(inputs, (str, Input, LayerConfig, LayerOutput)):
         inputs = [inputs]
     out = []
     for i, item in enumerate(inputs):
-        if isinstance(item, LayerConfig):
-            raise TypeError(f"layer {layer!r}: input {i} is the LayerConfig that Layer() "
-                            f"returned for {item.name!r}; v1 configs name their inputs: "
-                            f"inputs=[{item.name!r}] or inputs=[Input({item.name!r})]")
+        item = _layer_name(item)
         if not isinstance(item, (str, Input)):
-            raise TypeError(f"layer {layer!r}: input {i} must be a layer name (str) or an "
-                            f"Input(...), got {type(item).__name__} {item!r}")
+            raise TypeError(f"layer {layer!r}: input {i} must be a layer name (str), a layer "
+                            f"(what a helper or Layer() returned) or an Input(...), got "
+                            f"{type(item).__name__} {item!r}")
         out.append(item if isinstance(item, Input) else Input(item))
     return out
 
@@ -226,6 +280,7 @@ class LayerBase:
         ctx = _context()
         if name in ctx.layers:
             raise ValueError(f"layer {name!r} is defined twice")
+        check_layer_keywords(name, type, xargs, get_layer_class(type))
         try:
             get_activation(active_type or "linear")
         except ValueError as e:
@@ -295,6 +350,11 @@ class LayerBase:
                 )
         ctx.builder.add_layer(self.config, self.weight_attrs, self.bias_attr)
         ctx.layers[self.config.name] = self.config
+        if not recording():  # a helper may take it as input (not inside a group's step)
+            node = LayerOutput(self.config, [ctx.nodes[n] for n in
+                                             self.config.input_layer_names if n in ctx.nodes])
+            ctx.nodes[self.config.name] = node
+            ctx.adopted.append(node)  # evaluators a helper attaches to it join the config
         if self.config.type == "data":
             ctx.inputs.append(self.config.name)
 
@@ -323,12 +383,16 @@ def Evaluator(name: str, type: str, inputs: list[str], **attrs: Any) -> None:  #
 
 
 def Settings(**kwargs: Any) -> None:  # noqa: N802 - Paddle's API
+    """Record training settings; a key PaddlePaddle and Sculler do not know is refused."""
+    check_settings_keywords(kwargs)
     _context().settings.update(kwargs)
 
 
 def get_config_arg(name: str, arg_type: type, default: Any = None) -> Any:
     """A ``--config_args name=value`` setting, converted to ``arg_type``."""
-    raw = _context().config_args.get(name)
+    ctx = _context()
+    ctx.config_args_read.add(name)
+    raw = ctx.config_args.get(name)
     if raw is None:
         return default
     if arg_type is bool:
@@ -358,6 +422,17 @@ def _parse_args(config_args: str | dict | None) -> dict[str, str]:
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def _refuse_unread_args(ctx: _ParseContext) -> None:
+    """A ``config_args`` name the config never asked ``get_config_arg`` for is a mistake (a
+    typo such as ``hiden=256`` would otherwise train with the default)."""
+    for name in ctx.config_args:
+        if name not in ctx.config_args_read:
+            raise ValueError(
+                f"config_args: the config never reads {name!r} (get_config_arg)"
+                f"{did_you_mean(name, ctx.config_args_read)}; it reads "
+                f"{sorted(ctx.config_args_read) or 'no config arg'}")
 
 
 def finish_config(ctx: _ParseContext) -> ModelConfig:
@@ -416,6 +491,7 @@ def run_config(
         else:
             with script_dir_on_path(path):
                 names = runpy.run_path(os.fspath(path), run_name="__sculler_config__")
+        _refuse_unread_args(ctx)
         if not ctx.layers:
             return None, names
         return TrainerConfig(finish_config(ctx), dict(ctx.settings)), names

@@ -40,12 +40,15 @@ from sculler.config.config_parser import (
     _context,
     adopt_with_ancestors,
     get_config_arg,
+    takes_raw_layers,
 )
 from sculler.config.data_provider import define_py_data_sources2
 from sculler.config.evaluators import *  # noqa: F403
 from sculler.core.expression import layer_support
 from sculler.core.faces import Face, faces
+from sculler.core.suggest import checked_keywords
 from sculler.optimizer import L1Regularization, L2Regularization, ModelAverage
+from sculler.validate import integer
 
 __all__ = [
     "Bias", "Input", "Inputs", "inputs", "Layer", "Outputs", "Settings", "get_config_arg",
@@ -71,10 +74,12 @@ for _name in ("Tanh", "Sigmoid", "Softmax", "Identity", "Linear", "SequenceSoftm
 
 def _helper(v2_function):
     """A v1 helper: call the v2 function, then add the layers it made to the config being
-    parsed (parents first; a network helper makes several)."""
+    parsed (parents first; a network helper makes several). Unknown keywords are refused."""
+    checked = checked_keywords(v2_function)
 
+    @takes_raw_layers
     def helper(*args: Any, **kwargs: Any) -> _v2.LayerOutput:
-        out = v2_function(*args, **kwargs)
+        out = checked(*args, **kwargs)
         adopt_with_ancestors([out])
         return out
 
@@ -107,6 +112,7 @@ def _group_helper(v2_function):
     back out of the config and only the group (and its out-links) are added."""
 
     @functools.wraps(v2_function)
+    @takes_raw_layers
     def helper(*args: Any, **kwargs: Any) -> Any:
         ctx = _context()
         n_layers, n_adopted, n_inputs = len(ctx.builder._layers), len(ctx.adopted), len(
@@ -114,6 +120,7 @@ def _group_helper(v2_function):
         out = v2_function(*args, **kwargs)
         for lc in ctx.builder._layers[n_layers:]:
             ctx.layers.pop(lc.name, None)
+            ctx.nodes.pop(lc.name, None)
             ctx.builder._weight_attrs.pop(lc.name, None)
             ctx.builder._bias_attrs.pop(lc.name, None)
         del ctx.builder._layers[n_layers:]
@@ -164,17 +171,21 @@ for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "sma
     globals()[_name] = _helper(getattr(_networks, _name))
     __all__.append(_name)
 __all__ += ["layer_math", "define_py_data_sources2", "layer_support", *_v1_evaluators.__all__]
+for _name in _v1_evaluators.__all__:  # an evaluator may watch a raw Layer(...)
+    globals()[_name] = takes_raw_layers(getattr(_v1_evaluators, _name))
 
 
 def _flat(layers: tuple) -> list:
     return [x for item in layers for x in (item if isinstance(item, (list, tuple)) else [item])]
 
 
+@takes_raw_layers
 def inputs(*layers: Any) -> None:
     """Declare the data layers and the order samples feed them: ``inputs(image, label)``."""
     Inputs(*[x if isinstance(x, str) else x.name for x in _flat(layers)])
 
 
+@takes_raw_layers
 def outputs(*layers: Any) -> None:
     """Declare the output (cost) layers: ``outputs(cost)``. Unless ``inputs(...)`` was called,
     the data layers are those the outputs depend on, in PaddlePaddle's order: a depth-first
@@ -242,21 +253,41 @@ def RMSPropOptimizer(rho: float = 0.95, epsilon: float = 1e-6) -> _Method:  # no
     return _Method("RMSProp", rho=rho, epsilon=epsilon)
 
 
-def settings(batch_size: int, learning_rate: float = 1e-3, learning_method: _Method | None = None,
-             regularization: Any = None, gradient_clipping_threshold: float | None = None,
-             num_passes: int | None = None, **kwargs: Any) -> None:
-    """Training settings: batch size, learning rate (and its schedule keywords), method,
-    regularization, clipping; ``sculler train`` turns them into an optimizer."""
+def settings(batch_size: int, learning_rate: float = 1e-3,
+             learning_rate_decay_a: float | None = None,
+             learning_rate_decay_b: float | None = None,
+             learning_rate_schedule: str | None = None, learning_rate_args: str | None = None,
+             learning_method: _Method | None = None, regularization: Any = None,
+             is_async: bool = False, model_average: Any = None,
+             gradient_clipping_threshold: float | None = None,
+             num_passes: int | None = None) -> None:
+    """Training settings, PaddlePaddle's keywords (plus ``num_passes``, a Sculler extension):
+    batch size, learning rate and its schedule, method, regularization, model averaging,
+    clipping; ``sculler train`` turns them into an optimizer. A misspelt keyword is refused
+    with the closest name; ``batch_size`` and ``num_passes`` must be positive ints (``128.0``
+    is read as 128, ``12.7`` is an error)."""
+    if is_async:
+        raise NotImplementedError("settings: is_async=True (asynchronous SGD) is not supported")
     if learning_method is not None and not isinstance(learning_method, _Method):
         raise TypeError(
             f"settings(learning_method=...) must be an optimizer object such as "
             f"AdamOptimizer() or MomentumOptimizer(0.9) (from sculler.config.helpers), got "
             f"{learning_method!r}")
-    Settings(batch_size=int(batch_size), learning_rate=float(learning_rate),
+    schedule = {"learning_rate_decay_a": learning_rate_decay_a,
+                "learning_rate_decay_b": learning_rate_decay_b,
+                "learning_rate_schedule": learning_rate_schedule,
+                "learning_rate_args": learning_rate_args}
+    Settings(batch_size=integer(batch_size, "settings: batch_size", minimum=1),
+             learning_rate=float(learning_rate),
              learning_method=learning_method or MomentumOptimizer(),
-             regularization=regularization,
+             regularization=regularization, model_average=model_average,
              gradient_clipping_threshold=gradient_clipping_threshold,
-             num_passes=num_passes, **kwargs)
+             num_passes=None if num_passes is None else integer(
+                 num_passes, "settings: num_passes", minimum=1),
+             **{k: v for k, v in schedule.items() if v is not None})
+
+
+settings = checked_keywords(settings)
 
 
 def data_sources(train: str, test: str | None = None, input_types: dict | None = None) -> None:

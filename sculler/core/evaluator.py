@@ -17,6 +17,7 @@ from sculler.core import (  # noqa: F401 - register the other evaluator types
     printers,
 )
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
+from sculler.core.metrics import sample_weights
 from sculler.core.model_config import EvaluatorConfig
 from sculler.core.suggest import close_matches
 
@@ -46,7 +47,9 @@ def metrics_of(evaluators: list[Evaluator]) -> dict[str, float]:
 @register_evaluator("classification_error")
 class ClassificationError(Evaluator):
     """Fraction of samples whose arg-max (top_k) prediction misses the label; a one-column
-    output is read as a probability with ``threshold`` (default 0.5)."""
+    output is read as a probability with ``threshold`` (default 0.5). With a third input (a
+    ``(n, 1)`` weight column), PaddlePaddle's weighted error:
+    ``err = sum_i w_i [label_i not in topk(p_i)] / sum_i w_i``."""
 
     additive = True
 
@@ -58,12 +61,16 @@ class ClassificationError(Evaluator):
         ids = (ids if type(ids) is np.ndarray else to_numpy(ids)).reshape(-1)
         top_k = int(self.config.attrs.get("top_k", 1))
         if probs.shape[1] == 1:
-            misses = np.count_nonzero(
-                (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5))
+            missed = (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5)
         elif top_k == 1:
-            misses = np.count_nonzero(probs.argmax(axis=1) != ids)
+            missed = probs.argmax(axis=1) != ids
         else:
             top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
-            misses = probs.shape[0] - np.count_nonzero((top == ids[:, None]).any(axis=1))
-        self.total += float(misses)
-        self.count += probs.shape[0]
+            missed = ~(top == ids[:, None]).any(axis=1)
+        if len(self.config.input_layers) > 2:
+            weight = sample_weights(self, layers, 2, probs.shape[0])
+            self.total += float(weight[missed].sum())
+            self.count += float(weight.sum())
+        else:
+            self.total += float(np.count_nonzero(missed))
+            self.count += probs.shape[0]

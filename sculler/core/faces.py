@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sculler.core.suggest import checked_keywords
+
 KINDS = ("layer", "group", "plain")
 
 
@@ -55,6 +57,18 @@ def on_result(hook: Callable[[Any], None]) -> None:
     declared in a user's own module is a v1 helper as well."""
     if hook not in _RESULT_HOOKS:
         _RESULT_HOOKS.append(hook)
+
+
+# called with (args, kwargs) before a declared function runs; returns them, maybe changed
+_ARGUMENT_HOOKS: list[Callable[[tuple, dict], tuple[tuple, dict]]] = []
+
+
+def on_arguments(hook: Callable[[tuple, dict], tuple[tuple, dict]]) -> None:
+    """Pass the arguments of every declared function through ``hook(args, kwargs)`` first;
+    the v1 parser turns the ``LayerConfig`` a raw ``Layer(...)`` returned into the layer it
+    declared this way, so helpers take raw layers as inputs."""
+    if hook not in _ARGUMENT_HOOKS:
+        _ARGUMENT_HOOKS.append(hook)
 
 
 def announce(result: Any) -> None:
@@ -94,18 +108,22 @@ def layer_function(v1: str | tuple[str, ...] | None = None, *,
         v2_names = ((function.__name__,) if v2 is True else (v2,) if isinstance(v2, str)
                     else tuple(v2 or ()))
         name_prefix = prefix or (v1_names + v2_names)[0]
+        checked = checked_keywords(function, "/".join(dict.fromkeys(v1_names + v2_names)))
 
         @functools.wraps(function)
         def named(*args: Any, **kwargs: Any) -> Any:
+            for hook in _ARGUMENT_HOOKS:
+                args, kwargs = hook(args, kwargs)
             _RUNNING.append(name_prefix)
             try:
-                result = function(*args, **kwargs)
+                result = checked(*args, **kwargs)
             finally:
                 _RUNNING.pop()
             if kind != "plain":
                 announce(result)
             return result
 
+        named.checks_keywords = True  # type: ignore[attr-defined]
         _FACES.append(Face(v2_names, v1_names, named, tuple(types), name_prefix, kind,
                            function.__module__))
         return named

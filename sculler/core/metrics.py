@@ -23,7 +23,8 @@ def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p > 0 or r > 0 else 0.0
 
 
-def _weights(ev: Evaluator, layers: dict, index: int, n: int) -> np.ndarray:
+def sample_weights(ev: Evaluator, layers: dict, index: int, n: int) -> np.ndarray:
+    """The per-sample weights of input ``index`` (a ``(n, 1)`` column; ones without it)."""
     if len(ev.config.input_layers) <= index:
         return np.ones(n)
     w = to_numpy(layers[ev.config.input_layers[index]].output.value)
@@ -60,7 +61,7 @@ class PrecisionRecall(Evaluator):
         p = to_numpy(layers[names[0]].output.value).astype(np.float64)
         label = layers[names[1]].output
         n, dim = p.shape
-        w = _weights(self, layers, 2, n)
+        w = sample_weights(self, layers, 2, n)
         if self.stats is None or self.stats.shape[0] != dim:
             self.stats = np.zeros((dim, 4))
         if label.ids is not None:
@@ -131,7 +132,7 @@ class PnPair(Evaluator):
         score = to_numpy(layers[names[0]].output.value)[:, -1].astype(np.float64)
         label = _ids(self, layers[names[1]].output, "label")
         query = _ids(self, layers[names[2]].output, "query id (info)")
-        w = _weights(self, layers, 3, score.shape[0])
+        w = sample_weights(self, layers, 3, score.shape[0])
         self.rows.append(np.stack([query, label, score, w], axis=1))
         self.count += score.shape[0]
 
@@ -254,7 +255,7 @@ class ColumnSum(Evaluator):
 
     def eval_batch(self, layers: dict) -> None:
         x = to_numpy(layers[self.config.input_layers[0]].output.value).astype(np.float64)
-        w = _weights(self, layers, 1, x.shape[0])
+        w = sample_weights(self, layers, 1, x.shape[0])
         col = (w[:, None] * x).sum(axis=0)
         if self.sums is not None and self.sums.shape != col.shape:
             raise ValueError(f"evaluator {self.name!r}: input width changed from "

@@ -264,10 +264,6 @@ class LambdaCost(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        for inp in inputs:
-            if inp.size != 1:
-                raise ValueError(f"layer {config.name!r} (lambda_cost): input {inp.name!r} "
-                                 f"has width {inp.size}; scores and relevances need width 1")
         k, m = int(config.attrs.get("NDCG_num", 5)), int(config.attrs.get("max_sort_size", -1))
         if m != -1 and m < k:
             raise ValueError(f"layer {config.name!r} (lambda_cost): max_sort_size ({m}) must "
@@ -289,6 +285,15 @@ class LambdaCost(Layer):
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         self.check_same_batch()
+        for i in range(2):
+            # Checked when run, not in the config: PaddlePaddle parses a wider input and its
+            # LambdaCost then reads the matrix's first values as if it were one column.
+            if self.get_input_value(i).shape[1] != 1:
+                raise ValueError(f"layer {self.name!r} (lambda_cost): input "
+                                 f"{self.inputs[i].name!r} has width "
+                                 f"{self.get_input_value(i).shape[1]}; scores and relevances "
+                                 "need width 1 (PaddlePaddle would read the first values of "
+                                 "the matrix as one column, a meaningless cost)")
         o, s = self.get_input_value(0)[:, 0], self.get_input_value(1)[:, 0]
         k = int(self.attr("NDCG_num", 5))
         out = self.reserve_output(o.shape[0], 1)

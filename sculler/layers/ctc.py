@@ -39,6 +39,10 @@ class _CTCBase(Layer):
     def blank(self, num_classes: int) -> int:
         raise NotImplementedError
 
+    def num_classes(self, width: int) -> int:
+        """The number of classes (labels + the blank) given the input width."""
+        raise NotImplementedError
+
     def log_probs(self, x):
         """(T, C) log-probabilities of the input rows."""
         raise NotImplementedError
@@ -54,11 +58,7 @@ class _CTCBase(Layer):
                              f"({self.inputs[0].name!r}) must be a dense sequence, got "
                              f"{arg.describe()}")
         x = arg.value
-        c = int(self.attr("num_classes", x.shape[1]))
-        if x.shape[1] != c:
-            raise ValueError(f"layer {self.name!r} ({self.type_name}): input 0 "
-                             f"({self.inputs[0].name!r}) has width {x.shape[1]}, expected size "
-                             f"{c} (number of labels + 1 for the blank)")
+        c = self.num_classes(x.shape[1])
         if lab.ids is None or lab.seq_starts is None:
             raise ValueError(f"layer {self.name!r} ({self.type_name}): label input "
                              f"({self.inputs[1].name!r}) must be an integer id sequence, got "
@@ -108,6 +108,11 @@ class CTCLayer(_CTCBase):
     def blank(self, num_classes: int) -> int:
         return num_classes - 1
 
+    def num_classes(self, width: int) -> int:
+        """The input width, as PaddlePaddle's CTCLayer reads it (the config's ``size`` is not
+        used by the layer, so PaddlePaddle accepts a ``size`` that differs from it)."""
+        return width
+
     def log_probs(self, x):
         out = self.scratch("log_probs", x.shape)
         np.maximum(x, FLT_MIN, out=out)
@@ -123,6 +128,17 @@ class WarpCTCLayer(_CTCBase):
     (default 0): ``cost_n = -log p(l_n | softmax(u))``; ``du_t = softmax(u_t) - gamma_t``.
     Infeasible sequences cost 0 (chosen to match ``ctc``; warp-ctc's own behaviour there is
     unverified)."""
+
+    def num_classes(self, width: int) -> int:
+        """The config's ``size``; PaddlePaddle's WarpCTCLayer requires the input width to
+        equal it when the network is created, and so does this layer when it runs."""
+        classes = int(self.attr("num_classes", width))
+        if width != classes:
+            raise ValueError(f"layer {self.name!r} (warp_ctc): input 0 ({self.inputs[0].name!r}) "
+                             f"has width {width}, expected size {classes} (number of labels + 1 "
+                             "for the blank); PaddlePaddle's WarpCTCLayer refuses this too, "
+                             "when the network is created")
+        return classes
 
     def blank(self, num_classes: int) -> int:
         blank = int(self.attr("blank", 0))
@@ -149,9 +165,6 @@ def _ctc(layer_type: str, input: LayerOutput, label: LayerOutput,  # noqa: A002
     if not (layer_type == "warp_ctc" and size is not None and size == label.size):
         size = check_label_classes(layer_type, size, label.size + 1,
                            "the label's number of classes + 1")
-    if input.size != size:
-        raise ValueError(f"{layer_type}: input width {input.size} must equal size {size} "
-                         "(number of labels + 1 for the blank)")
     return make_layer(layer_type, as_inputs([input, label], layer_type), name=name,
                       name_prefix=f"{layer_type}_layer", layer_attr=layer_attr,
                       attrs={"num_classes": size, **attrs})
