@@ -34,7 +34,9 @@ class _CTCBase(Layer):
 
     @classmethod
     def infer_size(cls, config, inputs):
-        return 1
+        """The config's size is the number of classes, as PaddlePaddle writes it (attr
+        ``num_classes``, else the input width); the output is one cost column."""
+        return int(config.attrs.get("num_classes") or inputs[0].size)
 
     def blank(self, num_classes: int) -> int:
         raise NotImplementedError

@@ -216,7 +216,7 @@ def test_v2_wrappers_names_sizes_and_shared_parameter():
         paddle.layer.warp_ctc(input=x, label=z, blank=4)
     # blank 0: the label ids reach size - 1, so the label type may declare all `size` ids
     full = paddle.layer.data(name="full", type=paddle.data_type.integer_value_sequence(4))
-    assert paddle.layer.warp_ctc(input=x, label=full, size=4).size == 1
+    assert paddle.layer.warp_ctc(input=x, label=full, size=4).size == 4  # classes, as Paddle
     with pytest.raises(ValueError, match="size=4 must equal"):
         paddle.layer.ctc(input=x, label=full, size=4)
     soft = paddle.layer.fc(input=x, size=4, act=paddle.activation.Softmax())
