@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import pathlib
 import statistics
 import time
 
@@ -79,47 +80,17 @@ def padded(seqs) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---- the book's networks ----
-def conv_bn_layer(ipt, ch_out, filter_size, stride, padding, act=None, ch_in=None):
-    tmp = paddle.layer.img_conv(input=ipt, filter_size=filter_size, num_channels=ch_in,
-                                num_filters=ch_out, stride=stride, padding=padding,
-                                act=paddle.activation.Linear(), bias_attr=False)
-    return paddle.layer.batch_norm(input=tmp, act=act or paddle.activation.Relu())
-
-
-def shortcut(ipt, ch_in, ch_out, stride):
-    if ch_in != ch_out:
-        return conv_bn_layer(ipt, ch_out, 1, stride, 0, paddle.activation.Linear())
-    return ipt
-
-
-def basicblock(ipt, ch_in, ch_out, stride):
-    tmp = conv_bn_layer(ipt, ch_out, 3, stride, 1)
-    tmp = conv_bn_layer(tmp, ch_out, 3, 1, 1, paddle.activation.Linear())
-    short = shortcut(ipt, ch_in, ch_out, stride)
-    return paddle.layer.addto(input=[tmp, short], act=paddle.activation.Relu())
-
-
-def layer_warp(block_func, ipt, ch_in, ch_out, count, stride):
-    tmp = block_func(ipt, ch_in, ch_out, stride)
-    for _ in range(1, count):
-        tmp = block_func(tmp, ch_out, ch_out, 1)
-    return tmp
-
-
-def resnet_cifar10(ipt, depth=20):
-    n = (depth - 2) // 6
-    conv1 = conv_bn_layer(ipt, ch_in=3, ch_out=16, filter_size=3, stride=1, padding=1)
-    res1 = layer_warp(basicblock, conv1, 16, 16, n, 1)
-    res2 = layer_warp(basicblock, res1, 16, 32, n, 2)
-    res3 = layer_warp(basicblock, res2, 32, 64, n, 2)
-    return paddle.layer.img_pool(input=res3, pool_size=8, stride=1,
-                                 pool_type=paddle.pooling.Avg())
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTER03 = ROOT / "tests" / "book" / "test_03_image_classification.py"
 
 
 def resnet_cost():
     image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3 * 32 * 32),
                               height=32, width=32)
-    out = paddle.layer.fc(input=resnet_cifar10(image), size=10,
+    # tests/book's chapter 03 is the book's network, shrunk by default for a test
+    book = load_demo(CHAPTER03, "book_chapter03")
+    features = book.resnet_cifar10(image, depth=20, channels=(16, 32, 64))
+    out = paddle.layer.fc(input=features, size=10,
                           act=paddle.activation.Softmax())
     lbl = paddle.layer.data(name="label", type=paddle.data_type.integer_value(10))
     return (paddle.layer.classification_cost(input=out, label=lbl),

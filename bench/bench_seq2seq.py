@@ -23,8 +23,9 @@ BATCH = 32
 WORD, ENC, DEC = 16, 32, 32
 
 
-def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_seq2seq_attention", DEMO)
+def load_demo(path: pathlib.Path = DEMO, name: str = "demo_seq2seq_attention"):
+    """A fresh module object of the script at ``path``."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

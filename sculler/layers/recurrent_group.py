@@ -26,7 +26,9 @@ the order the attrs refer to them. attrs:
 Step t runs one frame (a :class:`~sculler.core.recurrent_group.StepNetwork` kept across
 batches) over the samples still active at t, sorted longest first; backward runs the frames
 in reverse, carrying the memories' gradients into the previous frame, and sums every
-parameter's gradient over the steps before its one ``inc_update``.
+parameter's gradient over the steps before its one ``inc_update``. A group whose step is
+exactly ``gru_group``'s or ``lstmemory_group``'s cell runs instead as the whole-sequence layer
+(:mod:`sculler.layers.group_fusion`) when its in-link is a plain dense sequence.
 """
 
 from __future__ import annotations
@@ -345,6 +347,7 @@ class RecurrentGroupLayer(Layer):
     # ---- backward ----
     def backward(self, callback=None) -> None:
         if self.fused_batch:
+            self.fused.output.grad = self.output.grad
             self.fused.backward(callback)
         else:
             self._backward_frames(callback)

@@ -1,7 +1,7 @@
-"""A recurrent group whose step is exactly a gru_step over the in-link and its own memory runs
-as the fused whole-sequence GRU (sculler/layers/group_fusion.py): outputs and every gradient
-equal the step-by-step run to 1e-12 in float64, forward and reversed; other groups keep the
-general path; the seq2seq encoder makes far fewer Python calls."""
+"""A recurrent group whose step is exactly a known cell (gru_group's gru_step, lstmemory_group's
+lstm_step) runs as the fused whole-sequence layer (sculler/layers/group_fusion.py): outputs
+and every gradient equal the step-by-step run to 1e-12 in float64, forward and reversed;
+other groups keep the general path; the seq2seq encoder makes far fewer Python calls."""
 
 import cProfile
 import pstats
@@ -33,12 +33,23 @@ def run(layer, args, dy, fuse: bool, monkeypatch):
     with backend.default_dtype(np.float64):
         net = Network(paddle.topology.Topology(layer).proto(), ParameterSet(seed=4),
                       data_gradients=True)
-        out = net.forward(args, PASS_TRAIN)[0].value.copy()
+        out = net.forward(args, PASS_TRAIN)[0]
+        assert np.array_equal(out.seq_starts, args["x"].seq_starts)
+        out = out.value.copy()
         net.zero_grad()
         net.backward(output_grads={layer.name: dy})
     grads = {p.name: p.grad.copy() for p in net.used_parameters}
     data = {d.name: d.output.grad.copy() for d in net.data_layers}
     return net, out, grads, data
+
+
+def fused_and_steps(layer, width: int, seed: int, monkeypatch):
+    """run()'s results step by step and fused, on random sequences ``x`` of ``width``."""
+    rng = np.random.RandomState(seed)
+    args = {"x": Argument(value=rng.uniform(-1, 1, (STARTS[-1], width)),
+                          seq_starts=np.array(STARTS))}
+    dy = rng.uniform(-1, 1, (STARTS[-1], H))
+    return run(layer, args, dy, False, monkeypatch), run(layer, args, dy, True, monkeypatch)
 
 
 def groups(net):
@@ -47,7 +58,7 @@ def groups(net):
 
 def assert_same(got, ref):
     np.testing.assert_allclose(got[1], ref[1], rtol=0, atol=1e-12)
-    assert set(got[2]) == set(ref[2]) and len(ref[2]) >= 3
+    assert set(got[2]) == set(ref[2])
     for name in ref[2]:
         np.testing.assert_allclose(got[2][name], ref[2][name], rtol=0, atol=1e-12)
     for name in ref[3]:
@@ -59,15 +70,11 @@ def test_simple_gru_fused_equals_step_by_step(reverse, monkeypatch):
     x = paddle.layer.data(name="x", type=D.dense_vector_sequence(5))
     gru = paddle.networks.simple_gru(input=x, size=H, reverse=reverse,
                                      gru_bias_attr=paddle.attr.Param(initial_std=0.3))
-    rng = np.random.RandomState(0)
-    args = {"x": Argument(value=rng.uniform(-1, 1, (STARTS[-1], 5)),
-                          seq_starts=np.array(STARTS))}
-    dy = rng.uniform(-1, 1, (STARTS[-1], H))
-    ref = run(gru, args, dy, False, monkeypatch)
-    got = run(gru, args, dy, True, monkeypatch)
+    ref, got = fused_and_steps(gru, 5, 0, monkeypatch)
     assert [g.fused is None for g in groups(ref[0])] == [True]
     assert [g.fused_batch for g in groups(got[0])] == [True]
     assert not groups(got[0])[0].frames  # no step network was built
+    assert len(ref[2]) == 3  # the transform, the GRU weight and its bias
     assert_same(got, ref)
 
 
@@ -75,17 +82,25 @@ def test_gru_group_with_relu_and_no_bias_fused_equals_step_by_step(monkeypatch):
     x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3 * H))
     gru = paddle.networks.gru_group(input=x, gru_bias_attr=False, act=paddle.activation.Relu(),
                                     gate_act=paddle.activation.Tanh())
-    rng = np.random.RandomState(1)
-    args = {"x": Argument(value=rng.uniform(-1, 1, (STARTS[-1], 3 * H)),
-                          seq_starts=np.array(STARTS))}
-    dy = rng.uniform(-1, 1, (STARTS[-1], H))
-    ref = run(gru, args, dy, False, monkeypatch)
-    got = run(gru, args, dy, True, monkeypatch)
+    ref, got = fused_and_steps(gru, 3 * H, 1, monkeypatch)
     assert groups(got[0])[0].fused_batch
-    np.testing.assert_allclose(got[1], ref[1], rtol=0, atol=1e-12)
-    for name in ref[2]:
-        np.testing.assert_allclose(got[2][name], ref[2][name], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(got[3]["x"], ref[3]["x"], rtol=0, atol=1e-12)
+    assert_same(got, ref)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(("gate_bias", "peepholes"), [(False, True), (True, True), (False, False)])
+def test_lstmemory_group_fused_equals_step_by_step(reverse, gate_bias, peepholes, monkeypatch):
+    bias = paddle.attr.Param(initial_std=0.3)  # non-zero: the gate bias and peepholes count
+    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(4 * H))
+    lstm = paddle.networks.lstmemory_group(
+        input=x, reverse=reverse, input_proj_bias_attr=bias if gate_bias else False,
+        lstm_bias_attr=bias if peepholes else False,
+        param_attr=paddle.attr.Param(initial_std=0.5))
+    ref, got = fused_and_steps(lstm, 4 * H, 2, monkeypatch)
+    assert groups(ref[0])[0].fused is None and groups(got[0])[0].fused_batch
+    assert not groups(got[0])[0].frames
+    assert len(ref[2]) == 1 + gate_bias + peepholes
+    assert_same(got, ref)
 
 
 def test_other_groups_keep_the_general_path():
@@ -100,8 +115,12 @@ def test_other_groups_keep_the_general_path():
         return paddle.layer.fc(input=gru, size=H, act=paddle.activation.Tanh())
 
     extra = paddle.layer.recurrent_group(name="extra_group", step=extra_layer_step, input=x)
-    net = Network(paddle.topology.Topology([booted, naive, extra]).proto(), ParameterSet())
-    assert [g.fused for g in groups(net)] == [None, None, None]
+    lstm_in = paddle.layer.data(name="lstm_in", type=D.dense_vector_sequence(4 * H))
+    dropped = paddle.networks.lstmemory_group(
+        input=lstm_in, name="dropped", lstm_layer_attr=paddle.attr.Extra(drop_rate=0.5))
+    topology = paddle.topology.Topology([booted, naive, extra, dropped])
+    net = Network(topology.proto(), ParameterSet())
+    assert [g.fused for g in groups(net)] == [None, None, None, None]
 
 
 def test_nested_in_link_runs_step_by_step():
