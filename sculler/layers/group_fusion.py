@@ -133,8 +133,7 @@ class _GroupLstm(LstmLayer):
         super().init(layer_map, parameter_map)
         self.parts = [(Weight(parameter_map[p]), k) for p, k in self.bias_parts]
         if self.parts:
-            self.bias = _ComposedBias(7 * self.size, self.dtype,
-                                      any(w.w_grad is not None for w, _ in self.parts))
+            self.bias = _ComposedBias(7 * self.size, self.dtype)
 
     def forward(self, pass_type: str) -> None:
         if self.parts:
@@ -144,7 +143,7 @@ class _GroupLstm(LstmLayer):
         super().forward(pass_type)
 
     def backward(self, callback=None) -> None:
-        if self.bias is not None and self.bias.w_grad is not None:
+        if self.bias is not None:
             self.bias.w_grad[...] = 0
         super().backward(callback)
         for w, k in self.parts:
@@ -158,9 +157,9 @@ class _ComposedBias:
     """The composed 7H bias of :class:`_GroupLstm`, shaped as the ``Weight`` that
     ``LstmLayer`` reads; its own ``inc_update`` does nothing (the parts are updated)."""
 
-    def __init__(self, size: int, dtype, with_grad: bool):
+    def __init__(self, size: int, dtype):
         self.w = np.zeros(size, dtype=dtype)
-        self.w_grad = np.zeros(size, dtype=dtype) if with_grad else None
+        self.w_grad = np.zeros(size, dtype=dtype)
         self.parameter = self
 
     def inc_update(self, callback=None) -> None:

@@ -103,6 +103,46 @@ def test_lstmemory_group_fused_equals_step_by_step(reverse, gate_bias, peepholes
     assert_same(got, ref)
 
 
+def trained(cell: str, fuse: bool, monkeypatch) -> dict:
+    """Parameters after two float32 batches of the v2 trainer (Adam) on a GRU or LSTM group
+    (every one of them moved)."""
+    monkeypatch.setattr(RecurrentGroupLayer, "fuse_cells", fuse)
+    paddle.layer.reset_names()
+    paddle.init(seed=0)
+    words = paddle.layer.data(name="w", type=D.integer_value_sequence(30))
+    emb = paddle.layer.embedding(input=words, size=6)
+    bias = paddle.attr.Param(initial_std=0.3)
+    if cell == "gru":
+        seq = paddle.networks.simple_gru(input=emb, size=H, reverse=True, gru_bias_attr=bias)
+    else:
+        proj = paddle.layer.fc(input=emb, size=4 * H, act=paddle.activation.Linear())
+        seq = paddle.networks.lstmemory_group(input=proj, input_proj_bias_attr=bias,
+                                              lstm_bias_attr=bias)
+    pooled = paddle.layer.pooling(input=seq, pooling_type=paddle.pooling.Max())
+    out = paddle.layer.fc(input=pooled, size=3, act=paddle.activation.Softmax())
+    label = paddle.layer.data(name="y", type=D.integer_value(3))
+    cost = paddle.layer.classification_cost(input=out, label=label)
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Adam(learning_rate=0.05))
+    rng = np.random.RandomState(5)
+    samples = [(list(rng.randint(0, 30, rng.randint(1, 9))), int(rng.randint(3)))
+               for _ in range(16)]
+    before = {name: params.get(name).copy() for name in params.names()}
+    trainer.train(paddle.batch(lambda: iter(samples), 8), num_passes=1)
+    after = {name: params.get(name).copy() for name in params.names()}
+    assert all(not np.array_equal(before[n], after[n]) for n in after), "a parameter never moved"
+    return after
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_trainer_updates_equal_with_fused_groups(cell, monkeypatch):
+    steps, fused = trained(cell, False, monkeypatch), trained(cell, True, monkeypatch)
+    assert set(steps) == set(fused) and len(steps) >= 5
+    for name in steps:
+        np.testing.assert_allclose(fused[name], steps[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
 def test_other_groups_keep_the_general_path():
     x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3 * H))
     boot = paddle.layer.data(name="boot", type=D.dense_vector(H))
