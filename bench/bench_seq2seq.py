@@ -23,8 +23,9 @@ BATCH = 32
 WORD, ENC, DEC = 16, 32, 32
 
 
-def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_seq2seq_attention", DEMO)
+def load_demo(path: pathlib.Path = DEMO, name: str = "demo_seq2seq_attention"):
+    """A fresh module object of the script at ``path``."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -57,7 +58,8 @@ def make_sculler(demo, batches):
     return run
 
 
-def make_torch(demo, batches):
+def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
+    """run(n) of the PyTorch twin of the demo's model, with the given sizes."""
     import torch
     from torch import nn
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -67,16 +69,16 @@ def make_torch(demo, batches):
     class Seq2Seq(nn.Module):
         def __init__(self):
             super().__init__()
-            self.src_emb = nn.Embedding(demo.DICT, WORD)
-            self.trg_emb = nn.Embedding(demo.DICT, WORD)
-            self.enc = nn.GRU(WORD, ENC, batch_first=True, bidirectional=True)
-            self.proj = nn.Linear(2 * ENC, DEC, bias=False)
-            self.boot = nn.Linear(ENC, DEC, bias=False)
-            self.att_w = nn.Linear(DEC, DEC, bias=False)
-            self.att_v = nn.Linear(DEC, 1, bias=False)
-            self.dec_in = nn.Linear(2 * ENC + WORD, 3 * DEC, bias=False)
-            self.cell = nn.GRUCell(3 * DEC, DEC)
-            self.out = nn.Linear(DEC, demo.DICT)
+            self.src_emb = nn.Embedding(demo.DICT, word_dim)
+            self.trg_emb = nn.Embedding(demo.DICT, word_dim)
+            self.enc = nn.GRU(word_dim, enc_size, batch_first=True, bidirectional=True)
+            self.proj = nn.Linear(2 * enc_size, dec_size, bias=False)
+            self.boot = nn.Linear(enc_size, dec_size, bias=False)
+            self.att_w = nn.Linear(dec_size, dec_size, bias=False)
+            self.att_v = nn.Linear(dec_size, 1, bias=False)
+            # GRUCell's input weights are the demo's decoder_inputs fc (x -> 3H gates)
+            self.cell = nn.GRUCell(2 * enc_size + word_dim, dec_size)
+            self.out = nn.Linear(dec_size, demo.DICT)
 
         def forward(self, src, src_len, trg, trg_next, trg_len):
             packed = pack_padded_sequence(self.src_emb(src), src_len, batch_first=True,
@@ -84,14 +86,14 @@ def make_torch(demo, batches):
             enc, _ = pad_packed_sequence(self.enc(packed)[0], batch_first=True)
             mask = torch.arange(enc.shape[1])[None, :] < src_len[:, None]
             proj = self.proj(enc)
-            h = torch.tanh(self.boot(enc[:, 0, ENC:]))
+            h = torch.tanh(self.boot(enc[:, 0, enc_size:]))
             words = self.trg_emb(trg)
             loss = 0.0
             for t in range(trg.shape[1]):
                 e = self.att_v(torch.tanh(self.att_w(h)[:, None, :] + proj)).squeeze(-1)
                 a = torch.softmax(e.masked_fill(~mask, -1e9), dim=1)
                 ctx = (a[:, :, None] * enc).sum(1)
-                h = self.cell(self.dec_in(torch.cat([ctx, words[:, t]], 1)), h)
+                h = self.cell(torch.cat([ctx, words[:, t]], 1), h)
                 logp = torch.log_softmax(self.out(h), dim=1)
                 nll = -logp.gather(1, trg_next[:, t:t + 1]).squeeze(1)
                 loss = loss + (nll * (t < trg_len)).sum()

@@ -26,7 +26,9 @@ the order the attrs refer to them. attrs:
 Step t runs one frame (a :class:`~sculler.core.recurrent_group.StepNetwork` kept across
 batches) over the samples still active at t, sorted longest first; backward runs the frames
 in reverse, carrying the memories' gradients into the previous frame, and sums every
-parameter's gradient over the steps before its one ``inc_update``.
+parameter's gradient over the steps before its one ``inc_update``. A group whose step is
+exactly ``gru_group``'s or ``lstmemory_group``'s cell runs instead as the whole-sequence layer
+(:mod:`sculler.layers.group_fusion`) when its in-link is a plain dense sequence.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from sculler.core.recurrent_group import (
     shared_parameters,
     writable_grad,
 )
+from sculler.layers.group_fusion import fused_cell
 from sculler.math.blas import col_sum
 
 
@@ -57,6 +60,7 @@ class RecurrentGroupLayer(Layer):
     """A recurrent group (see the module doc)."""
 
     min_inputs = 1
+    fuse_cells = True  # tests set it False to compare with the step-by-step path
 
     @classmethod
     def check_config(cls, config, inputs) -> None:
@@ -106,6 +110,9 @@ class RecurrentGroupLayer(Layer):
         self.frames: list[StepNetwork] = []
         self.extra_outputs = {o["name"]: Argument() for o in self.out_links}
         self.output = self.extra_outputs[self.out_links[0]["name"]]
+        self.fused = fused_cell(self.config, self.model, self.inputs, self.inner_params,
+                                self.dtype) if self.fuse_cells else None
+        self.fused_batch = False
 
     @property
     def parameters(self):
@@ -178,6 +185,12 @@ class RecurrentGroupLayer(Layer):
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
+        link = self.get_input(self.in_links[0]["input"]) if self.fused else None
+        self.fused_batch = (link is not None and link.value is not None and not link.is_sparse
+                            and link.seq_starts is not None and link.sub_seq_starts is None)
+        if self.fused_batch:
+            self._forward_fused(pass_type)
+            return
         plan = self._plan()
         self.plan = plan
         links = []
@@ -224,6 +237,14 @@ class RecurrentGroupLayer(Layer):
                      None if src.ids is None else src.ids[:rows], starts)
             net.run_forward(pass_type)
         self._gather_out_links(plan)
+
+    def _forward_fused(self, pass_type: str) -> None:
+        """The whole sequence batch through the cell layer (a plain dense sequence in-link)."""
+        fused = self.fused
+        fused.need_gradient = self.need_gradient
+        fused.forward(pass_type)
+        _set(self.output, fused.output.value, None, fused.output.seq_starts)
+        self.output.grad = fused.output.grad
 
     def _boot(self, m: dict, samples, num_samples: int):
         """(value, ids, seq_starts) of memory ``m`` at step 0 for the samples ``samples`` (of
@@ -325,6 +346,20 @@ class RecurrentGroupLayer(Layer):
 
     # ---- backward ----
     def backward(self, callback=None) -> None:
+        if self.fused_batch:
+            self.fused.output.grad = self.output.grad
+            self.fused.backward(callback)
+        else:
+            self._backward_frames(callback)
+        for p in self.outer_params:
+            q = self.inner_params[p.name]
+            if q.touched_rows:
+                p.touched_rows.extend(q.touched_rows)
+                q.touched_rows = []
+            if p.grad is not None:
+                p.inc_update(callback)
+
+    def _backward_frames(self, callback) -> None:
         plan = self.plan
         out_grads = []
         for o, (rows, bounds) in zip(self.out_links, self.layouts):
@@ -405,13 +440,6 @@ class RecurrentGroupLayer(Layer):
             dst = self.get_input_grad(s["input"])
             if dst is not None and static_acc[k] is not None:
                 dst[self._bufs[f"static{k}_rows"]] += static_acc[k]
-        for p in self.outer_params:
-            q = self.inner_params[p.name]
-            if q.touched_rows:
-                p.touched_rows.extend(q.touched_rows)
-                q.touched_rows = []
-            if p.grad is not None:
-                p.inc_update(callback)
 
     def _boot_backward(self, m: dict, g, plan: GroupPlan, callback) -> None:
         if m.get("boot") is not None:

@@ -68,13 +68,15 @@ def layer_warp(block_func, ipt, ch_in, ch_out, count, stride):
     return tmp
 
 
-def resnet_cifar10(ipt, depth=8):
+def resnet_cifar10(ipt, depth=8, channels=(8, 16, 32)):
+    """The book's network (channels 16, 32, 64 there), shrunk by default for a test."""
     assert (depth - 2) % 6 == 0
     n = (depth - 2) // 6
-    conv1 = conv_bn_layer(ipt, ch_in=3, ch_out=8, filter_size=3, stride=1, padding=1)
-    res1 = layer_warp(basicblock, conv1, 8, 8, n, 1)
-    res2 = layer_warp(basicblock, res1, 8, 16, n, 2)
-    res3 = layer_warp(basicblock, res2, 16, 32, n, 2)
+    c1, c2, c3 = channels
+    conv1 = conv_bn_layer(ipt, ch_in=3, ch_out=c1, filter_size=3, stride=1, padding=1)
+    res1 = layer_warp(basicblock, conv1, c1, c1, n, 1)
+    res2 = layer_warp(basicblock, res1, c1, c2, n, 2)
+    res3 = layer_warp(basicblock, res2, c2, c3, n, 2)
     return paddle.layer.img_pool(input=res3, pool_size=8, stride=1,
                                  pool_type=paddle.pooling.Avg())
 
