@@ -305,6 +305,8 @@ SIMILARITY = [
 STATIC = {"is_static": True, "initial_mean": 0.0, "initial_std": 0.0}
 IMG = dict(channels=2, height=5, width=4)  # 40 values per sample
 CONV = dict(IMG, num_filters=3, filter_size=3, filter_size_y=2)
+VOL = dict(channels=2, depth=3, height=3, width=4)  # 72 values per sample
+CONV3D = dict(VOL, num_filters=2, filter_size=2, filter_size_z=3)
 
 
 def bn_inputs(size: int) -> list[InputDef]:
@@ -366,6 +368,21 @@ IMAGE = [
     image("batch_norm", dict(), bn_inputs(6), use_weight=True),
     transposed("batch_norm", dict(IMG), bn_inputs(40)),
     image("cudnn_batch_norm", dict(IMG), bn_inputs(40), use_weight=True),
+    image("batch_norm", dict(VOL, img3D=True), bn_inputs(72), use_weight=True),
+    image("conv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("conv3d", dict(CONV3D, stride=2, stride_z=1, padding=1, padding_y=0, groups=2,
+                         num_filters=4, shared_biases=False), [INPUT_DATA(72)]),
+    image("conv3d", dict(CONV3D, bias=False), [INPUT_DATA(72), INPUT_DATA(72)]),
+    transposed("conv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("deconv3d", dict(CONV3D, stride=2, padding=1, padding_z=0), [INPUT_DATA(72)]),
+    image("deconv3d", dict(CONV3D, num_filters=4, groups=2, shared_biases=False),
+          [INPUT_DATA(72)]),
+    transposed("deconv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=2, stride=2), [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=3, pool_size_z=2, stride=2, padding=1, padding_z=0),
+          [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_type="avg-projection", pool_size=3, stride=2, padding=1),
+          [INPUT_DATA(72)]),
     image("norm", dict(channels=5, height=2, width=2, norm_size=3, scale=0.5, power=0.75),
           [INPUT_DATA(20)]),
     image("norm", dict(channels=4, height=3, width=1, norm_size=4, scale=1.0, power=0.5,
