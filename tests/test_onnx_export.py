@@ -189,3 +189,20 @@ def test_opsets(opset, tmp_path):
     assert onnx.load(str(tmp_path / "model.onnx")).opset_import[0].version == opset
     with pytest.raises(ValueError, match="opset 11 is too old"):
         export(out, params, tmp_path / "m.onnx", opset=11)
+
+
+@pytest.mark.parametrize("shared_biases", [True, False])
+def test_3d_convolutions_pools_and_batch_norm(shared_biases, tmp_path):
+    paddle.layer.reset_names()
+    vol = dense("vol", 4 * 4 * 5 * 6, depth=4, height=5, width=6)
+    conv = paddle.layer.img_conv3d(input=vol, filter_size=[3, 2, 2], num_filters=6, groups=2,
+                                   stride=[2, 1, 1], padding=[1, 0, 1], act=A.Relu(),
+                                   shared_biases=shared_biases)
+    deconv = paddle.layer.img_conv3d(input=vol, filter_size=2, num_filters=4, groups=2,
+                                     stride=2, padding=[1, 0, 0], trans=True,
+                                     shared_biases=shared_biases)
+    maxp = paddle.layer.img_pool3d(input=conv, pool_size=3, stride=2, padding=1)
+    avgp = paddle.layer.img_pool3d(input=deconv, pool_size=[3, 2, 2], stride=2, padding=1,
+                                   pool_type=paddle.pooling.Avg())
+    bn = paddle.layer.batch_norm(input=avgp, img3D=True, act=A.Tanh())
+    check([maxp, bn], {"vol": RNG.randn(3, 480).astype(np.float32)}, tmp_path)

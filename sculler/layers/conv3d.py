@@ -13,8 +13,9 @@ from typing import Any
 
 from sculler import activation as A
 from sculler.core.expression import LayerOutput, make_layer, one_input
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.layers.conv import ConvLayer
 from sculler.layers.image import channels_attr, set_volume_geometry, volume_geometry
 from sculler.math.conv import conv_image_size, conv_output_size
@@ -273,3 +274,33 @@ def img_conv3d(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: 
                   initial_std=math.sqrt(2.0 / (attrs["filter_size"] ** 2 * channels)))
         out.weight_attrs[0] = wa
     return out
+
+
+@onnx_converter("conv3d", "deconv3d")
+def conv3d_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """3-D ``Conv`` (weights ``(F, C/g, kd, kh, kw)``) or ``ConvTranspose`` (weights
+    ``(C, F/g, kd, kh, kw)``, regrouped from Paddle's ``(F*k, C/g)`` matrix) of each input,
+    summed, plus bias."""
+    cfgs = ctx.input_configs(lc)
+    nf = int(lc.attrs["num_filters"])
+    trans = lc.type == "deconv3d"
+    parts = []
+    for i, x in enumerate(ins):
+        ctx.require_dense(lc, i, x)
+        c, *dhw = volume_geometry(lc, cfgs, i)
+        cf = conv3d_conf(lc, i)
+        k, g_ = cf["filter_size"], cf["groups"]
+        w = ctx.weight(lc.inputs[i].input_parameter_name)
+        if trans:
+            w = w.reshape(g_, nf // g_, *k, c // g_).transpose(0, 5, 1, 2, 3, 4)
+            w = w.reshape(c, nf // g_, *k)
+        else:
+            w = w.reshape(nf, c // g_, *k)
+        parts.append(g.op("ConvTranspose" if trans else "Conv",
+                          [g.to_image(x, (c, *dhw), lc.name), g.const(f"{lc.name}/w{i}", w)],
+                          lc.name, kernel_shape=list(k), pads=list(cf["padding"]) * 2,
+                          strides=list(cf["stride"]), group=g_))
+    y = parts[0] if len(parts) == 1 else g.op("Sum", parts, lc.name)
+    y, done = ctx.image_bias(g, lc, y, nf, spatial_axes=3)
+    flat = g.to_flat(y, lc.size, lc.name)
+    return flat if done else ctx.bias(g, lc, flat)

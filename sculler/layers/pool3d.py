@@ -8,8 +8,9 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.core.expression import LayerOutput, make_layer, one_input
-from sculler.core.faces import layer_function
+from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import register_layer
+from sculler.core.model_config import LayerConfig
 from sculler.layers.conv3d import VolumeLayer, xyz_attrs, zyx
 from sculler.layers.image import (
     _pool_type,
@@ -18,6 +19,7 @@ from sculler.layers.image import (
     set_volume_geometry,
     volume_geometry,
 )
+from sculler.layers.pool import window_counts
 from sculler.math.conv import conv_output_size
 from sculler.math.conv3d import pool3d_scatter, pool3d_windows
 
@@ -128,3 +130,31 @@ def img_pool3d(input: LayerOutput, pool_size: Any, name: str | None = None,  # n
              "ceil_mode": bool(ceil_mode), **channels_attr(num_channels, fn)}
     return make_layer("pool3d", [src], name=name, name_prefix="pool3d", bias_attr=False,
                       layer_attr=layer_attr, attrs=attrs)
+
+
+@onnx_converter("pool3d")
+def pool3d_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
+    """3-D max or average pooling: explicit padding (far side included, as the ceil-mode
+    windows need), then ``MaxPool``/``AveragePool`` without padding; the average is scaled by
+    ``k / (voxels of the window inside the volume)``."""
+    ctx.require_dense(lc, 0, ins[0])
+    c, *dhw = volume_geometry(lc, ctx.input_configs(lc), 0)
+    k, st, pad = pool3d_conf(lc)
+    out = [int(lc.attrs[key]) for key in ("out_depth", "out_height", "out_width")]
+    far = [max(0, (o - 1) * s + kk - (n + 2 * p)) for o, s, kk, n, p in zip(out, st, k, dhw, pad)]
+    is_max = _pool_type(lc) == "max"
+    pads = g.const(f"{lc.name}/pads", [0, 0, *pad, 0, 0, *(p + e for p, e in zip(pad, far))],
+                   np.int64)
+    fill = g.const(f"{lc.name}/fill", -np.inf if is_max else 0.0)
+    x = g.op("Pad", [g.to_image(ins[0], (c, *dhw), lc.name), pads, fill], lc.name)
+    attrs = {"kernel_shape": list(k), "strides": list(st)}
+    if is_max:
+        y = g.op("MaxPool", [x], lc.name, **attrs)
+    else:
+        counts = [window_counts(o, s, kk, n, p, True) for o, s, kk, n, p in
+                  zip(out, st, k, dhw, pad)]
+        count = counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
+        factor = np.where(count > 0, np.prod(k) / np.maximum(count, 1), 0.0)
+        y = g.op("Mul", [g.op("AveragePool", [x], lc.name, **attrs),
+                         g.const(f"{lc.name}/factor", factor[None, None])], lc.name)
+    return g.to_flat(y, lc.size, lc.name)
