@@ -236,6 +236,26 @@ MIXED = [
          INPUT_DATA(4, attrs=proj("operand")), INPUT_DATA(4, attrs=proj("dotmul"))]),
 ]
 
+def beam_search_steps(batch: int, rng: np.random.RandomState) -> list[Argument]:
+    """cross_entropy_over_beam's triples for three search steps of two samples, beam 2, random
+    scores: sample 0's gold path falls off the beam at step 2, sample 1's stays in it."""
+    layout = [
+        (dict(seq_starts=np.array([0, 3, 5])), [[2, 0], [1, 0]], [0, 1]),
+        (dict(seq_starts=np.array([0, 5, 9]), sub_seq_starts=np.array([0, 2, 5, 8, 9])),
+         [[1, 0], [2, -1], [0, 1], [0, -1]], [2, 1]),
+        (dict(seq_starts=np.array([0, 5, 10]),
+              sub_seq_starts=np.array([0, 2, 3, 5, 6, 8, 10])),
+         [[0, 1], [0, -1], [1, -1], [0, -1], [1, 0], [0, 1]], [0, 0]),
+    ]
+    args = []
+    for starts, kept, gold in layout:
+        rows = int(starts["seq_starts"][-1])
+        args += [Argument(value=dense(rng, rows, 1), **starts),
+                 Argument(value=np.array(kept, dtype=np.float64)),
+                 Argument(ids=np.array(gold))]
+    return args
+
+
 # ---- the dense layers -----------------------------------------------------------------------
 DENSE = [
     Row("slope_intercept", dict(slope=2.0, intercept=-0.5), [INPUT_DATA(4)]),
@@ -280,6 +300,11 @@ DENSE = [
         [INPUT_DATA(3), INPUT_SEQUENCE_DATA(2)], use_weight=True),
     Row("selective_fc", dict(size=6, has_select=True, active_type="sigmoid"),
         [INPUT_DATA(5), INPUT_SPARSE_NON_VALUE_DATA(6, nnz=2)], use_weight=True),
+    Row("cross_entropy_over_beam", dict(),
+        [INPUT_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4),
+         INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4),
+         INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4)],
+        batch_size=2, make_inputs=beam_search_steps, compared=3),
     Row("conv_shift", dict(), [INPUT_DATA(7), INPUT_DATA(3)]),
     Row("conv_shift", dict(active_type="tanh"), [INPUT_SEQUENCE_DATA(4), INPUT_SEQUENCE_DATA(5)]),
     Row("factorization_machine", dict(factor_size=3), [INPUT_DATA(6)]),
