@@ -206,3 +206,15 @@ def test_3d_convolutions_pools_and_batch_norm(shared_biases, tmp_path):
                                    pool_type=paddle.pooling.Avg())
     bn = paddle.layer.batch_norm(input=avgp, img3D=True, act=A.Tanh())
     check([maxp, bn], {"vol": RNG.randn(3, 480).astype(np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("strategy", ["z-score", "min-max", "decimal-scaling"])
+def test_data_norm_with_its_statistics(strategy, tmp_path):
+    from sculler.core.expression import LayerOutput
+    from sculler.core.model_config import InputConfig, LayerConfig
+    paddle.layer.reset_names()
+    x = dense("x", 4)
+    config = LayerConfig("norm", "data_norm", inputs=[InputConfig("x", "_norm.w0")],
+                         attrs={"data_norm_strategy": strategy})
+    norm = LayerOutput(config, [x], weight_attrs=[{"is_static": True}])
+    check(norm, {"x": RNG.randn(3, 4).astype(np.float32)}, tmp_path)

@@ -236,6 +236,10 @@ MIXED = [
          INPUT_DATA(4, attrs=proj("operand")), INPUT_DATA(4, attrs=proj("dotmul"))]),
 ]
 
+# data_norm's static statistics, drawn away from zero so the scale rows matter
+STATS = {"is_static": True, "initial_mean": 0.8, "initial_std": 0.3}
+
+
 def beam_search_steps(batch: int, rng: np.random.RandomState) -> list[Argument]:
     """cross_entropy_over_beam's triples for three search steps of two samples, beam 2, random
     scores: sample 0's gold path falls off the beam at step 2, sample 1's stays in it."""
@@ -305,6 +309,10 @@ DENSE = [
          INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4),
          INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4)],
         batch_size=2, make_inputs=beam_search_steps, compared=3),
+    Row("data_norm", dict(data_norm_strategy="z-score"), [INPUT_DATA(4, param=STATS)]),
+    Row("data_norm", dict(data_norm_strategy="min-max"), [INPUT_SEQUENCE_DATA(4, param=STATS)]),
+    Row("data_norm", dict(data_norm_strategy="decimal-scaling", active_type="tanh"),
+        [INPUT_DATA(4, param=STATS)]),
     Row("conv_shift", dict(), [INPUT_DATA(7), INPUT_DATA(3)]),
     Row("conv_shift", dict(active_type="tanh"), [INPUT_SEQUENCE_DATA(4), INPUT_SEQUENCE_DATA(5)]),
     Row("factorization_machine", dict(factor_size=3), [INPUT_DATA(6)]),
