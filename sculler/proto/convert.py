@@ -108,7 +108,8 @@ NORM_KEYS = ("norm_type", "norm_size", "scale", "power", "channels", "height", "
 PROJ_TO_PADDLE = {"full_matrix": "fc", "trans_full_matrix": "trans_fc", "table": "table",
                   "identity": "identity", "dotmul": "dot_mul", "scaling": "scaling",
                   "context": "context", "conv": "conv"}
-PROJ_FROM_PADDLE = {v: k for k, v in PROJ_TO_PADDLE.items()} | {"identity_offset": "identity"}
+PROJ_FROM_PADDLE = {v: k for k, v in PROJ_TO_PADDLE.items()} | {"identity_offset": "identity",
+                                                                 "convt": "conv"}
 PROJECTION_LAYERS = frozenset({"mixed", "concat2"})
 EVALUATOR_RENAMED = {"classification_threshold": "threshold"}
 EVALUATOR_SAME_NAME = frozenset({"chunk_scheme", "num_chunk_types", "excluded_chunk_types",
@@ -376,16 +377,22 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
             conf.trainable_padding = bool(a.pop("trainable_padding", False))
         elif kind == "conv":
             geo = conv_geometry(lc, inputs, i)
-            (c, h, w), (nf, per_group, fy, fx) = geo["x_shape"], geo["w_shape"]
+            (c, h, w), (_, _, fy, fx) = geo["x_shape"], geo["w_shape"]
+            nf, trans = geo["num_filters"], geo["trans"]
             cc = conf.conv_conf
             cc.filter_size, cc.filter_size_y = fx, fy
             cc.stride_y, cc.stride = geo["stride"]
             cc.padding_y, cc.padding = geo["padding"]
-            cc.groups, cc.channels, cc.filter_channels = geo["groups"], c, per_group
-            cc.img_size, cc.img_size_y, cc.caffe_mode = w, h, True
-            cc.output_y, cc.output_x = geo["out_hw"]
+            # a transposed one is written as the convolution it inverts (parse_conv, trans)
+            cc.groups, cc.channels = geo["groups"], c
+            cc.filter_channels = (nf if trans else c) // geo["groups"]
+            (cc.img_size_y, cc.img_size), (cc.output_y, cc.output_x) = (
+                (geo["out_hw"], (h, w)) if trans else ((h, w), geo["out_hw"]))
+            cc.caffe_mode = True
+            if trans:
+                conf.type = "convt"
             conf.num_filters = nf
-            a.pop("num_filters", None)
+            _pop(a, ("num_filters", "trans"))
             _pop(a, CONV_KEYS)
 
 
@@ -680,12 +687,16 @@ def _check_3d(pl: Any, conf: Any, keys: tuple[str, ...]) -> None:
                         "supported")
 
 
-def _conv_attrs(pl: Any, conf: Any) -> dict[str, Any]:
+def _conv_attrs(pl: Any, conf: Any, trans: bool | None = None,
+                num_filters: int | None = None) -> dict[str, Any]:
+    """Sculler's attrs of a 2-D ``conv_conf``; ``trans``/``num_filters`` default to the
+    layer's (a projection passes its own)."""
     _check_3d(pl, conf, ("filter_size_z", "stride_z", "output_z", "img_size_z"))
-    trans = pl.type in CONVT_TYPES
+    trans = pl.type in CONVT_TYPES if trans is None else trans
     if not (trans or conf.caffe_mode):
         raise _fail(pl.name, f"({pl.type}) caffe_mode=false convolutions are not supported")
-    filters = pl.num_filters if trans else conf.channels
+    filters = (pl.num_filters if num_filters is None else num_filters) if trans else \
+        conf.channels
     if conf.filter_channels * conf.groups != filters:
         raise _fail(pl.name, f"({pl.type}) filter_channels {conf.filter_channels} * groups "
                     f"{conf.groups} != {'num_filters' if trans else 'channels'} {filters}")
@@ -779,8 +790,12 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
         if conf.conv_conf.dilation != 1 or conf.conv_conf.dilation_y != 1:
             raise _fail(pl.name, f"({pl.type}) input {i}: a dilated conv projection has no "
                         "Sculler equivalent")
-        a.update(_conv_attrs(pl, conf.conv_conf), num_filters=int(conf.num_filters))
+        trans = conf.type == "convt"
+        a.update(_conv_attrs(pl, conf.conv_conf, trans, conf.num_filters),
+                 num_filters=int(conf.num_filters))
         _pop(a, ("dilation", "dilation_y"))
+        if trans:
+            a["trans"] = True
     if kind in ("full_matrix", "trans_full_matrix", "table") and conf.output_size != pl.size:
         a["size"] = int(conf.output_size)
     for fd, _ in conf.ListFields():

@@ -208,6 +208,13 @@ MIXED = [
     Row("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv_operator", num_filters=2, filter_size=3,
                                                      channels=2, height=5, width=4)),
                           INPUT_DATA(36, attrs=proj("operand"))]),
+    Row("mixed", dict(bias=True), [INPUT_DATA(40, attrs=proj(
+        "conv", num_filters=4, filter_size=3, filter_size_y=2, stride=2, padding=1, channels=2,
+        height=5, width=4, groups=2, trans=True))]),
+    Row("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv_operator", num_filters=3, filter_size=2,
+                                                     stride=2, channels=2, height=5, width=4,
+                                                     trans=True)),
+                          INPUT_DATA(24, attrs=proj("operand"))]),
     Row("mixed", dict(size=4), [INPUT_DATA(5, attrs=proj("full_matrix"))]),
     Row("mixed", dict(size=4, bias=True, active_type="tanh"),
         [INPUT_DATA(5, attrs=proj("full_matrix")),

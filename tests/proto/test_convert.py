@@ -395,6 +395,23 @@ def test_conv_projection_round_trips():
     assert (conf.output_x, conf.output_y, conf.img_size, conf.filter_channels) == (3, 3, 6, 2)
 
 
+def test_transposed_conv_projection_round_trips_as_convt():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(4 * 3 * 3), height=3, width=3)
+    proj = paddle.layer.conv_projection(input=img, filter_size=3, num_filters=2,
+                                        num_channels=4, stride=2, padding=1, groups=2,
+                                        trans=True)
+    conv = paddle.layer.mixed(input=proj, size=2 * 5 * 5)
+    out = paddle.layer.fc(input=conv, size=2, act=paddle.activation.Softmax())
+    data = [(np.random.default_rng(k).normal(size=36).astype(np.float32),) for k in range(2)]
+    message = _round_trip(out, data)
+    proj_conf = message.layers[1].inputs[0].proj_conf
+    assert (proj_conf.type, proj_conf.num_filters, proj_conf.output_size) == ("convt", 2, 50)
+    conf = proj_conf.conv_conf
+    # written as the convolution it inverts: its image is the 5 x 5 output
+    assert (conf.img_size, conf.output_x, conf.channels, conf.filter_channels) == (5, 3, 4, 1)
+
+
 def test_paddle_row_conv_roi_pool_and_print_settings_load():
     text = ('layers { name: "x" type: "data" size: 8 active_type: "" } '
             'layers { name: "img" type: "data" size: 32 active_type: "" height: 4 width: 4 } '
