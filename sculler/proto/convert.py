@@ -107,7 +107,7 @@ NORM_KEYS = ("norm_type", "norm_size", "scale", "power", "channels", "height", "
 # Sculler projection kind -> PaddlePaddle ProjectionConfig.type
 PROJ_TO_PADDLE = {"full_matrix": "fc", "trans_full_matrix": "trans_fc", "table": "table",
                   "identity": "identity", "dotmul": "dot_mul", "scaling": "scaling",
-                  "context": "context", "conv": "conv"}
+                  "context": "context", "conv": "conv", "slice": "slice"}
 PROJ_FROM_PADDLE = {v: k for k, v in PROJ_TO_PADDLE.items()} | {"identity_offset": "identity",
                                                                  "convt": "conv"}
 PROJECTION_LAYERS = frozenset({"mixed", "concat2"})
@@ -371,6 +371,9 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
         a.pop("size", None)
         if kind == "identity" and "offset" in a:
             conf.type, conf.offset = "identity_offset", int(a.pop("offset"))
+        elif kind == "slice":
+            for start, end in a.pop("slices"):
+                conf.slices.add(start=int(start), end=int(end))
         elif kind == "context":
             conf.context_start = int(a.pop("context_start", 0))
             conf.context_length = int(a.pop("context_len"))
@@ -783,6 +786,8 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
     a: dict[str, Any] = {"proj": kind}
     if conf.type == "identity_offset":
         a.update(offset=int(conf.offset), size=int(conf.output_size))
+    elif kind == "slice":
+        a["slices"] = [[int(r.start), int(r.end)] for r in conf.slices]
     elif kind == "context":
         a.update(context_start=int(conf.context_start), context_len=int(conf.context_length),
                  trainable_padding=bool(conf.trainable_padding))
@@ -800,7 +805,7 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
         a["size"] = int(conf.output_size)
     for fd, _ in conf.ListFields():
         known = {"type", "name", "input_size", "output_size", "offset", "context_start",
-                 "context_length", "trainable_padding", "conv_conf", "num_filters"}
+                 "context_length", "trainable_padding", "conv_conf", "num_filters", "slices"}
         if fd.name not in known:
             raise _fail(pl.name, f"({pl.type}) input {i} proj_conf.{fd.name} has no Sculler "
                         "equivalent")

@@ -412,6 +412,18 @@ def test_transposed_conv_projection_round_trips_as_convt():
     assert (conf.img_size, conf.output_x, conf.channels, conf.filter_channels) == (5, 3, 4, 1)
 
 
+def test_slice_projection_round_trips():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(2 * 3 * 3), height=3, width=3)
+    conv = paddle.layer.img_conv(input=img, filter_size=1, num_filters=4)
+    sliced = paddle.layer.mixed(input=paddle.layer.slice_projection(conv, [[0, 1], [2, 4]]))
+    data = [(np.random.default_rng(k).normal(size=18).astype(np.float32),) for k in range(2)]
+    message = _round_trip(sliced, data)
+    proj_conf = message.layers[2].inputs[0].proj_conf
+    assert proj_conf.type == "slice" and proj_conf.output_size == 27
+    assert [(r.start, r.end) for r in proj_conf.slices] == [(0, 9), (18, 36)]
+
+
 def test_paddle_row_conv_roi_pool_and_print_settings_load():
     text = ('layers { name: "x" type: "data" size: 8 active_type: "" } '
             'layers { name: "img" type: "data" size: 32 active_type: "" height: 4 width: 4 } '

@@ -124,6 +124,28 @@ def test_transposed_conv_projection_and_operator_scatter_each_pixel():
                                    rtol=1e-5, atol=1e-5)
 
 
+def test_slice_projection_takes_channel_ranges_of_a_convolution():
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 3 * 3),
+                            height=3, width=3)
+    conv = L.img_conv(input=img, filter_size=1, num_filters=5, bias_attr=False,
+                      act=paddle.activation.Linear())
+    sliced = L.mixed(input=L.slice_projection(conv, slices=[[0, 2], [3, 5]]))
+    assert sliced.size == 4 * 9
+    params = paddle.parameters.create(sliced)
+    x = np.random.RandomState(2).randn(2, 18).astype(np.float32)
+    feature, got = paddle.infer(output_layer=[conv, sliced], parameters=params,
+                                input=[(r,) for r in x])
+    channels = feature.reshape(2, 5, 9)
+    want = np.concatenate([channels[:, 0:2], channels[:, 3:5]], axis=1).reshape(2, -1)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"slice \[4, 6\] reaches past the 5 channels"):
+        L.slice_projection(conv, slices=[[4, 6]])
+    with pytest.raises(ValueError, match="ascending, disjoint, non-empty"):
+        L.mixed(input=L.slice_projection(conv, slices=[[2, 3], [1, 2]]))
+    with pytest.raises(ValueError, match="input must be an image layer with channels"):
+        L.slice_projection(_data("flat", 4), slices=[[0, 1]])
+
+
 def test_mixed_inference_values():
     x = _data("x", 3)
     with L.mixed(size=3, act=paddle.activation.Tanh()) as m:
