@@ -16,7 +16,13 @@ from sculler.core.expression import LayerOutput, make_layer, one_input
 from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
-from sculler.layers.conv import ConvLayer
+from sculler.layers.conv import (
+    ConvLayer,
+    check_groups,
+    check_same_output,
+    filter_count,
+    smart_conv_init,
+)
 from sculler.layers.image import channels_attr, set_volume_geometry, volume_geometry
 from sculler.math.conv import conv_image_size, conv_output_size
 from sculler.math.conv3d import (
@@ -118,28 +124,20 @@ class Conv3DLayer(VolumeLayer):
     @classmethod
     def _geometry(cls, config, inputs):
         """``(F, output (D, H, W), {input: weight matrix shape})``."""
-        nf = int(config.attrs.get("num_filters", 0))
-        if nf < 1:
-            raise ValueError(f"layer {config.name!r} ({config.type}): num_filters must be >= 1, "
-                             f"got {nf}")
+        nf = filter_count(config)
         out, shapes = None, {}
         for i in range(len(inputs)):
             c, *dhw = volume_geometry(config, inputs, i)
             cf = conv3d_conf(config, i)
             g = cf["groups"]
-            if g < 1 or c % g or nf % g:
-                raise ValueError(f"layer {config.name!r} ({config.type}): groups={g} must divide "
-                                 f"the input channels {c} and num_filters {nf}")
+            check_groups(config, g, c, nf)
             fn = conv_image_size if cls.trans else conv_output_size
             try:
                 size = tuple(fn(dhw[a], cf["filter_size"][a], cf["padding"][a],
                                 cf["stride"][a]) for a in range(3))
             except ValueError as e:
                 raise ValueError(f"layer {config.name!r} ({config.type}): {e}") from None
-            if out is not None and size != out:
-                raise ValueError(f"layer {config.name!r} ({config.type}): input {i} gives an "
-                                 f"output of {size}, input 0 gives {out}; they must agree")
-            out = size
+            out = check_same_output(config, i, size, out)
             taps = math.prod(cf["filter_size"])
             shapes[i] = (nf * taps, c // g) if cls.trans else (nf, c // g * taps)
         return nf, out, shapes
@@ -267,12 +265,7 @@ def img_conv3d(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: 
                      layer_attr=layer_attr, input_attrs=[attrs],
                      attrs={"num_filters": int(num_filters),
                             "shared_biases": bool(shared_biases)})
-    wa = dict(out.weight_attrs[0] or {})
-    if "initial_std" not in wa and "initial_strategy" not in wa and 0 not in out.initializers:
-        channels = volume_geometry(out.config, [src.config])[0]
-        wa.update(initial_mean=0.0,
-                  initial_std=math.sqrt(2.0 / (attrs["filter_size"] ** 2 * channels)))
-        out.weight_attrs[0] = wa
+    smart_conv_init(out, attrs["filter_size"], volume_geometry(out.config, [src.config])[0])
     return out
 
 
