@@ -336,7 +336,7 @@ def infer_command(args: argparse.Namespace) -> int:
         raise UserError(f"{args.input}: rows have {rows.shape[1]} values but data layer "
                         f"{name!r} takes {dtype.dim}")
     result = infer(output_layer=outputs, parameters=parameters,
-                   input=[(r,) for r in rows.astype(np.float32)])
+                   input=[(r,) for r in rows.astype(np.float32)], flatten_result=False)
     results = result if isinstance(result, list) else [result]
     merged = np.concatenate([np.asarray(r).reshape(len(rows), -1) for r in results], axis=1)
     if args.output:

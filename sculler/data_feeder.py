@@ -30,7 +30,7 @@ from sculler.data_type import DataType, InputType
 from sculler.math.sparse import CsrMatrix
 from sculler.minibatch import ArrayBatch
 
-__all__ = ["DataFeeder"]
+__all__ = ["DataFeeder", "default_feeding_map"]
 
 
 class _BadSample(ValueError):
@@ -119,6 +119,12 @@ def _starts(lengths: list[int]) -> np.ndarray:
     return out
 
 
+def default_feeding_map(data_types: Sequence[tuple[str, InputType]]) -> dict[str, int]:
+    """``{name: i}`` for the i-th ``(name, type)`` of ``data_types``: the feeding used when
+    none is given (PaddlePaddle's ``default_feeding_map``)."""
+    return {name: i for i, (name, _) in enumerate(data_types)}
+
+
 class DataFeeder:
     """Converts minibatches for the data layers ``data_types`` (``[(name, InputType)]``).
 
@@ -140,7 +146,7 @@ class DataFeeder:
         # mistake, never silently dropped; a dict picks the fields it names
         self._every_field_read = not isinstance(feeding, Mapping)
         if feeding is None:
-            feeding = {n: i for i, n in enumerate(names)}
+            feeding = default_feeding_map(self.data_types)
         elif isinstance(feeding, (list, tuple)):
             feeding = {n: i for i, n in enumerate(feeding)}
         elif not isinstance(feeding, Mapping):
@@ -154,18 +160,18 @@ class DataFeeder:
         self._fields_read = max(self.feeding.values(), default=-1) + 1
         self.dtype = backend.get_default_dtype()
 
-    def __call__(self, minibatch: Sequence[Any]) -> dict[str, Argument]:
-        return self.convert(minibatch)
+    def __call__(self, dat: Sequence[Any]) -> dict[str, Argument]:
+        return self.convert(dat)
 
-    def convert(self, minibatch: Sequence[Any]) -> dict[str, Argument]:
+    def convert(self, dat: Sequence[Any]) -> dict[str, Argument]:
         """One :class:`Argument` per data layer, by name."""
-        if len(minibatch) == 0:
+        if len(dat) == 0:
             raise ValueError("cannot feed an empty minibatch")
-        columns = minibatch.columns if isinstance(minibatch, ArrayBatch) else None
+        columns = dat.columns if isinstance(dat, ArrayBatch) else None
         if columns is not None and len(columns) < self._fields_read:
             self._columns_missing(columns)
         if self._every_field_read:
-            self._refuse_extra_fields(minibatch, columns)
+            self._refuse_extra_fields(dat, columns)
         out = {}
         for name, tp in self.data_types:
             col = self.feeding[name]
@@ -173,9 +179,9 @@ class DataFeeder:
                 fields = columns[col]
             else:
                 try:
-                    fields = tuple(map(itemgetter(col), minibatch))  # (asarray: faster)
+                    fields = tuple(map(itemgetter(col), dat))  # (asarray: faster)
                 except (IndexError, TypeError, KeyError):
-                    self._check_samples(minibatch)
+                    self._check_samples(dat)
                     raise
             try:
                 out[name] = self._convert(fields, tp, name, columns is not None)
@@ -295,7 +301,8 @@ class DataFeeder:
             if frac.any():
                 raise _BadSample(int(frac.argmax()) if raw.ndim == 1 else None,
                                  f"{what} {float(raw.reshape(-1)[frac.argmax()])!r} is not an "
-                                 f"integer (integer {what}s expected)")
+                                 f"integer (integer {what}s expected; a float {what} usually "
+                                 "comes from Python 3's '/': use '//' for integer division)")
         if raw.ndim != 1 and not isinstance(fields, np.ndarray):
             raise ValueError(f"expected one integer {what} per entry, got entries of shape "
                              f"{raw.shape[1:]}")

@@ -13,7 +13,8 @@ __all__ = [
     "integer_value_sequence", "integer_value_sub_sequence", "sparse_binary_vector",
     "sparse_binary_vector_sequence", "sparse_binary_vector_sub_sequence",
     "sparse_float_vector", "sparse_float_vector_sequence", "sparse_float_vector_sub_sequence",
-    "sparse_vector", "sparse_vector_sequence", "sparse_vector_sub_sequence",
+    "sparse_vector", "sparse_vector_sequence", "sparse_vector_sub_sequence", "dense_slot",
+    "sparse_non_value_slot", "sparse_value_slot", "index_slot", "integer_sequence",
 ]
 
 
@@ -81,8 +82,18 @@ dense_vector = _maker(DataType.Dense, 0, "A dense float vector of width ``dim`` 
 dense_array = dense_vector
 dense_vector_sequence = _maker(DataType.Dense, 1, "A sequence of dense vectors.")
 dense_vector_sub_sequence = _maker(DataType.Dense, 2, "A nested sequence of dense vectors.")
-integer_value = _maker(DataType.Index, 0, "One integer id in ``[0, dim)`` per sample.")
-integer_value_sequence = _maker(DataType.Index, 1, "A sequence of ids in ``[0, dim)``.")
+
+
+def integer_value(value_range: int, seq_type: int = 0) -> InputType:
+    """One integer id in ``[0, value_range)`` per sample (PaddlePaddle's argument name)."""
+    return InputType(value_range, seq_type, DataType.Index)
+
+
+def integer_value_sequence(value_range: int, seq_type: int = 1) -> InputType:
+    """A sequence of ids in ``[0, value_range)``."""
+    return InputType(value_range, seq_type, DataType.Index)
+
+
 integer_value_sub_sequence = _maker(DataType.Index, 2, "A nested sequence of ids.")
 sparse_binary_vector = _maker(
     DataType.SparseNonValue, 0, "Column ids whose value is 1 (a 0/1 vector of width ``dim``).")
@@ -95,3 +106,9 @@ sparse_float_vector_sub_sequence = _maker(DataType.SparseValue, 2, "A nested seq
 sparse_vector = sparse_float_vector
 sparse_vector_sequence = sparse_float_vector_sequence
 sparse_vector_sub_sequence = sparse_float_vector_sub_sequence
+# PyDataProvider2's names for the same types
+dense_slot = dense_vector
+sparse_non_value_slot = sparse_binary_vector
+sparse_value_slot = sparse_float_vector
+index_slot = integer_value
+integer_sequence = integer_value_sequence

@@ -38,7 +38,8 @@ __all__ = ["load_image_bytes", "load_image", "resize_short", "to_chw", "center_c
            "batch_images_from_tar"]
 
 
-def _pil():
+def pillow():
+    """Pillow's ``Image`` module, or an ImportError saying how to install it."""
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow ships with the test extra
@@ -47,7 +48,7 @@ def _pil():
 
 
 def _decode(source: Any, is_color: bool, what: str) -> np.ndarray:
-    Image = _pil()
+    Image = pillow()
     try:
         with Image.open(source) as img:
             img = img.convert("RGB" if is_color else "L")
@@ -82,7 +83,7 @@ def resize_short(im: np.ndarray, size: int) -> np.ndarray:
     im = _check(im, "resize_short")
     h, w = im.shape[:2]
     new_h, new_w = (size * h // w, size) if h > w else (size, size * w // h)
-    Image = _pil()
+    Image = pillow()
     squeeze = im.ndim == 3 and im.shape[2] == 1
     pixels = im[:, :, 0] if squeeze else im
     if pixels.dtype == np.uint8:

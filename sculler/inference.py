@@ -33,6 +33,9 @@ class Inference:
 
     def __init__(self, output_layer: Any = None, parameters: Parameters | None = None,
                  fileobj: Any = None, batch_size: int = 1024):
+        if isinstance(output_layer, Parameters) and not isinstance(parameters, Parameters):
+            # PaddlePaddle's signature is Inference(parameters, output_layer=None, fileobj=None)
+            output_layer, parameters = parameters, output_layer
         from_paddle = False
         if fileobj is not None:
             from sculler.proto import files
@@ -75,49 +78,105 @@ class Inference:
         self.network = Network(mc, parameters.parameter_set)
         self.batch_size = positive_int(batch_size, "Inference(batch_size=...)")
 
-    def iter_infer(self, input: Sequence[Any], feeding: Any = None,  # noqa: A002
-                   field: str | list[str] = "value") -> Iterator[list[np.ndarray]]:
-        """Per chunk of ``batch_size`` samples: the list of requested arrays (each output
-        layer's fields, in order)."""
-        fields = [field] if isinstance(field, str) else list(field)
-        for f in fields:
-            if f not in FIELDS:
-                raise ValueError(f"field must be one of {FIELDS} or a list of them, got {f!r}")
+    def iter_infer(self, input: Sequence[Any],  # noqa: A002
+                   feeding: Any = None) -> Iterator[list[dict[str, np.ndarray | None]]]:
+        """Per chunk of ``batch_size`` samples, as PaddlePaddle's ``forwardTest``: one dict per
+        output layer, ``{'value': ..., 'id': ..., 'prob': ...}`` (see :func:`infer`)."""
         feeder = DataFeeder(self.topology.data_type(), feeding)
         for start in range(0, len(input), self.batch_size):
             outs = self.network.forward(feeder.convert(input[start:start + self.batch_size]),
                                         PASS_TEST)
-            res = []
-            for arg in outs:
-                for f in fields:
-                    if f == "id":
-                        res.append(to_numpy(arg.ids).copy() if arg.ids is not None else
-                                   to_numpy(arg.value).argmax(axis=1))
-                    else:
-                        if arg.value is None:
-                            raise ValueError(f"output has no value to return as field {f!r}; "
-                                             "use field='id'")
-                        res.append(to_numpy(arg.value).copy())
-            yield res
+            yield [_fields_of(arg) for arg in outs]
+
+    def iter_infer_field(self, field: str | Sequence[str],
+                         **kwargs: Any) -> Iterator[list[np.ndarray]]:
+        """Per chunk and output layer (layers inner), the list of that layer's ``field``
+        arrays, as PaddlePaddle's ``iter_infer_field``."""
+        fields = _check_fields(field)
+        for result in self.iter_infer(**kwargs):
+            for layer_index, each in enumerate(result):
+                yield [_field(each, f, self.topology.layers[layer_index].name) for f in fields]
 
     def infer(self, input: Sequence[Any], feeding: Any = None,  # noqa: A002
-              field: str | list[str] = "value") -> np.ndarray | list[np.ndarray]:
-        """All outputs concatenated over the input; one array when one output/field."""
-        chunks = list(self.iter_infer(input, feeding, field))
+              field: str | Sequence[str] = "value",
+              flatten_result: bool = True) -> np.ndarray | list:
+        """The outputs for ``input``, laid out as PaddlePaddle v2 lays them out: per field, the
+        arrays of every output layer in order; ``flatten_result`` concatenates them along rows
+        (so several output layers come back as ONE array, layer after layer, as in v2; their
+        widths must agree); without it each field is the list of per-layer arrays. One field
+        gives that field's result alone, several a list in the order of ``field``; no samples
+        give ``[]``."""
+        fields = _check_fields(field)
+        if not isinstance(flatten_result, bool):
+            raise TypeError(f"infer: flatten_result must be a bool, got {flatten_result!r}")
+        chunks = list(self.iter_infer(input, feeding))
         if not chunks:
-            raise ValueError("infer got no input samples")
-        out = [np.concatenate([c[i] for c in chunks]) for i in range(len(chunks[0]))]
-        return out[0] if len(out) == 1 else out
+            return []  # no samples: PaddlePaddle v2 returns an empty list
+        names = [layer.name for layer in self.topology.layers]
+        # PaddlePaddle feeds all of input as one batch; chunks are joined back into that batch
+        per_field = [[_join([_field(c[k], f, names[k]) for c in chunks])
+                      for k in range(len(names))] for f in fields]
+        if flatten_result:
+            per_field = [_flatten(arrays, names, f) for arrays, f in zip(per_field, fields)]
+        return per_field[0] if len(per_field) == 1 else per_field
+
+
+def _check_fields(field: Any) -> list[str]:
+    fields = [field] if isinstance(field, str) else list(field)
+    for f in fields:
+        if f not in FIELDS:
+            raise ValueError(f"infer: field must be one of {FIELDS} or a list of them, got {f!r}")
+    if not fields:
+        raise ValueError(f"infer: field is an empty list; give one of {FIELDS} or several")
+    return fields
+
+
+def _fields_of(arg: Any) -> dict[str, np.ndarray | None]:
+    """An output Argument as PaddlePaddle's forwardTest dict. Sculler keeps no separate
+    probability slot: 'prob' is the value (the scores of max_id and beam_search live there)."""
+    value = None if arg.value is None else to_numpy(arg.value).copy()
+    ids = None if arg.ids is None else to_numpy(arg.ids).copy()
+    return {"value": value, "id": ids, "prob": value}
+
+
+def _field(result: dict[str, np.ndarray | None], field: str, layer: str) -> np.ndarray:
+    """One field of one output; 'id' of a layer without ids is the arg-max of its value."""
+    out = result[field]
+    if out is None and field == "id" and result["value"] is not None:
+        out = result["value"].argmax(axis=1)
+    if out is None and field == "id":
+        raise ValueError(f"infer: output layer {layer!r} has neither ids nor a value")
+    if out is None:
+        raise ValueError(f"infer: output layer {layer!r} has no {field!r} to return (it "
+                         "outputs ids only); use field='id'")
+    return out
+
+
+def _join(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _flatten(arrays: list[np.ndarray], names: list[str], field: str) -> np.ndarray:
+    """PaddlePaddle's ``numpy.concatenate`` of the output layers' arrays of one field."""
+    tails = {a.shape[1:] for a in arrays}
+    if len(tails) > 1:
+        raise ValueError(f"infer: the {field!r} outputs of layers {names} have shapes "
+                         f"{[a.shape for a in arrays]}; flatten_result=True concatenates them "
+                         "along rows (as PaddlePaddle v2 does), which needs equal widths: pass "
+                         "flatten_result=False to get one array per layer")
+    return _join(arrays)
 
 
 def infer(output_layer: Any, parameters: Parameters, input: Sequence[Any],  # noqa: A002
-          feeding: Any = None, field: str | list[str] = "value") -> Any:
+          feeding: Any = None, field: str | Sequence[str] = "value",
+          flatten_result: bool = True) -> Any:
     """``paddle.infer``: outputs of ``output_layer`` for the samples ``input``.
 
-    ``field`` is 'value' (the output), 'id' (arg-max ids, or the layer's ids), 'prob' (the
-    value) or a list; several outputs/fields come back as a list in order.
+    ``field`` is 'value' (the output), 'id' (the layer's ids, or the arg-max of its value),
+    'prob' (the value: max_id's and beam_search's scores) or a list of them; results are laid
+    out as :meth:`Inference.infer` says (PaddlePaddle v2's layout).
     """
-    return Inference(output_layer, parameters).infer(input, feeding, field)
+    return Inference(output_layer, parameters).infer(input, feeding, field, flatten_result)
 
 
 def load_inference_model(f: Any, input_types: dict[str, Any] | None = None,

@@ -165,7 +165,12 @@ class Optimizer:
                  gradient_clipping_threshold: float | None = None,
                  model_average: ModelAverage | None = None,
                  parameters: Iterable[Any] | None = None, weight_decay: Any = None,
-                 grad_clip: Any = None, batch_size: int | None = None) -> None:
+                 grad_clip: Any = None, batch_size: int | None = None,
+                 is_async: bool = False) -> None:
+        if is_async:
+            raise NotImplementedError("optimizer is_async=True (PaddlePaddle's asynchronous "
+                                      "SGD on parameter servers) is not supported; cluster "
+                                      "training (SGD(is_local=False)) is synchronous")
         self.learning_rate = _number("learning_rate", learning_rate)
         self.learning_rate_decay_a = float(learning_rate_decay_a)
         self.learning_rate_decay_b = float(learning_rate_decay_b)

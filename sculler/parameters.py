@@ -66,6 +66,24 @@ class Parameters:
             if new and init is not None:
                 self.set(pc.name, init(pc.name))
 
+    def __append_config__(self, param_conf: Any) -> None:
+        """Add one parameter from its config, as PaddlePaddle's ``Parameters`` does (its own
+        tests build Parameters this way): a :class:`ParameterConfig`, or any object with
+        ``name``, ``dims`` and ``size`` (a protobuf ``ParameterConfig``); empty ``dims`` mean
+        ``(1, size)`` as in Paddle's ``get_shape``. A name already present is an error."""
+        name = getattr(param_conf, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Parameters.__append_config__: expected a ParameterConfig with a "
+                            f"name, got {param_conf!r}")
+        if name in self.parameter_set:
+            raise ValueError(f"Parameters.__append_config__: duplicated parameter {name!r}")
+        if isinstance(param_conf, ParameterConfig):
+            config = param_conf
+        else:
+            dims = [int(d) for d in param_conf.dims] or [1, int(param_conf.size)]
+            config = ParameterConfig(name=name, dims=dims)
+        self.parameter_set.create(config, owner="Parameters.__append_config__")
+
     # ---- map interface ----
     def names(self) -> list[str]:
         return self.parameter_set.names()
@@ -88,9 +106,9 @@ class Parameters:
     def get_shape(self, key: str) -> tuple[int, ...]:
         return self._parameter(key).shape
 
-    def get(self, key: str) -> np.ndarray:
+    def get(self, parameter_name: str) -> np.ndarray:
         """A host copy of the parameter's value."""
-        return backend.to_numpy(self._parameter(key).value).copy()
+        return backend.to_numpy(self._parameter(parameter_name).value).copy()
 
     __getitem__ = get
 
@@ -100,13 +118,13 @@ class Parameters:
         return np.zeros(p.shape, np.float32) if p.grad is None else backend.to_numpy(
             p.grad).copy()
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, parameter_name: str, value: Any) -> None:
         """Overwrite the value in place (layers keep their views). The array must have the
         parameter's shape exactly, or be flat (1-D) with its size (Paddle's
         ``parameters.set`` takes both); a transposed array is an error, not reshaped."""
-        p = self._parameter(key)
-        arr = exact_shape(as_array(value, f"value for parameter {key!r}"), p.shape,
-                          f"parameter {key!r}", allow_flat=True)
+        p = self._parameter(parameter_name)
+        arr = exact_shape(as_array(value, f"value for parameter {parameter_name!r}"), p.shape,
+                          f"parameter {parameter_name!r}", allow_flat=True)
         p.value[...] = backend.xp().asarray(arr, dtype=p.value.dtype)
 
     def _parameter(self, key: str) -> Any:

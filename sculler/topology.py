@@ -1,8 +1,11 @@
 """``Topology``: a v2 layer expression compiled into a ModelConfig (``paddle.v2.topology``).
 
-The layers reachable from the output (cost) layers and ``extra_layers`` are collected
-depth-first, parents before children, and built with :class:`ModelBuilder` (pruned to what the
-outputs need); data layers keep that depth-first order, which is the default feeding order.
+The layers reachable from the output (cost) layers and ``extra_layers`` are collected and
+built with :class:`ModelBuilder` (pruned to what the outputs need) in the order the program
+created them, as PaddlePaddle's ``parse_network`` keeps them: so the layers, the parameters and
+the data layers (``input_layer_names``) come in creation order. The data layers' order is the
+default feeding order (sample field i feeds the i-th data layer created), whatever order the
+network uses them in.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, BinaryIO
 from sculler.core.builder import ModelBuilder
 from sculler.core.expression import LayerOutput
 from sculler.core.group_layout import flatten_groups
-from sculler.core.model_config import LayerConfig, ModelConfig
+from sculler.core.model_config import EvaluatorConfig, LayerConfig, ModelConfig
 from sculler.data_type import TYPE_OF_KIND, DataType, InputType
 from sculler.fileio import FileFormatError, atomic_write, read_tar
 
@@ -29,6 +32,17 @@ def _as_layers(layers: Any, what: str) -> list[LayerOutput]:
         if not isinstance(it, LayerOutput):
             raise TypeError(f"{what} must be layers (LayerOutput), got {type(it).__name__}")
     return items
+
+
+def _split_evaluators(extra: Any) -> tuple[list[Any], list[EvaluatorConfig]]:
+    """``extra_layers`` may hold evaluators (``paddle.evaluator.auc(...)``), as PaddlePaddle v2
+    programs pass them: an evaluator already rides on its input layer, so it only has to be
+    checked against the topology; the layers are returned apart."""
+    if extra is None:
+        return [], []
+    items = list(extra) if isinstance(extra, (list, tuple)) else [extra]
+    return ([it for it in items if not isinstance(it, EvaluatorConfig)],
+            [it for it in items if isinstance(it, EvaluatorConfig)])
 
 
 def _collect(outputs: list[LayerOutput]) -> list[LayerOutput]:
@@ -59,8 +73,11 @@ class Topology:
         self.layers = _as_layers(layers, "Topology layers")
         if not self.layers:
             raise ValueError("Topology needs at least one output layer")
-        self.extra_layers = _as_layers(extra_layers, "extra_layers")
-        self._nodes = _collect(self.layers + self.extra_layers)
+        extra, self.extra_evaluators = _split_evaluators(extra_layers)
+        self.extra_layers = _as_layers(extra, "extra_layers (besides evaluators)")
+        # creation order (a topological order: a layer's parents exist before it), as
+        # PaddlePaddle's parse_network keeps the config's layers, parameters and data layers
+        self._nodes = sorted(_collect(self.layers + self.extra_layers), key=lambda n: n.order)
         by_name: dict[str, LayerOutput] = {}
         for node in self._nodes:
             other = by_name.setdefault(node.name, node)
@@ -68,6 +85,12 @@ class Topology:
                 raise ValueError(f"two different layers are named {node.name!r}; layer names "
                                  "must be unique within a topology")
         self._by_name = by_name
+        for ev in self.extra_evaluators:
+            unreached = [n for n in ev.input_layers if n not in by_name]
+            if unreached:
+                raise ValueError(f"extra_layers: evaluator {ev.name!r} reads layers {unreached} "
+                                 "that the cost and the other extra layers do not reach; pass "
+                                 "those layers in extra_layers too")
         self._proto: ModelConfig | None = None
         self.initializers: dict[str, Any] = {}
 
@@ -98,6 +121,7 @@ class Topology:
                                               if n in nodes], data_type=dt)
         self.layers = [nodes[n] for n in model_config.output_layer_names]
         self.extra_layers = []
+        self.extra_evaluators = []
         self._nodes = list(nodes.values())
         self._by_name = nodes
         self._proto = model_config
@@ -111,7 +135,7 @@ class Topology:
             b = ModelBuilder()
             seen_ev: set[str] = set()
             configs: list[tuple[LayerOutput, LayerConfig]] = []
-            for node in sorted(self._nodes, key=lambda n: n.order):
+            for node in self._nodes:  # in creation order
                 lc = copy.deepcopy(node.config)
                 b.add_layer(lc, node.weight_attrs, node.bias_attr)
                 configs.append((node, lc))
@@ -147,6 +171,14 @@ class Topology:
             raise ValueError(f"no layer named {name!r} in this topology; layers are "
                              f"{list(self._by_name)}") from None
 
+    def get_layer_proto(self, name: str) -> LayerConfig | None:
+        """The built LayerConfig of layer ``name``, or None when the topology has none."""
+        return next((lc for lc in self.proto().layers if lc.name == name), None)
+
+    def use_sparse_updater(self) -> bool:
+        """Whether a parameter asks for sparse updates (``Param(sparse_update=True)``)."""
+        return any(p.sparse_update or p.sparse_remote_update for p in self.proto().parameters)
+
     def data_layers(self) -> dict[str, LayerOutput]:
         """Data layers by name, in feeding order."""
         names = self.proto().input_layer_names
@@ -160,8 +192,9 @@ class Topology:
             out.append((name, dt))
         return out
 
-    def serialize_for_inference(self, f: BinaryIO | str, parameters: Any = None) -> None:
-        """Write the model for :class:`sculler.inference.Inference`: a tar holding
+    def serialize_for_inference(self, stream: BinaryIO | str, parameters: Any = None) -> None:
+        """Write the model to ``stream`` (a binary file or a path) for
+        :class:`sculler.inference.Inference`: a tar holding
         ``model.json`` (ModelConfig + data types) and, when ``parameters`` is given, their
         Paddle-format tar as ``parameters.tar``. No pickle; writes to a path are atomic."""
         meta = {"model_config": self.proto().to_dict(),
@@ -182,7 +215,7 @@ class Topology:
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
 
-        atomic_write(f, write, "serialize_for_inference")
+        atomic_write(stream, write, "serialize_for_inference")
 
     @staticmethod
     def load_for_inference(f: BinaryIO | str) -> tuple[Topology, bytes | None]:

@@ -40,7 +40,12 @@ from sculler.optimizer import Momentum, Optimizer
 from sculler.parameters import Parameters, training_topology
 from sculler.validate import as_array, exact_shape, integer, iterate_reader, require_reader
 
-__all__ = ["SGD", "TrainingInterrupted", "train"]
+__all__ = ["SGD", "TrainingInterrupted", "train", "default_event_handler"]
+
+
+def default_event_handler(event: Any) -> None:
+    """PaddlePaddle's default handler: it ignores every event (as ``train`` does when no
+    ``event_handler`` is given)."""
 
 
 class TrainingInterrupted(SystemExit):
@@ -91,6 +96,10 @@ class SGD:
         self._batches_per_pass: int | None = None
         self._updating = False  # parameters are half-updated: no checkpoint can be taken
         self._saved_at: tuple[int, int] | None = None  # (pass, batch) the checkpoint resumes at
+
+    def get_topology_proto(self) -> Any:
+        """The ModelConfig being trained (PaddlePaddle returns its protobuf)."""
+        return self.topology.proto()
 
     # ------------------------------------------------------------------ training
     def train(self, reader: Callable[[], Iterable[Any]], num_passes: int = 1,

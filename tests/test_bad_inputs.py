@@ -271,8 +271,8 @@ CASES = [
     ("Inference batch_size zero", lambda t: paddle.inference.Inference(
         output_layer=_model()[0], parameters=_model()[1], batch_size=0),
      ValueError, ["Inference(batch_size=...)", "0"]),
-    ("buffered size zero", lambda t: paddle.reader.buffered(_creator(), 0),
-     ValueError, ["size", "0"]),
+    ("buffered size negative", lambda t: paddle.reader.buffered(_creator(), -1),
+     ValueError, ["buffered", "size", ">= 0", "-1"]),
     # ---- data fed to a network (the feeder) ----
     ("sample has too few fields", lambda t: _train(
         lambda: iter([[(np.ones(4, np.float32),)]])),

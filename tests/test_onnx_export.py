@@ -42,7 +42,8 @@ def check(outputs, feeds: dict[str, np.ndarray], tmp_path, params=None, atol=1e-
     got = session.run(None, feeds)
     topo_order = [name for name, _ in paddle.topology.Topology(outputs).data_type()]
     samples = list(zip(*(feeds[n] for n in topo_order)))
-    want = paddle.infer(output_layer=outputs, parameters=params, input=samples)
+    want = paddle.infer(output_layer=outputs, parameters=params, input=samples,
+                        flatten_result=False)
     want = want if isinstance(want, list) else [want]
     for o, g, w in zip(outputs, got, want):
         assert g.shape == w.shape, o.name

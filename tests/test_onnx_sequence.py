@@ -38,7 +38,7 @@ def check(outputs, feeds: dict[str, np.ndarray], tmp_path, seed: int = 0):
     got = session.run(None, feeds)
     order = [name for name, _ in paddle.topology.Topology(outputs).data_type()]
     want = paddle.infer(output_layer=outputs, parameters=params,
-                        input=[tuple(feeds[n] for n in order)])
+                        input=[tuple(feeds[n] for n in order)], flatten_result=False)
     want = want if isinstance(want, list) else [want]
     for o, g, w in zip(outputs, got, want):
         assert g.shape == w.shape, o.name
@@ -111,7 +111,8 @@ def test_average_sum_sqrtn_and_max_pooling_with_bias(opset, tmp_path):
     export(pools, params, path, opset=opset)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     xv = RNG.randn(5, 3).astype(np.float32)
-    want = paddle.infer(output_layer=pools, parameters=params, input=[(xv,)])
+    want = paddle.infer(output_layer=pools, parameters=params, input=[(xv,)],
+                        flatten_result=False)
     for got, w in zip(session.run(None, {"x": xv}), want):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
 

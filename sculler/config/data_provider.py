@@ -35,7 +35,9 @@ from typing import Any
 
 from sculler.config.config_parser import Settings
 from sculler.data_type import (  # noqa: F401 - PyDataProvider2's input types
+    DataType,
     InputType,
+    SequenceType,
     dense_vector,
     dense_vector_sequence,
     dense_vector_sub_sequence,
@@ -50,7 +52,8 @@ from sculler.data_type import (  # noqa: F401 - PyDataProvider2's input types
     sparse_float_vector_sub_sequence,
 )
 
-__all__ = ["provider", "CacheType", "define_py_data_sources2", "dense_vector",
+__all__ = ["provider", "CacheType", "define_py_data_sources2", "DataType", "SequenceType",
+           "InputType", "dense_vector",
            "dense_vector_sequence", "dense_vector_sub_sequence", "integer_value",
            "integer_value_sequence", "integer_value_sub_sequence", "sparse_binary_vector",
            "sparse_binary_vector_sequence", "sparse_binary_vector_sub_sequence",

@@ -43,7 +43,7 @@ def auc_evaluator(input: LayerOutput, label: LayerOutput, name: str | None = Non
 def pnpair_evaluator(input: LayerOutput, label: LayerOutput, query_id: LayerOutput,  # noqa: A002
                      weight: Any = None, name: str | None = None) -> EvaluatorConfig:
     """Positive/negative pair ratio within queries (see :func:`sculler.evaluator.pnpair`)."""
-    return _ev.pnpair(input=input, label=label, info=query_id, weight=weight,
+    return _ev.pnpair(input=input, label=label, query_id=query_id, weight=weight,
                       name=_name(name, "pnpair_evaluator"))
 
 

@@ -2,7 +2,7 @@
 under :data:`sculler.dataset.common.DATA_HOME`; ``digits`` ships offline."""
 
 __all__ = ["common", "digits", "mnist", "uci_housing", "imdb", "imikolov", "movielens", "cifar",
-           "conll05", "wmt14", "sentiment"]
+           "conll05", "wmt14", "sentiment", "flowers", "voc2012", "mq2007", "wmt16"]
 
 
 def __getattr__(name: str):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 
 from sculler.fileio import atomic_write
 
-__all__ = ["DATA_HOME", "DownloadError", "md5file", "download"]
+__all__ = ["DATA_HOME", "DownloadError", "md5file", "download", "convert"]
 
 RETRY_LIMIT = 3
 SHOW_PROGRESS: bool | None = None  # download bars: None = when stderr is a terminal
@@ -122,3 +123,37 @@ def labelled_reader(load_arrays: Callable[[str], tuple], split: str) -> Callable
             yield x[i], int(y[i])
 
     return reader
+
+
+def convert(output_path: str | os.PathLike, reader: Callable[[], Iterator], line_count: int,
+            name_prefix: str) -> list[str]:
+    """Write the samples of ``reader`` as PaddlePaddle RecordIO files
+    ``<output_path>/<name_prefix>-00000``, ``-00001``, ... of ``line_count`` samples each,
+    shuffled within each file (``random.shuffle``), for ``reader.creator.recordio``; returns
+    their paths. Samples must be built-in data (lists, tuples, numbers, strings); each file is
+    written atomically. PaddlePaddle's put ``line_count + 1`` samples in the first file and
+    could leave an empty last one."""
+    from sculler.reader import recordio
+
+    if isinstance(line_count, bool) or not isinstance(line_count, int) or line_count < 1:
+        raise ValueError(f"convert: line_count must be an int >= 1, got {line_count!r}")
+    if not os.path.isdir(output_path):
+        raise FileNotFoundError(f"convert: output directory {os.fspath(output_path)!r} "
+                                "does not exist")
+    paths: list[str] = []
+
+    def write(samples: list) -> None:
+        random.shuffle(samples)
+        path = os.path.join(os.fspath(output_path), f"{name_prefix}-{len(paths):05d}")
+        recordio.write_records(path, [recordio.dump_sample(s) for s in samples])
+        paths.append(path)
+
+    samples: list = []
+    for sample in reader():
+        samples.append(sample)
+        if len(samples) == line_count:
+            write(samples)
+            samples = []
+    if samples:
+        write(samples)
+    return paths

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sculler.attr import ExtraLayerAttribute
 from sculler.core.argument import Argument
 from sculler.core.expression import (
     LayerOutput,
@@ -49,6 +50,32 @@ class DataLayer(Layer):
             out.grad = None
 
 
+def _check_data_layer_attr(name: str, layer_attr: Any) -> None:
+    """Accept ``layer_attr`` as PaddlePaddle did where it meant something for a data layer.
+
+    PaddlePaddle's DataLayer copies the batch to its output and never runs the activation step
+    where dropout and error clipping happen, so ``drop_rate`` and ``error_clipping_threshold``
+    had no effect there; ``device`` placed the batch (Sculler has one device, so -1/None). A
+    value that Paddle would have dropped without a word is refused here, with the way to get
+    it; the empty attribute and ``device=-1`` are accepted.
+    """
+    if layer_attr is None:
+        return
+    if not isinstance(layer_attr, ExtraLayerAttribute):
+        raise TypeError(f"data layer {name!r}: layer_attr must be paddle.attr.Extra(...), got "
+                        f"{layer_attr!r}")
+    if layer_attr.drop_rate:
+        raise ValueError(f"data layer {name!r}: layer_attr drop_rate={layer_attr.drop_rate} has "
+                         "no effect on a data layer in PaddlePaddle (its DataLayer applies no "
+                         "dropout); drop it to get Paddle's results, or use "
+                         "paddle.layer.dropout(input=<this layer>, dropout_rate=...)")
+    if layer_attr.error_clipping_threshold is not None:
+        raise ValueError(f"data layer {name!r}: layer_attr error_clipping_threshold="
+                         f"{layer_attr.error_clipping_threshold} has no effect on a data layer "
+                         "in PaddlePaddle (no gradient is clipped there); set it on the layer "
+                         "whose output gradient should be clipped")
+
+
 @layer_function(v2=True, types=("data",))
 def data(name: str, type: InputType, height: int | None = None,  # noqa: A002
          width: int | None = None, depth: int | None = None, layer_attr: Any = None,
@@ -59,7 +86,8 @@ def data(name: str, type: InputType, height: int | None = None,  # noqa: A002
     if not isinstance(type, InputType):
         raise TypeError(f"data layer {name!r}: type must be a paddle.data_type input type such "
                         f"as dense_vector(784), got {type!r}")
-    no_support("data", layer_attr=layer_attr, **kw)
+    _check_data_layer_attr(name, layer_attr)
+    no_support("data", **kw)
     attrs: dict[str, Any] = {"kind": type.kind, "seq_type": type.seq_type}
     for key, val in (("height", height), ("width", width), ("depth", depth)):
         if val is not None:

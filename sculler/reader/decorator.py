@@ -42,6 +42,13 @@ def _check_positive(name: str, value: Any) -> int:
     return value
 
 
+def _check_size(fn: str, name: str, value: Any, zero_means: str) -> int:
+    """A buffer size: a positive int, or 0, which PaddlePaddle v2 accepted (``zero_means``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{fn}: {name} must be an int >= 0 (0: {zero_means}), got {value!r}")
+    return value
+
+
 def map_readers(func: Callable[..., Any], *readers: Reader) -> Reader:
     """Reader of ``func(a, b, ...)`` over samples taken in lockstep from ``readers``.
 
@@ -66,10 +73,11 @@ def shuffle(reader: Reader, buf_size: int) -> Reader:
     """Reader that shuffles ``reader`` within consecutive windows of ``buf_size`` samples.
 
     Memory is bounded by ``buf_size``; a window as large as the data set gives a full
-    shuffle. Uses the global :mod:`random` state (seed it for repeatable order).
+    shuffle; ``buf_size=0`` (or 1) leaves the order as it is, as in PaddlePaddle v2. Uses the
+    global :mod:`random` state (seed it for repeatable order).
     """
     require_reader(reader, "shuffle(reader)")
-    _check_positive("buf_size", buf_size)
+    _check_size("shuffle", "buf_size", buf_size, "no shuffling")
 
     def data_reader() -> Iterator[Any]:
         buf: list[Any] = []
@@ -163,10 +171,11 @@ def buffered(reader: Reader, size: int) -> Reader:
     """Reader that prefetches up to ``size`` samples of ``reader`` in a background thread.
 
     Overlaps slow reading (disk, decoding) with consumption; exceptions raised by
-    ``reader`` are re-raised in the consumer.
+    ``reader`` are re-raised in the consumer. ``size=0`` puts no bound on the buffer (as
+    PaddlePaddle v2's ``Queue(maxsize=0)``).
     """
     require_reader(reader, "buffered(reader)")
-    _check_positive("size", size)
+    _check_size("buffered", "size", size, "an unbounded buffer")
 
     def worker(q: queue.Queue, stop: threading.Event) -> None:
         try:
@@ -222,7 +231,8 @@ def xmap_readers(
         mapper: function applied to every sample.
         reader: the source reader (read in one background thread).
         process_num: number of workers.
-        buffer_size: bound on samples waiting to be mapped and results waiting to be read.
+        buffer_size: bound on samples waiting to be mapped and results waiting to be read
+            (0: no bound, as PaddlePaddle v2's ``Queue(0)``).
         order: keep the source order (results are re-sequenced in the consumer);
             otherwise results come out as soon as they are ready.
         use_process: run ``mapper`` in worker *processes* (``concurrent.futures``)
@@ -233,7 +243,7 @@ def xmap_readers(
     """
     require_reader(reader, "xmap_readers(reader)")
     _check_positive("process_num", process_num)
-    _check_positive("buffer_size", buffer_size)
+    _check_size("xmap_readers", "buffer_size", buffer_size, "unbounded queues")
     if use_process:
         return _xmap_processes(mapper, reader, process_num, buffer_size, order)
 
@@ -302,7 +312,8 @@ def xmap_readers(
 def _xmap_processes(
     mapper: Callable[[Any], Any], reader: Reader, process_num: int, buffer_size: int, order: bool
 ) -> Reader:
-    """Process-pool variant of :func:`xmap_readers`: at most ``buffer_size`` tasks in flight."""
+    """Process-pool variant of :func:`xmap_readers`: at most ``buffer_size`` tasks in flight
+    (no bound when it is 0)."""
 
     def xreader() -> Iterator[Any]:
         import concurrent.futures  # loaded on first use: it is the slowest import of the readers
@@ -312,7 +323,7 @@ def _xmap_processes(
             try:
                 for sample in reader():
                     in_flight.append(pool.submit(mapper, sample))
-                    while len(in_flight) >= buffer_size:
+                    while buffer_size and len(in_flight) >= buffer_size:
                         yield from _drain_one(in_flight, order)
                 while in_flight:
                     yield from _drain_one(in_flight, order)
@@ -398,21 +409,22 @@ class PipeReader:
 
 
 def pipe_reader(
-    command: str,
+    left_cmd: str,
     parser: Callable[[str], Any] | None = None,
     bufsize: int = 8192,
     file_type: str = "plain",
     cut_lines: bool = True,
     line_break: str = "\n",
 ) -> Reader:
-    """Reader of ``parser(line)`` for each line a command prints (see :class:`PipeReader`).
+    """Reader of ``parser(line)`` for each line the command ``left_cmd`` prints (see
+    :class:`PipeReader`; the argument names are PaddlePaddle v2's).
 
     The command runs anew each time the reader is called, so every pass re-reads it.
     """
-    PipeReader(command, bufsize, file_type)  # validate arguments now, not at first pass
+    PipeReader(left_cmd, bufsize, file_type)  # validate arguments now, not at first pass
 
     def reader() -> Iterator[Any]:
-        for line in PipeReader(command, bufsize, file_type).get_line(cut_lines, line_break):
+        for line in PipeReader(left_cmd, bufsize, file_type).get_line(cut_lines, line_break):
             yield parser(line) if parser is not None else line
 
     return reader

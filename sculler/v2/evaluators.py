@@ -56,11 +56,11 @@ def precision_recall(input: LayerOutput, label: LayerOutput,  # noqa: A002
                    name, {"positive_label": -1 if positive_label is None else positive_label})
 
 
-def pnpair(input: LayerOutput, label: LayerOutput, info: LayerOutput,  # noqa: A002
+def pnpair(input: LayerOutput, label: LayerOutput, query_id: LayerOutput,  # noqa: A002
            weight: LayerOutput | None = None, name: str | None = None) -> EvaluatorConfig:
-    """Ratio of correctly to wrongly ordered pairs within each query (``info`` holds query
-    ids), scoring by the last column of ``input``: ``pos / neg``."""
-    return attach("pnpair", "pnpair", _with_weight([input, label, info], weight), name, {})
+    """Ratio of correctly to wrongly ordered pairs within each query (``query_id`` holds the
+    query ids), scoring by the last column of ``input``: ``pos / neg``."""
+    return attach("pnpair", "pnpair", _with_weight([input, label, query_id], weight), name, {})
 
 
 def chunk(input: LayerOutput, label: LayerOutput, chunk_scheme: str,  # noqa: A002

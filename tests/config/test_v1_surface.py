@@ -49,7 +49,7 @@ def test_operators_compute_what_they_say():
     xv = np.array([[1.0, 4.0, 9.0]], dtype=np.float32)
     sv = np.array([[2.0]], dtype=np.float32)
     got = paddle.infer(output_layer=outs, parameters=params, input=[(xv[0], sv[0])],
-                       feeding={"x": 0, "s": 1})
+                       feeding={"x": 0, "s": 1}, flatten_result=False)
     want = [xv - 2, 5 - xv, xv * 3, xv + xv, xv * 2, xv + 2, np.sqrt(xv)]
     np.testing.assert_allclose(np.hstack(got), np.hstack(want), rtol=1e-6)
 

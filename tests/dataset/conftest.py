@@ -3,6 +3,8 @@
 import functools
 import hashlib
 import http.server
+import io
+import tarfile
 import threading
 
 import pytest
@@ -67,3 +69,21 @@ def publish(server, data_home, monkeypatch):
         return server.url(name)
 
     return _publish
+
+
+def _make_tar(files, mode="w:gz"):
+    """Bytes of a tar archive of ``files`` (member name -> str or bytes)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as tf:
+        for name, data in files.items():
+            data = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def make_tar():
+    """make_tar(files, mode="w:gz"): bytes of a tar archive of ``files`` (name -> data)."""
+    return _make_tar

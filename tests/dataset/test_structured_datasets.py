@@ -4,24 +4,12 @@
 import gzip
 import io
 import pickle
-import tarfile
 import zipfile
 
 import numpy as np
 import pytest
 
 from sculler.dataset import cifar, conll05, imdb, imikolov, movielens, sentiment, wmt14
-
-
-def make_tar(files, mode="w:gz"):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode) as tf:
-        for name, data in files.items():
-            data = data.encode() if isinstance(data, str) else data
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def pickled(data, label_key, labels, bytes_keys):
@@ -32,7 +20,7 @@ def pickled(data, label_key, labels, bytes_keys):
 
 
 @pytest.mark.parametrize("bytes_keys", [False, True])
-def test_cifar10_and_100_records(publish, bytes_keys):
+def test_cifar10_and_100_records(publish, make_tar, bytes_keys):
     rng = np.random.RandomState(0)
     a, b, t = (rng.randint(0, 256, (n, 3072)).astype(np.uint8) for n in (2, 3, 2))
     publish(cifar, "CIFAR10_URL", "CIFAR10_MD5", "cifar-10-python.tar.gz", make_tar({
@@ -65,7 +53,7 @@ def test_brackets_to_iob():
         "B-A0", "I-A0", "I-A0", "B-V", "O", "B-A1"]
 
 
-def test_conll05_nine_sequences(publish, tmp_path):
+def test_conll05_nine_sequences(publish, make_tar, tmp_path):
     # a 5-token sentence with two predicates ("saw" and ".") and a 2-token one
     words = "The\ncat\nsaw\nit\n.\n\nRun\n!\n\n"
     props = ("-\t(A0*\t*\n-\t*)\t(A0*)\nsaw\t(V*)\t*\n-\t(A1*)\t*\nstop\t*\t(V*)\n\n"
@@ -98,7 +86,7 @@ def test_conll05_nine_sequences(publish, tmp_path):
     assert conll05.get_embedding().endswith("emb")
 
 
-def test_wmt14_triples_dicts_and_length_filter(publish):
+def test_wmt14_triples_dicts_and_length_filter(publish, make_tar):
     src_dict = "<s>\n<e>\n<unk>\nle\nchat\nnoir\n"
     trg_dict = "<s>\n<e>\n<unk>\nthe\ncat\nblack\n"
     long_line = " ".join(["le"] * 79) + "\tthe\n"

@@ -754,6 +754,10 @@ NOT_CHECKED_AS_ONE_LAYER = {
     "crf_decoding": "Viterbi decoding outputs integer labels; no gradient",
     "beam_search": "generation only (ids chosen by beam search); no gradient",
     "eos_id": "outputs integer ids (id == eos_id); no gradient",
+    "scatter_agent": "a recurrent group's in-link as PaddlePaddle lays groups out; folded into "
+                     "the group when the network is built (tests/group/test_paddle_layout.py)",
+    "gather_agent": "a recurrent group's out-link as PaddlePaddle lays groups out; folded into "
+                    "the group when the network is built (tests/group/test_paddle_layout.py)",
     "print": "logs its inputs; no output, no gradient "
              "(tests/layers/test_gated_unit_and_printer.py)",
 }

@@ -24,7 +24,8 @@ def test_values_names_and_sizes():
     boxes = np.array([[1, 1, 2, 3, 1, 2], [1, 2, 1, 1, 4, 4]], np.float32)
     out = paddle.infer(output_layer=[rot, nhwc, boxed],
                        parameters=paddle.parameters.create([rot, nhwc, boxed]),
-                       input=list(zip(x, boxes)), feeding={"img": 0, "box": 1})
+                       input=list(zip(x, boxes)), feeding={"img": 0, "box": 1},
+                       flatten_result=False)
     x4 = x.reshape(2, 2, 3, 4)
     np.testing.assert_array_equal(out[0].reshape(2, 2, 4, 3), np.rot90(x4, -1, axes=(2, 3)))
     np.testing.assert_array_equal(out[1].reshape(2, 3, 4, 2), x4.transpose(0, 2, 3, 1))

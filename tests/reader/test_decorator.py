@@ -33,8 +33,20 @@ def test_shuffle_is_a_permutation_and_respects_window():
     assert out != list(range(100))
     for w in range(10):  # each window of 10 stays in place
         assert sorted(out[w * 10 : w * 10 + 10]) == list(range(w * 10, w * 10 + 10))
-    with pytest.raises(ValueError, match="buf_size.*0"):
-        rd.shuffle(numbers(3), 0)
+    with pytest.raises(ValueError, match="shuffle: buf_size must be an int >= 0"):
+        rd.shuffle(numbers(3), -1)
+
+
+def test_zero_sizes_as_paddle_v2():
+    # v2: shuffle(r, 0) keeps the order (a window of one); buffered(r, 0) and
+    # xmap_readers(..., 0) use unbounded queues
+    random.seed(3)
+    assert list(rd.shuffle(numbers(50), 0)()) == list(range(50))
+    assert list(rd.buffered(numbers(500), 0)()) == list(range(500))
+    xm = rd.xmap_readers(lambda x: 2 * x, numbers(20), 2, 0, order=True)
+    assert list(xm()) == [2 * i for i in range(20)]
+    with pytest.raises(ValueError, match="buffered: size must be an int >= 0"):
+        rd.buffered(numbers(3), -2)
 
 
 def test_chain_concatenates():

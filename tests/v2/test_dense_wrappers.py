@@ -72,7 +72,7 @@ def test_conv_projection_and_operator_match_direct_convolution():
     f = rng.randn(2, 54).astype(np.float32)
     out_proj, out_op = paddle.infer(output_layer=[proj, op], parameters=params,
                                     input=[(x[n], f[n]) for n in range(2)],
-                                    feeding={"img": 0, "filt": 1})
+                                    feeding={"img": 0, "filt": 1}, flatten_result=False)
     w = params.get(params.names()[0]).reshape(3, 2, 3, 3)
     np.testing.assert_allclose(out_proj, conv2d_forward(x.reshape(2, 2, 5, 4), w, 1, 1)
                                .reshape(2, -1), rtol=1e-5, atol=1e-5)
@@ -216,7 +216,7 @@ def test_dense_wrapper_inference_values():
     a = np.array([[3.0, 4.0, 0.0], [1.0, 2.0, 2.0]], dtype=np.float32)
     b = np.zeros_like(a)
     got = paddle.infer(output_layer=[dist, norm], parameters=params,
-                       input=[(p, q) for p, q in zip(a, b)])
+                       input=[(p, q) for p, q in zip(a, b)], flatten_result=False)
     np.testing.assert_allclose(got[0][:, 0], [5.0, 3.0], rtol=1e-6)
     np.testing.assert_allclose(got[1], a / np.array([[5.0], [3.0]]), rtol=1e-6)
     picked = paddle.infer(output_layer=ids, parameters=params, input=[(p,) for p in a],

@@ -104,7 +104,8 @@ def test_infer_returns_paddle_layout_for_every_sequence_type(name, tp, samples, 
     params = paddle.parameters.create(total)
     inputs = [(s,) for s in samples]
     outs = [feat, total] + ([per_sub] if per_sub is not None else [])
-    got = paddle.infer(output_layer=outs, parameters=params, input=inputs)
+    got = paddle.infer(output_layer=outs, parameters=params, input=inputs,
+                       flatten_result=False)  # one array per output layer
     rows = feature_rows(tp, params, flat(samples, depth), dense_of)
     # a sequence output: every row of every sample, in order, no padding
     np.testing.assert_allclose(got[0], rows, rtol=1e-5, atol=1e-6)
@@ -119,7 +120,8 @@ def test_infer_returns_paddle_layout_for_every_sequence_type(name, tp, samples, 
                                             zip(sub_starts[:-1], sub_starts[1:])],
                                    rtol=1e-5, atol=1e-6)
     # chunked inference gives the same concatenation
-    again = paddle.inference.Inference(outs, params, batch_size=2).infer(inputs)
+    again = paddle.inference.Inference(outs, params, batch_size=2).infer(
+        inputs, flatten_result=False)
     for a, b in zip(got, again):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
