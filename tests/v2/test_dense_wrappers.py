@@ -113,7 +113,7 @@ def test_transposed_conv_projection_and_operator_scatter_each_pixel():
     f = rng.randn(2, 54).astype(np.float32)
     out_proj, out_op = paddle.infer(output_layer=[proj, op], parameters=params,
                                     input=[(x[n], f[n]) for n in range(2)],
-                                    feeding={"img": 0, "filt": 1})
+                                    feeding={"img": 0, "filt": 1}, flatten_result=False)
     w = params.get(params.names()[0]).reshape(2, 3, 3, 3)
     for n in range(2):
         image = x[n].reshape(2, 3, 4)
@@ -134,7 +134,7 @@ def test_slice_projection_takes_channel_ranges_of_a_convolution():
     params = paddle.parameters.create(sliced)
     x = np.random.RandomState(2).randn(2, 18).astype(np.float32)
     feature, got = paddle.infer(output_layer=[conv, sliced], parameters=params,
-                                input=[(r,) for r in x])
+                                input=[(r,) for r in x], flatten_result=False)
     channels = feature.reshape(2, 5, 9)
     want = np.concatenate([channels[:, 0:2], channels[:, 3:5]], axis=1).reshape(2, -1)
     np.testing.assert_array_equal(got, want)
