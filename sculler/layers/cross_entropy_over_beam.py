@@ -12,6 +12,11 @@ candidate first falls off the beam, in which case the gold path joins them as on
 score ``S_p = sum_{t <= T} score_t[row of p at step t]``; the cost is
 ``-log(exp(S_gold) / sum_p exp(S_p))`` per sample, and ``dscore_t[r] = sum_{p through r}
 (softmax_p - [p = gold])``.
+
+Sub-sequence ``k`` of step ``t+1`` extends the ``k``-th kept (not -1) candidate of step ``t``,
+counted row by row, as ``sub_nested_seq`` builds it and as PaddlePaddle finds the gold path's
+row. (PaddlePaddle's C++ traces the other paths back by the flat position ``k`` instead, which
+is the same only while no -1 comes before a kept candidate.)
 """
 
 from __future__ import annotations

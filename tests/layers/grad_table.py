@@ -423,6 +423,8 @@ IMAGE = [
           [INPUT_DATA(72)]),
     transposed("deconv3d", dict(CONV3D), [INPUT_DATA(72)]),
     image("pool3d", dict(VOL, pool_size=2, stride=2), [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=2, stride=1), [INPUT_SEQUENCE_DATA(72)]),
+    image("conv3d", dict(CONV3D, padding=1), [INPUT_SEQUENCE_DATA(72)]),
     image("pool3d", dict(VOL, pool_size=3, pool_size_z=2, stride=2, padding=1, padding_z=0),
           [INPUT_DATA(72)]),
     image("pool3d", dict(VOL, pool_type="avg-projection", pool_size=3, stride=2, padding=1),

@@ -130,3 +130,39 @@ def test_bad_inputs_are_refused_by_name():
     feed["scores0"] = Argument(value=np.zeros((3, 1)))
     with pytest.raises(ValueError, match="input 0 .* must be a sequence"):
         net.forward(feed, PASS_TEST)
+
+
+def test_learning_to_search_program_trains_its_scores_towards_the_gold_path():
+    """Paddle's use: kmax_seq_score picks the beam, sub_nested_seq keeps the chosen sentences,
+    an fc scores their words, and the cost over both steps trains the fc."""
+    paddle.layer.reset_names()
+    states = paddle.layer.data("states", paddle.data_type.dense_vector_sub_sequence(3))
+    sentence_scores = paddle.layer.data("sentence_scores",
+                                        paddle.data_type.dense_vector_sequence(1))
+    gold_sentence = paddle.layer.data("gold_sentence", paddle.data_type.integer_value(4))
+    gold_word = paddle.layer.data("gold_word", paddle.data_type.integer_value(4))
+    kept_sentences = paddle.layer.kmax_seq_score(input=sentence_scores, beam_size=2)
+    chosen = paddle.layer.sub_nested_seq(input=states, selected_indices=kept_sentences)
+    word_scores = paddle.layer.fc(input=chosen, size=1, act=paddle.activation.Linear())
+    kept_words = paddle.layer.kmax_seq_score(input=word_scores, beam_size=2)
+    cost = paddle.layer.cross_entropy_over_beam(input=[
+        paddle.layer.BeamInput(sentence_scores, kept_sentences, gold_sentence),
+        paddle.layer.BeamInput(word_scores, kept_words, gold_word)])
+    rng = np.random.default_rng(3)
+    samples = []
+    for _ in range(8):
+        sentences = [rng.normal(size=(int(rng.integers(2, 4)), 3)).astype(np.float32)
+                     for _ in range(3)]
+        sentences[0][1, 0] = 3.0  # the gold word (1 of sentence 0) carries a mark to learn
+        scores = np.array([[2.0], [1.0], [-1.0]], np.float32)  # sentences 0 and 1 kept
+        samples.append(([s.tolist() for s in sentences], scores.tolist(), 0, 1))
+    feeding = {"states": 0, "sentence_scores": 1, "gold_sentence": 2, "gold_word": 3}
+    params = paddle.parameters.create(cost)
+    before = paddle.infer(output_layer=cost, parameters=params,
+                          input=samples, feeding=feeding).mean()
+    trainer = paddle.trainer.SGD(cost=cost, parameters=params,
+                                 update_equation=paddle.optimizer.Adam(learning_rate=0.05))
+    trainer.train(paddle.batch(lambda: iter(samples), 4), num_passes=30, feeding=feeding)
+    after = paddle.infer(output_layer=cost, parameters=params,
+                         input=samples, feeding=feeding).mean()
+    assert after < 0.5 * before
