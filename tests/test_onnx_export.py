@@ -219,3 +219,12 @@ def test_data_norm_with_its_statistics(strategy, tmp_path):
                          attrs={"data_norm_strategy": strategy})
     norm = LayerOutput(config, [x], weight_attrs=[{"is_static": True}])
     check(norm, {"x": RNG.randn(3, 4).astype(np.float32)}, tmp_path)
+
+
+def test_slice_projection_of_a_convolution(tmp_path):
+    paddle.layer.reset_names()
+    img = dense("img", 2 * 3 * 3, height=3, width=3)
+    conv = paddle.layer.img_conv(input=img, filter_size=1, num_filters=5)
+    sliced = paddle.layer.mixed(input=paddle.layer.slice_projection(conv, [[0, 2], [3, 4]]),
+                                act=A.Tanh(), bias_attr=True)
+    check(sliced, {"img": RNG.randn(3, 18).astype(np.float32)}, tmp_path)

@@ -561,6 +561,13 @@ def mixed_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
             prod = g.op("Mul", [x, ins[i + 1]], hint)
             scale = float(ic.attrs.get("scale", 1.0))
             parts.append(g.op("Mul", [prod, g.const(hint, scale)], hint))
+        elif kind == "slice":
+            pieces = [g.op("Slice", [x, g.const(f"{hint}/s{k}", [start], np.int64),
+                                     g.const(f"{hint}/e{k}", [end], np.int64),
+                                     g.const(f"{hint}/a{k}", [1], np.int64)], hint)
+                      for k, (start, end) in enumerate(ic.attrs["slices"])]
+            parts.append(pieces[0] if len(pieces) == 1 else
+                         g.op("Concat", pieces, hint, axis=1))
         elif kind != "operand":
             raise NotImplementedError(f"layer {lc.name!r} (mixed): projection {kind!r} "
                                       f"(input {i})")

@@ -27,7 +27,7 @@ SIMPLE_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "exp
                       "log": "Log", "abs": "Abs", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
                       "softsign": "Softsign"}
 EXPORTED_PROJECTIONS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul",
-                        "scaling", "dotmul_operator", "operand")
+                        "scaling", "dotmul_operator", "operand", "slice")
 
 
 class Context:
