@@ -97,7 +97,7 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
     ctx.builder.add_layer(config, weight_attrs, bias_attr)
     ctx.layers[config.name] = config
     ctx.adopted.append(out)
-    if config.type == "data":
+    if config.type == "data" and not ctx.inputs_declared:
         ctx.inputs.append(config.name)
 
 
@@ -294,7 +294,7 @@ class LayerBase:
                 )
         ctx.builder.add_layer(self.config, self.weight_attrs, self.bias_attr)
         ctx.layers[self.config.name] = self.config
-        if self.config.type == "data":
+        if self.config.type == "data" and not ctx.inputs_declared:
             ctx.inputs.append(self.config.name)
 
 
@@ -314,7 +314,10 @@ def Inputs(*names: str) -> None:  # noqa: N802 - Paddle's API
 
 
 def Outputs(*names: str) -> None:  # noqa: N802 - Paddle's API
-    _context().outputs = list(names)
+    """Add output layers; as PaddlePaddle's, each call appends (a name already listed is not
+    repeated)."""
+    outputs = _context().outputs
+    outputs.extend(n for n in dict.fromkeys(names) if n not in outputs)
 
 
 def Evaluator(name: str, type: str, inputs: list[str], **attrs: Any) -> None:  # noqa: N802,A002

@@ -219,3 +219,22 @@ def test_cross_entropy_over_beam_takes_the_triples_in_order(tmp_path):
                                              "cross_entropy_over_beam", 1, None)
     assert [i for i, _ in inputs] == ["scores", "__kmax_seq_score_layer_0__", "gold",
                                       "__fc_layer_0__", "__kmax_seq_score_layer_1__", "gold2"]
+
+
+TWO_OUTPUTS = """
+flat = data_layer(name='flat', size=4)
+h = fc_layer(input=flat, size=2)
+outputs(h)
+vol = data_layer(name='vol', size=2 * 3 * 4 * 4, depth=3, height=4, width=4)
+p = img_pool3d_layer(input=vol, num_channels=2, pool_size=2, stride=2)
+outputs(p)
+outputs(h)
+"""
+
+
+def test_later_outputs_calls_add_outputs_but_keep_the_first_calls_inputs(tmp_path):
+    """PaddlePaddle's outputs(): once inputs are set (HasInputsSet), a later call only appends
+    its layers to the outputs."""
+    _, _, mc = structure(tmp_path, TWO_OUTPUTS)
+    assert mc.input_layer_names == ["flat"]
+    assert mc.output_layer_names == ["__fc_layer_0__", "__pool3d_0__"]
