@@ -38,7 +38,8 @@ class Pool3DLayer(VolumeLayer):
 
     Window ``o`` covers ``o*s - p .. o*s - p + k - 1`` per axis, clipped to the volume. Max:
     ``y = max over the window``; average: ``y = sum / count``, ``count`` the window's voxels
-    inside the volume (Paddle's ``avgPool3DForward``), 0 for a window wholly in the padding.
+    inside the volume (Paddle's ``avgPool3DForward``), 0 for a window wholly in the padding
+    (max: the dtype's lowest value, as Paddle's ``-FLT_MAX``, and no gradient).
     Output side ``1 + ceil((img + 2p - k) / s)`` (``floor`` with ``ceil_mode=False``).
 
     Attrs: ``pool_type`` ("max-projection" default / "avg-projection"), ``pool_size``/``_y``/
