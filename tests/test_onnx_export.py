@@ -190,3 +190,41 @@ def test_opsets(opset, tmp_path):
     assert onnx.load(str(tmp_path / "model.onnx")).opset_import[0].version == opset
     with pytest.raises(ValueError, match="opset 11 is too old"):
         export(out, params, tmp_path / "m.onnx", opset=11)
+
+
+@pytest.mark.parametrize("shared_biases", [True, False])
+def test_3d_convolutions_pools_and_batch_norm(shared_biases, tmp_path):
+    paddle.layer.reset_names()
+    vol = dense("vol", 4 * 4 * 5 * 6, depth=4, height=5, width=6)
+    conv = paddle.layer.img_conv3d(input=vol, filter_size=[3, 2, 2], num_filters=6, groups=2,
+                                   stride=[2, 1, 1], padding=[1, 0, 1], act=A.Relu(),
+                                   shared_biases=shared_biases)
+    deconv = paddle.layer.img_conv3d(input=vol, filter_size=2, num_filters=4, groups=2,
+                                     stride=2, padding=[1, 0, 0], trans=True,
+                                     shared_biases=shared_biases)
+    maxp = paddle.layer.img_pool3d(input=conv, pool_size=3, stride=2, padding=1)
+    avgp = paddle.layer.img_pool3d(input=deconv, pool_size=[3, 2, 2], stride=2, padding=1,
+                                   pool_type=paddle.pooling.Avg())
+    bn = paddle.layer.batch_norm(input=avgp, img3D=True, act=A.Tanh())
+    check([maxp, bn], {"vol": RNG.randn(3, 480).astype(np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("strategy", ["z-score", "min-max", "decimal-scaling"])
+def test_data_norm_with_its_statistics(strategy, tmp_path):
+    from sculler.core.expression import LayerOutput
+    from sculler.core.model_config import InputConfig, LayerConfig
+    paddle.layer.reset_names()
+    x = dense("x", 4)
+    config = LayerConfig("norm", "data_norm", inputs=[InputConfig("x", "_norm.w0")],
+                         attrs={"data_norm_strategy": strategy})
+    norm = LayerOutput(config, [x], weight_attrs=[{"is_static": True}])
+    check(norm, {"x": RNG.randn(3, 4).astype(np.float32)}, tmp_path)
+
+
+def test_slice_projection_of_a_convolution(tmp_path):
+    paddle.layer.reset_names()
+    img = dense("img", 2 * 3 * 3, height=3, width=3)
+    conv = paddle.layer.img_conv(input=img, filter_size=1, num_filters=5)
+    sliced = paddle.layer.mixed(input=paddle.layer.slice_projection(conv, [[0, 2], [3, 4]]),
+                                act=A.Tanh(), bias_attr=True)
+    check(sliced, {"img": RNG.randn(3, 18).astype(np.float32)}, tmp_path)

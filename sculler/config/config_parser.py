@@ -108,7 +108,7 @@ def adopt(out: Any, weight_attrs: list | None, bias_attr: Any) -> None:
     ctx.layers[config.name] = config
     ctx.nodes[config.name] = out
     ctx.adopted.append(out)
-    if config.type == "data":
+    if config.type == "data" and not ctx.inputs_declared:
         ctx.inputs.append(config.name)
 
 
@@ -355,7 +355,7 @@ class LayerBase:
                                              self.config.input_layer_names if n in ctx.nodes])
             ctx.nodes[self.config.name] = node
             ctx.adopted.append(node)  # evaluators a helper attaches to it join the config
-        if self.config.type == "data":
+        if self.config.type == "data" and not ctx.inputs_declared:
             ctx.inputs.append(self.config.name)
 
 
@@ -375,7 +375,10 @@ def Inputs(*names: str) -> None:  # noqa: N802 - Paddle's API
 
 
 def Outputs(*names: str) -> None:  # noqa: N802 - Paddle's API
-    _context().outputs = list(names)
+    """Add output layers; as PaddlePaddle's, each call appends (a name already listed is not
+    repeated)."""
+    outputs = _context().outputs
+    outputs.extend(n for n in dict.fromkeys(names) if n not in outputs)
 
 
 def Evaluator(name: str, type: str, inputs: list[str], **attrs: Any) -> None:  # noqa: N802,A002

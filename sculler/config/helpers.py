@@ -187,9 +187,10 @@ def inputs(*layers: Any) -> None:
 
 @takes_raw_layers
 def outputs(*layers: Any) -> None:
-    """Declare the output (cost) layers: ``outputs(cost)``. Unless ``inputs(...)`` was called,
-    the data layers are those the outputs depend on, in PaddlePaddle's order: a depth-first
-    walk from the outputs in order, parents before a layer, each parent in input order."""
+    """Declare the output (cost) layers: ``outputs(cost)``. Unless ``inputs(...)`` or an earlier
+    ``outputs(...)`` set them, the data layers are those the outputs depend on, in
+    PaddlePaddle's order: a depth-first walk from the outputs in order, parents before a layer,
+    each parent in input order."""
     flat = _flat(layers)
     for i, x in enumerate(flat):
         if not isinstance(x, (str, _v2.LayerOutput)):
@@ -213,6 +214,8 @@ def outputs(*layers: Any) -> None:
         for out in flat:
             visit(out)
         ctx.inputs = order
+        # as PaddlePaddle's HasInputsSet(): a later outputs(...) call only adds outputs
+        ctx.inputs_declared = bool(order)
     Outputs(*[x if isinstance(x, str) else x.name for x in flat])
 
 

@@ -60,6 +60,39 @@ def conv_conf(config, i: int) -> dict:
     return out
 
 
+def filter_count(config) -> int:
+    """The layer's ``num_filters`` (ValueError naming the layer unless >= 1)."""
+    nf = int(config.attrs.get("num_filters", 0))
+    if nf < 1:
+        raise ValueError(f"layer {config.name!r} ({config.type}): num_filters must be >= 1, "
+                         f"got {nf}")
+    return nf
+
+
+def check_groups(config, groups: int, channels: int, nf: int) -> None:
+    """ValueError unless ``groups`` divides the input channels and the filters."""
+    if groups < 1 or channels % groups or nf % groups:
+        raise ValueError(f"layer {config.name!r} ({config.type}): groups={groups} must divide "
+                         f"the input channels {channels} and num_filters {nf}")
+
+
+def check_same_output(config, i: int, size: tuple, first: tuple | None) -> tuple:
+    """Input ``i``'s output size, after checking it equals input 0's (``first``)."""
+    if first is not None and size != first:
+        raise ValueError(f"layer {config.name!r} ({config.type}): input {i} gives an output of "
+                         f"{size}, input 0 gives {first}; they must agree")
+    return size
+
+
+def smart_conv_init(out: LayerOutput, filter_size: int, channels: int) -> None:
+    """Paddle's conv weight init ``N(0, sqrt(2 / (filter_size^2 * C)))`` for input 0, unless
+    the user set an initial std, strategy or initializer."""
+    wa = dict(out.weight_attrs[0] or {})
+    if "initial_std" not in wa and "initial_strategy" not in wa and 0 not in out.initializers:
+        wa.update(initial_mean=0.0, initial_std=math.sqrt(2.0 / (filter_size ** 2 * channels)))
+        out.weight_attrs[0] = wa
+
+
 @register_layer("exconv", "conv", "cudnn_conv")
 class ConvLayer(ImageLayer):
     """2-D convolution over one or more image inputs, outputs summed, plus bias.
@@ -95,10 +128,7 @@ class ConvLayer(ImageLayer):
 
     @classmethod
     def _geometry(cls, config, inputs):
-        nf = int(config.attrs.get("num_filters", 0))
-        if nf < 1:
-            raise ValueError(f"layer {config.name!r} ({config.type}): num_filters must be >= 1, "
-                             f"got {nf}")
+        nf = filter_count(config)
         out, shapes = None, {}
         for i in range(len(inputs)):
             geom, cf = image_geometry(config, inputs, i), conv_conf(config, i)
@@ -106,14 +136,8 @@ class ConvLayer(ImageLayer):
             if not (cls.trans or cf["caffe_mode"]):
                 raise ValueError(f"layer {config.name!r} ({config.type}): caffe_mode=False is only "
                                  "supported by the transposed convolution (exconvt)")
-            if g < 1 or geom[0] % g or nf % g:
-                raise ValueError(f"layer {config.name!r} ({config.type}): groups={g} must divide "
-                                 f"the input channels {geom[0]} and num_filters {nf}")
-            hw = cls._out_hw(config, geom, cf)
-            if out is not None and hw != out:
-                raise ValueError(f"layer {config.name!r} ({config.type}): input {i} gives an "
-                                 f"output of {hw}, input 0 gives {out}; they must agree")
-            out = hw
+            check_groups(config, g, geom[0], nf)
+            out = check_same_output(config, i, cls._out_hw(config, geom, cf), out)
             fy, fx = cf["filter_size"]
             rows, cols = (geom[0], nf // g) if cls.trans else (nf, geom[0] // g)
             shapes[i] = (rows, cols, fy, fx)
@@ -309,11 +333,7 @@ def img_conv(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: A0
                      layer_attr=layer_attr, input_attrs=[in_attrs],
                      attrs={"num_filters": int(num_filters),
                             "shared_biases": bool(shared_biases)})
-    wa = dict(out.weight_attrs[0] or {})
-    if "initial_std" not in wa and "initial_strategy" not in wa and 0 not in out.initializers:
-        channels = image_geometry(out.config, [src.config])[0]
-        wa.update(initial_mean=0.0, initial_std=math.sqrt(2.0 / (fx * fx * channels)))
-        out.weight_attrs[0] = wa
+    smart_conv_init(out, fx, image_geometry(out.config, [src.config])[0])
     return out
 
 

@@ -97,6 +97,43 @@ def set_output_geometry(config: LayerConfig, c: int, h: int, w: int) -> int:
     return int(c) * int(h) * int(w)
 
 
+def volume_geometry(config: LayerConfig, inputs: list[LayerConfig],
+                    i: int = 0) -> tuple[int, int, int, int]:
+    """``(channels, depth, height, width)`` of input ``i`` of a 3-D layer: depth from the
+    layer's (or input's) ``depth`` attr, else the input layer's ``out_depth`` or a data layer's
+    ``depth`` (1 when none says); height, width and channels as :func:`image_geometry` finds
+    them for the ``depth`` stacked frames. Raises ValueError naming the layer when
+    ``channels * depth * height * width`` is not the input size."""
+    own = dict(config.attrs)
+    if i < len(config.inputs):
+        own.update(config.inputs[i].attrs)
+    src = inputs[i]
+    d = _first(own.get("depth"), src.attrs.get("out_depth"), src.attrs.get("depth")) or 1
+    h = _first(own.get("height"), src.attrs.get("out_height"), src.attrs.get("height"))
+    w = _first(own.get("width"), src.attrs.get("out_width"), src.attrs.get("width"))
+    h, w = (h if h is not None else w), (w if w is not None else h)
+    size = int(src.size)
+    if h is None:
+        raise ValueError(f"layer {config.name!r} ({config.type}): cannot tell the volume geometry "
+                         f"of input {src.name!r} (size {size}); give the data layer depth/height/"
+                         "width or set them in the layer's attrs")
+    c = _first(own.get("channels"))
+    if c is None:
+        c = size // (d * h * w) if size % (d * h * w) == 0 else 0
+    if c < 1 or c * d * h * w != size:
+        raise ValueError(f"layer {config.name!r} ({config.type}): input {src.name!r} has size "
+                         f"{size}, which is not channels*depth*height*width = {c}*{d}*{h}*{w}; "
+                         "check num_channels/depth/height/width")
+    return c, d, h, w
+
+
+def set_volume_geometry(config: LayerConfig, c: int, d: int, h: int, w: int) -> int:
+    """Record a 3-D output geometry (``out_depth`` beside the image's three) for the next
+    layer; returns the output width ``c*d*h*w``."""
+    config.attrs["out_depth"] = int(d)
+    return set_output_geometry(config, c, h, w) * int(d)
+
+
 class ImageLayer(Layer):
     """Base of the image layers: ``self.geom[i]`` is input ``i``'s ``(C, H, W)``."""
 
@@ -107,8 +144,14 @@ class ImageLayer(Layer):
         super().init(layer_map, parameter_map)
         cfgs = [inp.config for inp in self.inputs]
         n = len(cfgs) if self.image_inputs is None else self.image_inputs
-        self.geom = [image_geometry(self.config, cfgs, i, self.flat_ok) for i in range(n)]
+        self.geom = [self.input_geometry(self.config, cfgs, i) for i in range(n)]
         self.out_geom = tuple(self.attr(k) for k in ("out_channels", "out_height", "out_width"))
+
+    @classmethod
+    def input_geometry(cls, config: LayerConfig, inputs: list[LayerConfig],
+                       i: int) -> tuple[int, int, int]:
+        """Input ``i``'s ``(C, H, W)`` as the layer computes on it."""
+        return image_geometry(config, inputs, i, cls.flat_ok)
 
     def input_image(self, i: int):
         """Input ``i``'s value as ``(N, C, H, W)``, after checking its width."""

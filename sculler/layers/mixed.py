@@ -17,7 +17,12 @@ context             concatenated neighbours in each sequence        (pads, D)
 conv                ``conv(x, W)`` (see mixed_conv.py)              (F, C/g*fy*fx)
 dotmul_operator     ``scale * a * b`` (attr ``scale``)              none
 conv_operator       ``conv(image_n, filters_n)`` per sample         none
+slice               column ranges of ``x``, side by side            none
 =================== ============================================== ===============
+
+``slice`` (PaddlePaddle's SliceProjection; attr ``slices``: ``[start, end)`` column ranges,
+ascending and disjoint) writes ``[x[:, s_0:e_0], x[:, s_1:e_1], ...]`` into the first columns
+of ``y``; ``slice_projection`` makes the ranges from channel ranges of an image input.
 
 ``identity`` with ``offset`` adds ``x[:, offset:offset+size]`` when the input is wider than
 the output, else ``x`` into ``y[:, offset:offset+D]`` (Paddle's ``addAtOffset``).
@@ -60,7 +65,23 @@ def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
         return int(attrs.get("size") or 0)
     if kind == "context":
         return in_size * int(attrs["context_len"])
+    if kind == "slice":
+        return sum(int(end) - int(start) for start, end in attrs["slices"])
     return 0
+
+
+def _check_slices(config: LayerConfig, i: int, slices: Any, in_size: int) -> None:
+    """ValueError unless ``slices`` are ascending, disjoint, non-empty ``[start, end)`` column
+    ranges inside the input."""
+    ok = isinstance(slices, (list, tuple)) and len(slices) > 0
+    previous = 0
+    for r in slices if ok else ():
+        ok = ok and len(r) == 2 and previous <= int(r[0]) < int(r[1]) <= in_size
+        previous = int(r[1]) if ok else previous
+    if not ok:
+        raise ValueError(f"layer {config.name!r} (mixed): slice projection input {i} needs "
+                         "ascending, disjoint, non-empty [start, end) column ranges inside "
+                         f"its width {in_size}, got {slices!r}")
 
 
 def _context_pads(attrs: dict) -> tuple[int, int]:
@@ -84,7 +105,7 @@ def _weight_shape(kind: str, attrs: dict, in_size: int, size: int) -> tuple | No
 
 
 KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "scaling",
-         "context", "conv", "dotmul_operator", "conv_operator", "operand")
+         "context", "conv", "dotmul_operator", "conv_operator", "operand", "slice")
 OPERATORS = ("dotmul_operator", "conv_operator")
 
 
@@ -123,6 +144,8 @@ class MixedLayer(ConvTerms, Layer):
     def infer_size(cls, config, inputs):
         size = config.size
         for i, (k, ic, inp) in enumerate(zip(cls._kinds(config), config.inputs, inputs)):
+            if k == "slice":
+                _check_slices(config, i, ic.attrs.get("slices"), inp.size)
             if k in ("conv", "conv_operator"):
                 geo = conv_geometry(config, inputs, i)
                 if k == "conv_operator" and inputs[i + 1].size != operand_width(geo):
@@ -298,6 +321,24 @@ class MixedLayer(ConvTerms, Layer):
             use = pad[k] >= 0
             xp.add.at(w.w_grad, pad[k][use], dy[:, k * d : (k + 1) * d][use])
 
+    def _slices(self, i):
+        """(output columns, input columns) of each range of a slice projection."""
+        offset = 0
+        for start, end in self.config.inputs[i].attrs["slices"]:
+            yield slice(offset, offset + end - start), slice(start, end)
+            offset += end - start
+
+    def _fwd_slice(self, i, out):
+        x = self._in(i)
+        for o, s in self._slices(i):
+            out[:, o] += x[:, s]
+
+    def _bwd_slice(self, i, dy):
+        g = self.get_input_grad(i)
+        if g is not None:
+            for o, s in self._slices(i):
+                g[:, s] += dy[:, o]
+
     def _fwd_dotmul_operator(self, i, out):
         scale = self.config.inputs[i].attrs.get("scale", 1.0)
         out += scale * self._in(i) * self._in(i + 1)
@@ -366,6 +407,28 @@ def identity_projection(input: LayerOutput, offset: int | None = None,  # noqa: 
 def dotmul_projection(input: LayerOutput, param_attr: Any = None) -> Projection:  # noqa: A002
     """``x * w`` elementwise with a learned (1 x width) ``w``."""
     return Projection("dotmul", [input], param_attr=param_attr, size=input.size)
+
+
+@layer_function(v1="slice_projection", kind="plain")
+def slice_projection(input: LayerOutput, slices: Any) -> Projection:  # noqa: A002
+    """Channel ranges ``[start, end)`` of an image input (a convolution's output), side by
+    side: ``[x[c_0:e_0], x[c_1:e_1], ...]``, each channel ``H*W`` values. The ranges must be
+    ascending and disjoint. No parameter."""
+    fn = "slice_projection"
+    channels = input.config.attrs.get("out_channels") if isinstance(input, LayerOutput) else None
+    if channels is None:
+        raise ValueError(f"{fn}: input must be an image layer with channels (a convolution's "
+                         f"output), got {input!r}")
+    if not isinstance(slices, (list, tuple)) or not slices or not all(
+            isinstance(r, (list, tuple)) and len(r) == 2 for r in slices):
+        raise ValueError(f"{fn}: slices must be a non-empty list of [start, end) channel "
+                         f"ranges, got {slices!r}")
+    pixels = input.size // int(channels)
+    if slices[-1][1] > channels:
+        raise ValueError(f"{fn}: slice {list(slices[-1])} reaches past the {channels} channels "
+                         f"of {input.name!r}")
+    columns = [[int(start) * pixels, int(end) * pixels] for start, end in slices]
+    return Projection("slice", [input], {"slices": columns})
 
 
 @layer_function(v1="scaling_projection", kind="plain")
@@ -502,6 +565,13 @@ def mixed_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
             prod = g.op("Mul", [x, ins[i + 1]], hint)
             scale = float(ic.attrs.get("scale", 1.0))
             parts.append(g.op("Mul", [prod, g.const(hint, scale)], hint))
+        elif kind == "slice":
+            pieces = [g.op("Slice", [x, g.const(f"{hint}/s{k}", [start], np.int64),
+                                     g.const(f"{hint}/e{k}", [end], np.int64),
+                                     g.const(f"{hint}/a{k}", [1], np.int64)], hint)
+                      for k, (start, end) in enumerate(ic.attrs["slices"])]
+            parts.append(pieces[0] if len(pieces) == 1 else
+                         g.op("Concat", pieces, hint, axis=1))
         elif kind != "operand":
             raise NotImplementedError(f"layer {lc.name!r} (mixed): projection {kind!r} "
                                       f"(input {i})")

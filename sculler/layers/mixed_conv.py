@@ -5,9 +5,12 @@ shape ``(num_filters, channels/groups * fy * fx)``; ``conv_operator`` (ConvOpera
 sample's image is convolved with that sample's own filter, read from the operand input
 (width ``num_filters * channels * fy * fx``), so filters can be computed by other layers.
 Per-input attrs: ``num_filters``, ``filter_size`` (``filter_size_y``), ``stride``
-(``stride_y``), ``padding`` (``padding_y``), ``groups`` (projection only), and the image's
-``channels``/``height``/``width`` when the input layer does not carry them.
-Output width ``num_filters * oh * ow`` with ``o = (i + 2p - f) / s + 1``.
+(``stride_y``), ``padding`` (``padding_y``), ``groups`` (projection only), ``trans`` (the
+transposed convolution: PaddlePaddle's ConvTransProjection / ConvTransOperator, type
+``convt``), and the image's ``channels``/``height``/``width`` when the input layer does not
+carry them. Output width ``num_filters * oh * ow`` with ``o = (i + 2p - f) / s + 1``, or
+``o = (i - 1) * s + f - 2p`` transposed. Filters are ``(num_filters, channels/groups, fy, fx)``,
+transposed ``(channels, num_filters/groups, fy, fx)`` (Paddle's cuDNN filter layouts).
 """
 
 from __future__ import annotations
@@ -38,9 +41,16 @@ def conv_geometry(config, inputs, i: int) -> dict:
     if c % groups or f % groups:
         raise ValueError(f"layer {config.name!r} (mixed): conv input {i} has {c} channels and "
                          f"{f} filters, not divisible by groups={groups}")
-    oh, ow = K.conv_output_size(h, fy, py, sy), K.conv_output_size(w, fx, px, sx)
-    return {"x_shape": (c, h, w), "w_shape": (f, c // groups, fy, fx), "stride": (sy, sx),
-            "padding": (py, px), "groups": groups, "out_hw": (oh, ow), "width": f * oh * ow}
+    trans = bool(a.get("trans", False))
+    size = K.conv_image_size if trans else K.conv_output_size
+    try:
+        oh, ow = size(h, fy, py, sy), size(w, fx, px, sx)
+    except ValueError as e:
+        raise ValueError(f"layer {config.name!r} (mixed): conv input {i}: {e}") from None
+    w_shape = (c, f // groups, fy, fx) if trans else (f, c // groups, fy, fx)
+    return {"x_shape": (c, h, w), "w_shape": w_shape, "stride": (sy, sx), "trans": trans,
+            "padding": (py, px), "groups": groups, "out_hw": (oh, ow), "num_filters": f,
+            "width": f * oh * ow}
 
 
 def operand_width(geometry: dict) -> int:
@@ -61,26 +71,34 @@ class ConvTerms:
     def _image(self, i: int, geo: dict):
         return self._in(i).reshape((-1,) + geo["x_shape"])
 
+    @staticmethod
+    def _kernels(geo: dict):
+        """(forward, backward-data, backward-filter) of the term's convolution."""
+        if geo["trans"]:
+            return (K.conv2d_transpose_forward, K.conv2d_transpose_backward_data,
+                    K.conv2d_transpose_backward_filter)
+        return K.conv2d_forward, K.conv2d_backward_data, K.conv2d_backward_filter
+
     def _fwd_conv(self, i, out):
         geo = self._geometry(i)
         w = self.weights[i].w.reshape(geo["w_shape"])
-        y = K.conv2d_forward(self._image(i, geo), w, geo["stride"], geo["padding"], 1,
-                             geo["groups"])
+        y = self._kernels(geo)[0](self._image(i, geo), w, geo["stride"], geo["padding"], 1,
+                                  geo["groups"])
         out += y.reshape(out.shape)
 
     def _bwd_conv(self, i, dy):
         geo = self._geometry(i)
         x = self._image(i, geo)
-        dy4 = dy.reshape(x.shape[0], geo["w_shape"][0], *geo["out_hw"])
+        dy4 = dy.reshape(x.shape[0], geo["num_filters"], *geo["out_hw"])
+        _, backward_data, backward_filter = self._kernels(geo)
         weight = self.weights[i]
         if weight.w_grad is not None:
-            K.conv2d_backward_filter(x, dy4, geo["w_shape"], geo["stride"], geo["padding"], 1,
-                                     geo["groups"], out=weight.w_grad.reshape(geo["w_shape"]))
+            backward_filter(x, dy4, geo["w_shape"], geo["stride"], geo["padding"], 1,
+                            geo["groups"], out=weight.w_grad.reshape(geo["w_shape"]))
         g = self.get_input_grad(i)
         if g is not None:
-            K.conv2d_backward_data(dy4, weight.w.reshape(geo["w_shape"]), x.shape,
-                                   geo["stride"], geo["padding"], 1, geo["groups"],
-                                   out=g.reshape(x.shape))
+            backward_data(dy4, weight.w.reshape(geo["w_shape"]), x.shape, geo["stride"],
+                          geo["padding"], 1, geo["groups"], out=g.reshape(x.shape))
 
     def _filters(self, i: int, geo: dict):
         f, cg, fy, fx = geo["w_shape"]
@@ -89,33 +107,34 @@ class ConvTerms:
     def _fwd_conv_operator(self, i, out):
         geo = self._geometry(i)
         x, filters = self._image(i, geo), self._filters(i, geo)
+        forward = self._kernels(geo)[0]
         for n in range(x.shape[0]):
-            y = K.conv2d_forward(x[n : n + 1], filters[n], geo["stride"], geo["padding"])
+            y = forward(x[n : n + 1], filters[n], geo["stride"], geo["padding"])
             out[n] += y.reshape(-1)
 
     def _bwd_conv_operator(self, i, dy):
         geo = self._geometry(i)
         x, filters = self._image(i, geo), self._filters(i, geo)
-        dy4 = dy.reshape(x.shape[0], geo["w_shape"][0], *geo["out_hw"])
+        dy4 = dy.reshape(x.shape[0], geo["num_filters"], *geo["out_hw"])
+        _, backward_data, backward_filter = self._kernels(geo)
         gx, gf = self.get_input_grad(i), self.get_input_grad(i + 1)
         for n in range(x.shape[0]):
             if gx is not None:
-                K.conv2d_backward_data(dy4[n : n + 1], filters[n], (1,) + geo["x_shape"],
-                                       geo["stride"], geo["padding"],
-                                       out=gx[n].reshape((1,) + geo["x_shape"]))
+                backward_data(dy4[n : n + 1], filters[n], (1,) + geo["x_shape"],
+                              geo["stride"], geo["padding"],
+                              out=gx[n].reshape((1,) + geo["x_shape"]))
             if gf is not None:
-                K.conv2d_backward_filter(x[n : n + 1], dy4[n : n + 1], geo["w_shape"],
-                                         geo["stride"], geo["padding"],
-                                         out=gf[n].reshape(geo["w_shape"]))
+                backward_filter(x[n : n + 1], dy4[n : n + 1], geo["w_shape"], geo["stride"],
+                                geo["padding"], out=gf[n].reshape(geo["w_shape"]))
 
 
 def _conv_attrs(fn: str, filter_size: int, num_filters: int, num_channels: int | None,
                 stride: int, padding: int, filter_size_y: int | None, stride_y: int | None,
                 padding_y: int | None, trans: bool) -> dict:
-    if trans:
-        raise NotImplementedError(f"{fn}(trans=True) is not supported; use img_conv(trans=True)")
     attrs = {"filter_size": int(filter_size), "num_filters": int(num_filters),
              "stride": int(stride), "padding": int(padding)}
+    if trans:
+        attrs["trans"] = True
     for key, val in (("channels", num_channels), ("filter_size_y", filter_size_y),
                      ("stride_y", stride_y), ("padding_y", padding_y)):
         if val is not None:
@@ -129,7 +148,9 @@ def conv_operator(img: LayerOutput, filter: LayerOutput, filter_size: int,  # no
                   padding: int = 0, filter_size_y: int | None = None, stride_y: int | None = None,
                   padding_y: int | None = None, trans: bool = False) -> Projection:
     """Convolve each sample's image with that sample's own filters, read from ``filter``
-    (width ``num_filters * channels * fy * fx``); output ``num_filters * oh * ow`` wide."""
+    (width ``num_filters * channels * fy * fx``); output ``num_filters * oh * ow`` wide.
+    ``trans=True``: the transposed convolution, filters ``(channels, num_filters, fy, fx)``,
+    output side ``(i - 1) * s + f - 2p``."""
     attrs = _conv_attrs("conv_operator", filter_size, num_filters, num_channels, stride, padding,
                         filter_size_y, stride_y, padding_y, trans)
     return Projection("conv_operator", [img, filter], attrs)
@@ -141,7 +162,9 @@ def conv_projection(input: LayerOutput, filter_size: int, num_filters: int,  # n
                     filter_size_y: int | None = None, stride_y: int | None = None,
                     padding_y: int | None = None, groups: int = 1, param_attr: Any = None,
                     trans: bool = False) -> Projection:
-    """``conv(x, W)`` with a learned ``(num_filters, channels/groups * fy * fx)`` filter."""
+    """``conv(x, W)`` with a learned ``(num_filters, channels/groups * fy * fx)`` filter;
+    ``trans=True``: the transposed convolution with a ``(channels, num_filters/groups * fy *
+    fx)`` filter, output side ``(i - 1) * s + f - 2p``."""
     attrs = _conv_attrs("conv_projection", filter_size, num_filters, num_channels, stride,
                         padding, filter_size_y, stride_y, padding_y, trans)
     attrs["groups"] = int(groups)

@@ -12,7 +12,6 @@ from sculler import activation as A
 from sculler.core.expression import (
     LayerOutput,
     make_layer,
-    no_support,
     one_input,
 )
 from sculler.core.faces import layer_function, onnx_converter
@@ -24,6 +23,8 @@ from sculler.layers.image import (
     channels_attr,
     image_geometry,
     set_output_geometry,
+    set_volume_geometry,
+    volume_geometry,
 )
 from sculler.math.norm import (
     batch_norm_backward,
@@ -51,8 +52,9 @@ class BatchNormLayer(ImageLayer):
     (on by default).
 
     Attrs: ``channels``/``height``/``width`` of the input (else from the input layer, else a
-    flat input), ``moving_average_fraction`` (0.9), ``use_global_stats`` (unset),
-    ``epsilon`` (1e-5). Output geometry equals the input's.
+    flat input), ``img3D`` (a ``C x D x H x W`` volume, ``depth`` from the attrs or the input
+    layer; statistics over ``N*D*H*W``), ``moving_average_fraction`` (0.9),
+    ``use_global_stats`` (unset), ``epsilon`` (1e-5). Output geometry equals the input's.
     """
 
     default_bias = True
@@ -62,17 +64,28 @@ class BatchNormLayer(ImageLayer):
     image_inputs = 1
 
     @classmethod
+    def input_geometry(cls, config, inputs, i=0):
+        """``(C, H, W)``; a volume (attr ``img3D``) counts as ``(C, D*H, W)``: the statistics
+        run over all its voxels per channel."""
+        if not config.attrs.get("img3D"):
+            return image_geometry(config, inputs, i, flat_ok=True)
+        c, d, h, w = volume_geometry(config, inputs, i)
+        return c, d * h, w
+
+    @classmethod
     def infer_size(cls, config, inputs):
-        return set_output_geometry(config, *image_geometry(config, inputs, 0, flat_ok=True))
+        if config.attrs.get("img3D"):
+            return set_volume_geometry(config, *volume_geometry(config, inputs, 0))
+        return set_output_geometry(config, *cls.input_geometry(config, inputs))
 
     @classmethod
     def weight_dims(cls, config, inputs):
-        c = image_geometry(config, inputs, 0, flat_ok=True)[0]
+        c = cls.input_geometry(config, inputs)[0]
         return {0: (1, c), 1: (1, c), 2: (1, c)}
 
     @classmethod
     def bias_dims(cls, config, inputs):
-        return (1, image_geometry(config, inputs, 0, flat_ok=True)[0])
+        return (1, cls.input_geometry(config, inputs)[0])
 
     @classmethod
     def paddle_dims(cls, config, inputs):
@@ -86,6 +99,7 @@ class BatchNormLayer(ImageLayer):
 
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
+        self.out_geom = self.geom[0]
         for k, what in ((1, "moving mean"), (2, "moving variance")):
             if self.weights[k].w_grad is not None:
                 raise ValueError(
@@ -210,10 +224,10 @@ def batch_norm(input: LayerOutput, act: Any = None, name: str | None = None,  # 
     (moving ones updated ``m = f*m + (1-f)*batch``), moving statistics in testing unless
     ``use_global_stats=False``. ``param_attr`` is gamma's (default 1), ``bias_attr`` beta's;
     ``mean_var_names`` names the static moving mean and variance (default
-    ``_<name>.w1``/``.w2``). A non-image input normalises each of its columns.
+    ``_<name>.w1``/``.w2``). A non-image input normalises each of its columns; ``img3D=True``
+    normalises each channel of a ``C x D x H x W`` volume (the data layer's ``depth``).
     """
     fn = "batch_norm"
-    no_support(fn, img3D=img3D)
     src = one_input(input, fn)
     types = (None, "batch_norm", "cudnn_batch_norm", "mkldnn_batch_norm")
     if batch_norm_type not in types:
@@ -233,6 +247,8 @@ def batch_norm(input: LayerOutput, act: Any = None, name: str | None = None,  # 
                         f"list {param_attr!r}")
     attrs: dict[str, Any] = {"epsilon": float(epsilon),
                              "moving_average_fraction": float(moving_average_fraction)}
+    if img3D:
+        attrs["img3D"] = True
     if use_global_stats is not None:
         attrs["use_global_stats"] = bool(use_global_stats)
     out = make_layer("batch_norm", [src, src, src], name=name, name_prefix="batch_norm",
@@ -268,7 +284,7 @@ def batch_norm_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str
         raise NotImplementedError(f"layer {lc.name!r} (batch_norm): use_global_stats=False "
                                   "normalises with the batch's statistics at test time")
     ctx.require_dense(lc, 0, ins[0])
-    c, h, w = image_geometry(lc, ctx.input_configs(lc), 0, flat_ok=True)
+    c, h, w = BatchNormLayer.input_geometry(lc, ctx.input_configs(lc))
     params = [ctx.weight(lc.inputs[k].input_parameter_name).reshape(-1) for k in range(3)]
     bias = (ctx.weight(lc.bias_parameter_name).reshape(-1) if lc.bias_parameter_name
             else np.zeros(c, np.float32))

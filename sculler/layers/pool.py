@@ -173,7 +173,7 @@ def pool_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
         y = g.op("MaxPool", [x], lc.name, **attrs)
     else:  # the window mean times k*k / (cells that count), 0 for an empty window
         exclude = bool(lc.attrs.get("exclude_mode", True))
-        count = np.outer(*(_window_counts(o, s, k, n, p, exclude)
+        count = np.outer(*(window_counts(o, s, k, n, p, exclude)
                            for o, s, k, n, p in ((oh, sy, ky, h, py), (ow, sx, kx, w, px))))
         factor = np.where(count > 0, ky * kx / np.maximum(count, 1), 0.0)
         y = g.op("Mul", [g.op("AveragePool", [x], lc.name, **attrs),
@@ -183,7 +183,7 @@ def pool_to_onnx(g: Any, lc: LayerConfig, ins: list[str], ctx: Any) -> str:
     return flat if done else ctx.bias(g, lc, flat)
 
 
-def _window_counts(out: int, stride: int, k: int, n: int, pad: int,
+def window_counts(out: int, stride: int, k: int, n: int, pad: int,
                    exclude: bool) -> np.ndarray:
     """Per output position along one axis: the window's cells inside the image
     (``exclude``) or inside the padded image."""

@@ -27,7 +27,7 @@ SIMPLE_ACTIVATIONS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "exp
                       "log": "Log", "abs": "Abs", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
                       "softsign": "Softsign"}
 EXPORTED_PROJECTIONS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul",
-                        "scaling", "dotmul_operator", "operand")
+                        "scaling", "dotmul_operator", "operand", "slice")
 
 
 class Context:
@@ -59,15 +59,16 @@ class Context:
         return g.op("Add", [y, g.const(f"{lc.name}/bias", b)], lc.name)
 
     def image_bias(self, g: GraphBuilder, lc: LayerConfig, y4: str,
-                   channels: int) -> tuple[str, bool]:
-        """Per-channel bias on the NCHW value; ``(value, added)`` (False: a (1, size) bias
-        is left for the flat value)."""
+                   channels: int, spatial_axes: int = 2) -> tuple[str, bool]:
+        """Per-channel bias on the NCHW (``spatial_axes=3``: NCDHW) value; ``(value, added)``
+        (False: a (1, size) bias is left for the flat value)."""
         if not lc.bias_parameter_name:
             return y4, True
         b = self.weight(lc.bias_parameter_name)
         if b.size != channels:
             return y4, False
-        return g.op("Add", [y4, g.const(f"{lc.name}/bias", b.reshape(1, -1, 1, 1))],
+        shape = (1, -1) + (1,) * spatial_axes
+        return g.op("Add", [y4, g.const(f"{lc.name}/bias", b.reshape(shape))],
                     lc.name), True
 
 

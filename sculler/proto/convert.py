@@ -41,9 +41,11 @@ from sculler.core.model_config import (
     SubModelConfig,
 )
 from sculler.layers.conv import conv_conf
-from sculler.layers.image import image_geometry
+from sculler.layers.conv3d import conv3d_conf
+from sculler.layers.image import image_geometry, volume_geometry
 from sculler.layers.mixed import _proj_width
 from sculler.layers.mixed_conv import conv_geometry
+from sculler.layers.pool3d import pool3d_conf
 from sculler.proto import messages
 
 __all__ = ["to_proto", "from_proto", "model_config_text", "parse_network", "IGNORED_LAYER_FIELDS",
@@ -84,6 +86,7 @@ DATA_TYPE_ATTRS = ("kind", "seq_type")
 
 CONV_TYPES = frozenset({"exconv", "conv", "cudnn_conv"})
 CONVT_TYPES = frozenset({"exconvt", "convt", "cudnn_convt"})
+CONV3D_TYPES = frozenset({"conv3d", "deconv3d"})
 # Layers whose input geometry PaddlePaddle writes in an image_conf inside a per-input message,
 # with the settings that message holds besides it.
 IMAGE_CONF_LAYERS = {"maxout": ("maxout_conf", ("groups",)),
@@ -92,19 +95,29 @@ IMAGE_CONF_LAYERS = {"maxout": ("maxout_conf", ("groups",)),
                      "pad": ("pad_conf", ("pad_c", "pad_h", "pad_w"))}
 # Image layers: PaddlePaddle writes their OUTPUT geometry in LayerConfig.height/width (spp
 # writes 1 and its number of bins).
-IMAGE_OUTPUT_TYPES = CONV_TYPES | CONVT_TYPES | set(IMAGE_CONF_LAYERS) | {
-    "pool", "batch_norm", "cudnn_batch_norm", "norm", "roi_pool"}
-GEOMETRY_ATTRS = ("out_channels", "out_height", "out_width")
+IMAGE_OUTPUT_TYPES = CONV_TYPES | CONVT_TYPES | CONV3D_TYPES | set(IMAGE_CONF_LAYERS) | {
+    "pool", "pool3d", "batch_norm", "cudnn_batch_norm", "norm", "roi_pool"}
+GEOMETRY_ATTRS = ("out_channels", "out_depth", "out_height", "out_width")
+# The 3-D settings: Sculler's attr (x axis; "_y"/"_z" the others) -> Paddle's conv_conf /
+# pool_conf field of the x axis.
+CONV3D_FIELDS = {"filter_size": "filter_size", "stride": "stride", "padding": "padding"}
+POOL3D_FIELDS = {"pool_size": "size_x", "stride": "stride", "padding": "padding"}
+VOLUME_KEYS = ("channels", "depth", "height", "width")
 CONV_KEYS = ("filter_size", "filter_size_y", "stride", "stride_y", "padding", "padding_y",
              "dilation", "dilation_y", "groups", "channels", "height", "width", "caffe_mode")
 POOL_KEYS = ("pool_type", "pool_size", "pool_size_y", "stride", "stride_y", "padding",
              "padding_y", "ceil_mode", "exclude_mode", "channels", "height", "width")
+CONV3D_KEYS = tuple(k + s for k in ("filter_size", "stride", "padding") for s in ("", "_y", "_z")
+                    ) + ("groups",) + VOLUME_KEYS
+POOL3D_KEYS = tuple(k + s for k in ("pool_size", "stride", "padding") for s in ("", "_y", "_z")
+                    ) + ("pool_type", "ceil_mode") + VOLUME_KEYS
 NORM_KEYS = ("norm_type", "norm_size", "scale", "power", "channels", "height", "width")
 # Sculler projection kind -> PaddlePaddle ProjectionConfig.type
 PROJ_TO_PADDLE = {"full_matrix": "fc", "trans_full_matrix": "trans_fc", "table": "table",
                   "identity": "identity", "dotmul": "dot_mul", "scaling": "scaling",
-                  "context": "context", "conv": "conv"}
-PROJ_FROM_PADDLE = {v: k for k, v in PROJ_TO_PADDLE.items()} | {"identity_offset": "identity"}
+                  "context": "context", "conv": "conv", "slice": "slice"}
+PROJ_FROM_PADDLE = {v: k for k, v in PROJ_TO_PADDLE.items()} | {"identity_offset": "identity",
+                                                                 "convt": "conv"}
 PROJECTION_LAYERS = frozenset({"mixed", "concat2"})
 EVALUATOR_RENAMED = {"classification_threshold": "threshold"}
 EVALUATOR_SAME_NAME = frozenset({"chunk_scheme", "num_chunk_types", "excluded_chunk_types",
@@ -161,10 +174,18 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
     if lc.type == "data":
         for key in DATA_TYPE_ATTRS:
             attrs.pop(key, None)
+        if "depth" in attrs:  # a volume's depth (LayerConfig.depth is only read from data)
+            p.depth = int(attrs.pop("depth"))
     if lc.type in IMAGE_OUTPUT_TYPES and "out_height" in attrs:
         p.height, p.width = _paddle_output_geometry(lc.type, attrs)
+        if "out_depth" in attrs:
+            p.depth = int(attrs["out_depth"])
     if lc.type in CONV_TYPES or lc.type in CONVT_TYPES:
         _conv_to_proto(lc, inputs, p, attrs, in_attrs)
+    elif lc.type in CONV3D_TYPES:
+        _conv3d_to_proto(lc, inputs, p, attrs, in_attrs)
+    elif lc.type == "pool3d":
+        _pool3d_to_proto(lc, inputs, p, attrs)
     elif lc.type in IMAGE_CONF_LAYERS:
         conf_name, keys = IMAGE_CONF_LAYERS[lc.type]
         conf = getattr(p.inputs[0], conf_name)
@@ -177,6 +198,12 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
         _pool_to_proto(lc, inputs, p, attrs)
     elif lc.type == "norm":
         _norm_to_proto(lc, inputs, p, attrs)
+    elif lc.type in ("batch_norm", "cudnn_batch_norm") and attrs.pop("img3D", False):
+        conf = p.inputs[0].image_conf
+        c, d, h, w = volume_geometry(lc, inputs, 0)
+        conf.channels, conf.img_size_z, conf.img_size_y, conf.img_size = c, d, h, w
+        _pop(attrs, VOLUME_KEYS)
+        _pop(in_attrs[0], VOLUME_KEYS)
     elif lc.type in ("batch_norm", "cudnn_batch_norm"):
         _image_conf(p.inputs[0].image_conf, image_geometry(lc, inputs, 0, flat_ok=True))
         _pop(attrs, ("channels", "height", "width"))
@@ -263,6 +290,48 @@ def _conv_to_proto(lc, inputs, p, attrs, in_attrs) -> None:
     p.shared_biases = bool(attrs.pop("shared_biases", True))
 
 
+def _set_zyx(conf: Any, fields: dict[str, str], zyx_of: Any) -> None:
+    """Write each setting's three axes into ``conf`` (Paddle's x field, ``_y``, ``_z``)."""
+    for key, field in fields.items():
+        z, y, x = zyx_of(key)
+        setattr(conf, field, x)
+        setattr(conf, field.replace("_x", "") + "_y", y)
+        setattr(conf, field.replace("_x", "") + "_z", z)
+
+
+def _conv3d_to_proto(lc, inputs, p, attrs, in_attrs) -> None:
+    """``conv_conf`` with the ``_z`` fields, as PaddlePaddle's parse_conv3d writes it (a
+    deconv3d is described as the convolution it inverts; filter_channels F/groups)."""
+    trans = lc.type == "deconv3d"
+    nf = int(attrs["num_filters"])
+    out_dhw = tuple(int(attrs[k]) for k in ("out_depth", "out_height", "out_width"))
+    for i in range(len(lc.inputs)):
+        cf, (c, *dhw) = conv3d_conf(lc, i), volume_geometry(lc, inputs, i)
+        conf = p.inputs[i].conv_conf
+        _set_zyx(conf, CONV3D_FIELDS, cf.__getitem__)
+        conf.groups, conf.channels, conf.caffe_mode = cf["groups"], c, True
+        conf.filter_channels = (nf if trans else c) // cf["groups"]
+        img, out = (out_dhw, dhw) if trans else (dhw, out_dhw)
+        conf.img_size_z, conf.img_size_y, conf.img_size = img
+        conf.output_z, conf.output_y, conf.output_x = out
+        _pop(in_attrs[i], CONV3D_KEYS)
+    _pop(attrs, CONV3D_KEYS)
+    p.num_filters = int(attrs.pop("num_filters"))
+    p.shared_biases = bool(attrs.pop("shared_biases", True))
+
+
+def _pool3d_to_proto(lc, inputs, p, attrs) -> None:
+    c, d, h, w = volume_geometry(lc, inputs, 0)
+    conf = p.inputs[0].pool_conf
+    conf.pool_type = str(attrs.get("pool_type", "max-projection"))
+    conf.channels, conf.img_size_z, conf.img_size_y, conf.img_size = c, d, h, w
+    window = dict(zip(POOL3D_FIELDS, pool3d_conf(lc)))
+    _set_zyx(conf, POOL3D_FIELDS, window.__getitem__)
+    conf.output_z, conf.output_y, conf.output_x = (
+        int(attrs[k]) for k in ("out_depth", "out_height", "out_width"))
+    _pop(attrs, POOL3D_KEYS)
+
+
 def _pool_to_proto(lc, inputs, p, attrs) -> None:
     c, h, w = image_geometry(lc, inputs, 0)
     conf = p.inputs[0].pool_conf
@@ -315,22 +384,31 @@ def _projections_to_proto(lc, inputs, p, in_attrs) -> None:
         a.pop("size", None)
         if kind == "identity" and "offset" in a:
             conf.type, conf.offset = "identity_offset", int(a.pop("offset"))
+        elif kind == "slice":
+            for start, end in a.pop("slices"):
+                conf.slices.add(start=int(start), end=int(end))
         elif kind == "context":
             conf.context_start = int(a.pop("context_start", 0))
             conf.context_length = int(a.pop("context_len"))
             conf.trainable_padding = bool(a.pop("trainable_padding", False))
         elif kind == "conv":
             geo = conv_geometry(lc, inputs, i)
-            (c, h, w), (nf, per_group, fy, fx) = geo["x_shape"], geo["w_shape"]
+            (c, h, w), (_, _, fy, fx) = geo["x_shape"], geo["w_shape"]
+            nf, trans = geo["num_filters"], geo["trans"]
             cc = conf.conv_conf
             cc.filter_size, cc.filter_size_y = fx, fy
             cc.stride_y, cc.stride = geo["stride"]
             cc.padding_y, cc.padding = geo["padding"]
-            cc.groups, cc.channels, cc.filter_channels = geo["groups"], c, per_group
-            cc.img_size, cc.img_size_y, cc.caffe_mode = w, h, True
-            cc.output_y, cc.output_x = geo["out_hw"]
+            # a transposed one is written as the convolution it inverts (parse_conv, trans)
+            cc.groups, cc.channels = geo["groups"], c
+            cc.filter_channels = (nf if trans else c) // geo["groups"]
+            (cc.img_size_y, cc.img_size), (cc.output_y, cc.output_x) = (
+                (geo["out_hw"], (h, w)) if trans else ((h, w), geo["out_hw"]))
+            cc.caffe_mode = True
+            if trans:
+                conf.type = "convt"
             conf.num_filters = nf
-            a.pop("num_filters", None)
+            _pop(a, ("num_filters", "trans"))
             _pop(a, CONV_KEYS)
 
 
@@ -489,8 +567,11 @@ def _layer_from_proto(pl: Any) -> LayerConfig:
     for pin in pl.inputs:
         lc.inputs.append(InputConfig(pin.input_layer_name, pin.input_parameter_name or None))
     if pl.type in IMAGE_OUTPUT_TYPES:
-        handled |= {"height", "width"}  # output geometry: checked after the build
-    if pl.type in CONV_TYPES or pl.type in CONVT_TYPES:
+        handled |= {"height", "width", "depth"}  # output geometry: checked after the build
+    if pl.type == "data" and pl.HasField("depth"):
+        lc.attrs["depth"] = int(pl.depth)
+        handled.add("depth")
+    if pl.type in CONV_TYPES or pl.type in CONVT_TYPES or pl.type in CONV3D_TYPES:
         lc.attrs["num_filters"] = int(pl.num_filters)
         lc.attrs["shared_biases"] = bool(pl.shared_biases)
         handled |= {"num_filters", "shared_biases"}
@@ -540,8 +621,12 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                 value = getattr(conf, key)
                 lc.attrs[key] = list(value) if isinstance(value, Iterable) and not isinstance(
                     value, str) else value
+        elif name == "conv_conf" and pl.type in CONV3D_TYPES:
+            a.update(_conv3d_attrs(pl, conf))
         elif name == "pool_conf" and pl.type == "pool":
             lc.attrs.update(_pool_attrs(pl, conf))
+        elif name == "pool_conf" and pl.type == "pool3d":
+            lc.attrs.update(_pool3d_attrs(pl, conf))
         elif name == "norm_conf" and pl.type == "norm":
             if conf.norm_type != "cmrnorm-projection" or conf.blocked:
                 raise _fail(pl.name, f"norm_type {conf.norm_type!r} (blocked={conf.blocked}) "
@@ -552,7 +637,12 @@ def _input_from_proto(pl: Any, i: int, pin: Any, lc: LayerConfig) -> None:
                                                                     or conf.img_size),
                             width=int(conf.img_size))
         elif name == "image_conf" and pl.type in ("batch_norm", "cudnn_batch_norm"):
-            a.update(_image_attrs(pl, conf))
+            if conf.HasField("img_size_z"):  # PaddlePaddle's batch_norm_layer(img3D=True)
+                lc.attrs["img3D"] = True
+                a.update(channels=int(conf.channels), depth=int(conf.img_size_z),
+                         height=int(conf.img_size_y or conf.img_size), width=int(conf.img_size))
+            else:
+                a.update(_image_attrs(pl, conf))
         elif name == "proj_conf" and pl.type in PROJECTION_LAYERS:
             a.update(_projection_attrs(pl, i, conf))
         elif pl.type in INPUT_CONF_FIELDS and name == INPUT_CONF_FIELDS[pl.type][0]:
@@ -614,12 +704,16 @@ def _check_3d(pl: Any, conf: Any, keys: tuple[str, ...]) -> None:
                         "supported")
 
 
-def _conv_attrs(pl: Any, conf: Any) -> dict[str, Any]:
+def _conv_attrs(pl: Any, conf: Any, trans: bool | None = None,
+                num_filters: int | None = None) -> dict[str, Any]:
+    """Sculler's attrs of a 2-D ``conv_conf``; ``trans``/``num_filters`` default to the
+    layer's (a projection passes its own)."""
     _check_3d(pl, conf, ("filter_size_z", "stride_z", "output_z", "img_size_z"))
-    trans = pl.type in CONVT_TYPES
+    trans = pl.type in CONVT_TYPES if trans is None else trans
     if not (trans or conf.caffe_mode):
         raise _fail(pl.name, f"({pl.type}) caffe_mode=false convolutions are not supported")
-    filters = pl.num_filters if trans else conf.channels
+    filters = (pl.num_filters if num_filters is None else num_filters) if trans else \
+        conf.channels
     if conf.filter_channels * conf.groups != filters:
         raise _fail(pl.name, f"({pl.type}) filter_channels {conf.filter_channels} * groups "
                     f"{conf.groups} != {'num_filters' if trans else 'channels'} {filters}")
@@ -633,6 +727,47 @@ def _conv_attrs(pl: Any, conf: Any) -> dict[str, Any]:
     if not conf.caffe_mode:
         out["caffe_mode"] = False
     return out
+
+
+def _zyx_attrs(conf: Any, fields: dict[str, str]) -> dict[str, int]:
+    """The inverse of :func:`_set_zyx`: Sculler's ``key``/``key_y``/``key_z`` attrs."""
+    out = {}
+    for key, field in fields.items():
+        stem = field.replace("_x", "")
+        out.update({key: int(getattr(conf, field)), key + "_y": int(getattr(conf, stem + "_y")),
+                    key + "_z": int(getattr(conf, stem + "_z"))})
+    return out
+
+
+def _conv3d_attrs(pl: Any, conf: Any) -> dict[str, Any]:
+    trans = pl.type == "deconv3d"
+    if not conf.caffe_mode:
+        raise _fail(pl.name, f"({pl.type}) caffe_mode=false convolutions are not supported")
+    if conf.dilation != 1 or conf.dilation_y != 1:
+        raise _fail(pl.name, f"({pl.type}) a dilated 3-D convolution has no Sculler equivalent")
+    filters = pl.num_filters if trans else conf.channels
+    if conf.filter_channels * conf.groups != filters:
+        raise _fail(pl.name, f"({pl.type}) filter_channels {conf.filter_channels} * groups "
+                    f"{conf.groups} != {'num_filters' if trans else 'channels'} {filters}")
+    src = ((conf.output_z, conf.output_y, conf.output_x) if trans else
+           (conf.img_size_z, conf.img_size_y, conf.img_size))
+    return {**_zyx_attrs(conf, CONV3D_FIELDS), "groups": int(conf.groups),
+            "channels": int(conf.channels), **dict(zip(VOLUME_KEYS[1:], map(int, src)))}
+
+
+def _pool3d_attrs(pl: Any, conf: Any) -> dict[str, Any]:
+    if conf.HasField("start"):
+        raise _fail(pl.name, "(pool3d) pool_conf.start has no Sculler equivalent")
+    a = {"pool_type": conf.pool_type, **_zyx_attrs(conf, POOL3D_FIELDS),
+         "channels": int(conf.channels), "depth": int(conf.img_size_z),
+         "height": int(conf.img_size_y), "width": int(conf.img_size)}
+    # ceil_mode is not stored: PaddlePaddle wrote it into output_x, so read it back from there
+    span = conf.img_size + 2 * conf.padding - conf.size_x
+    a["ceil_mode"] = conf.output_x == -(-span // conf.stride) + 1
+    if not a["ceil_mode"] and conf.output_x != span // conf.stride + 1:
+        raise _fail(pl.name, f"(pool3d) output_x {conf.output_x} matches neither rounding of "
+                    f"img_size {conf.img_size}")
+    return a
 
 
 def _pool_attrs(pl: Any, conf: Any) -> dict[str, Any]:
@@ -665,6 +800,8 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
     a: dict[str, Any] = {"proj": kind}
     if conf.type == "identity_offset":
         a.update(offset=int(conf.offset), size=int(conf.output_size))
+    elif kind == "slice":
+        a["slices"] = [[int(r.start), int(r.end)] for r in conf.slices]
     elif kind == "context":
         a.update(context_start=int(conf.context_start), context_len=int(conf.context_length),
                  trainable_padding=bool(conf.trainable_padding))
@@ -672,13 +809,17 @@ def _projection_attrs(pl: Any, i: int, conf: Any) -> dict[str, Any]:
         if conf.conv_conf.dilation != 1 or conf.conv_conf.dilation_y != 1:
             raise _fail(pl.name, f"({pl.type}) input {i}: a dilated conv projection has no "
                         "Sculler equivalent")
-        a.update(_conv_attrs(pl, conf.conv_conf), num_filters=int(conf.num_filters))
+        trans = conf.type == "convt"
+        a.update(_conv_attrs(pl, conf.conv_conf, trans, conf.num_filters),
+                 num_filters=int(conf.num_filters))
         _pop(a, ("dilation", "dilation_y"))
+        if trans:
+            a["trans"] = True
     if kind in ("full_matrix", "trans_full_matrix", "table") and conf.output_size != pl.size:
         a["size"] = int(conf.output_size)
     for fd, _ in conf.ListFields():
         known = {"type", "name", "input_size", "output_size", "offset", "context_start",
-                 "context_length", "trainable_padding", "conv_conf", "num_filters"}
+                 "context_length", "trainable_padding", "conv_conf", "num_filters", "slices"}
         if fd.name not in known:
             raise _fail(pl.name, f"({pl.type}) input {i} proj_conf.{fd.name} has no Sculler "
                         "equivalent")

@@ -167,3 +167,74 @@ outputs(pooling_layer(input=x, pooling_type={pooling}),
     assert [(n, t, s) for n, t, s, _, _, _ in layers] == [
         ("x", "data", 8), ("__seq_pooling_0__", layer_type, 8),
         ("__expand_layer_0__", "expand", 8), ("__seqconcat_0__", "seqconcat", 8)]
+
+
+VOLUMES = """
+data = data_layer(name='vol', size=2 * 4 * 10 * 9, depth=4, height=10, width=9)
+c = img_conv3d_layer(input=data, num_filters=6, num_channels=2, filter_size=3, stride=2,
+                     padding=1, act=LinearActivation())
+d = img_conv3d_layer(input=c, num_filters=6, filter_size=[2, 2, 2], stride=2, trans=True,
+                     layer_type='deconv3d', act=LinearActivation())
+p = img_pool3d_layer(input=d, num_channels=6, pool_size=3, stride=2, padding=1,
+                     pool_type=AvgPooling())
+b = batch_norm_layer(input=p, num_channels=6, img3D=True)
+outputs(b)
+"""
+
+
+def test_3d_family(tmp_path):
+    layers, params, mc = structure(tmp_path, VOLUMES)
+    # conv3d: 4x10x9 -> 2x5x5; deconv3d: -> 4x10x10; pool3d (ceil): -> 3x6x6
+    assert [(n, t, s, a) for n, t, s, a, _, _ in layers] == [
+        ("vol", "data", 720, ""),
+        ("__conv3d_0__", "conv3d", 6 * 2 * 5 * 5, ""),
+        ("__conv3d_1__", "deconv3d", 6 * 4 * 10 * 10, ""),
+        ("__pool3d_0__", "pool3d", 6 * 3 * 6 * 6, ""),
+        ("__batch_norm_0__", "batch_norm", 6 * 3 * 6 * 6, "relu")]
+    assert params["___conv3d_0__.w0"] == (6 * 2 * 27, [])  # Paddle writes no dims
+    assert params["___conv3d_0__.wbias"] == (6, [6, 1])
+    assert params["___conv3d_1__.w0"] == (6 * 6 * 8, [])  # C == F: Paddle's size too
+    assert params["___batch_norm_0__.w1"] == (6, [1, 6])
+    assert mc.layer("__conv3d_1__").attrs["out_depth"] == 4
+
+
+BEAM = """
+scores = data_layer(name='scores', size=1)
+kept = kmax_seq_score_layer(input=scores, beam_size=3)
+gold = data_layer(name='gold', size=1)
+spans = fc_layer(input=data_layer(name='states', size=4), size=1, act=LinearActivation())
+kept2 = kmax_seq_score_layer(input=spans, beam_size=3)
+gold2 = data_layer(name='gold2', size=1)
+cost = cross_entropy_over_beam(input=[
+    BeamInput(candidate_scores=scores, selected_candidates=kept, gold=gold),
+    BeamInput(candidate_scores=spans, selected_candidates=kept2, gold=gold2)])
+outputs(cost)
+"""
+
+
+def test_cross_entropy_over_beam_takes_the_triples_in_order(tmp_path):
+    layers, _, _ = structure(tmp_path, BEAM)
+    name, layer_type, size, _, inputs, bias = layers[-1]
+    assert (name, layer_type, size, bias) == ("__cross_entropy_over_beam_0__",
+                                             "cross_entropy_over_beam", 1, None)
+    assert [i for i, _ in inputs] == ["scores", "__kmax_seq_score_layer_0__", "gold",
+                                      "__fc_layer_0__", "__kmax_seq_score_layer_1__", "gold2"]
+
+
+TWO_OUTPUTS = """
+flat = data_layer(name='flat', size=4)
+h = fc_layer(input=flat, size=2)
+outputs(h)
+vol = data_layer(name='vol', size=2 * 3 * 4 * 4, depth=3, height=4, width=4)
+p = img_pool3d_layer(input=vol, num_channels=2, pool_size=2, stride=2)
+outputs(p)
+outputs(h)
+"""
+
+
+def test_later_outputs_calls_add_outputs_but_keep_the_first_calls_inputs(tmp_path):
+    """PaddlePaddle's outputs(): once inputs are set (HasInputsSet), a later call only appends
+    its layers to the outputs."""
+    _, _, mc = structure(tmp_path, TWO_OUTPUTS)
+    assert mc.input_layer_names == ["flat"]
+    assert mc.output_layer_names == ["__fc_layer_0__", "__pool3d_0__"]

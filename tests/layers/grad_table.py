@@ -208,6 +208,17 @@ MIXED = [
     Row("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv_operator", num_filters=2, filter_size=3,
                                                      channels=2, height=5, width=4)),
                           INPUT_DATA(36, attrs=proj("operand"))]),
+    Row("mixed", dict(bias=True), [INPUT_DATA(40, attrs=proj(
+        "conv", num_filters=4, filter_size=3, filter_size_y=2, stride=2, padding=1, channels=2,
+        height=5, width=4, groups=2, trans=True))]),
+    Row("mixed", dict(), [INPUT_DATA(40, attrs=proj("conv_operator", num_filters=3, filter_size=2,
+                                                     stride=2, channels=2, height=5, width=4,
+                                                     trans=True)),
+                          INPUT_DATA(24, attrs=proj("operand"))]),
+    Row("mixed", dict(), [INPUT_DATA(10, attrs=proj("slice", slices=[[0, 3], [5, 9]]))]),
+    Row("mixed", dict(size=9, active_type="tanh"),
+        [INPUT_SEQUENCE_DATA(10, attrs=proj("slice", slices=[[1, 4], [4, 10]])),
+         INPUT_SEQUENCE_DATA(9, attrs=proj("identity"))]),
     Row("mixed", dict(size=4), [INPUT_DATA(5, attrs=proj("full_matrix"))]),
     Row("mixed", dict(size=4, bias=True, active_type="tanh"),
         [INPUT_DATA(5, attrs=proj("full_matrix")),
@@ -235,6 +246,30 @@ MIXED = [
         [INPUT_DATA(4, attrs=proj("dotmul_operator", scale=0.5)),
          INPUT_DATA(4, attrs=proj("operand")), INPUT_DATA(4, attrs=proj("dotmul"))]),
 ]
+
+# data_norm's static statistics, drawn away from zero so the scale rows matter
+STATS = {"is_static": True, "initial_mean": 0.8, "initial_std": 0.3}
+
+
+def beam_search_steps(batch: int, rng: np.random.RandomState) -> list[Argument]:
+    """cross_entropy_over_beam's triples for three search steps of two samples, beam 2, random
+    scores: sample 0's gold path falls off the beam at step 2, sample 1's stays in it."""
+    layout = [
+        (dict(seq_starts=np.array([0, 3, 5])), [[2, 0], [1, 0]], [0, 1]),
+        (dict(seq_starts=np.array([0, 5, 9]), sub_seq_starts=np.array([0, 2, 5, 8, 9])),
+         [[1, 0], [2, -1], [0, 1], [0, -1]], [2, 1]),
+        (dict(seq_starts=np.array([0, 5, 10]),
+              sub_seq_starts=np.array([0, 2, 3, 5, 6, 8, 10])),
+         [[0, 1], [0, -1], [1, -1], [0, -1], [1, 0], [0, 1]], [0, 0]),
+    ]
+    args = []
+    for starts, kept, gold in layout:
+        rows = int(starts["seq_starts"][-1])
+        args += [Argument(value=dense(rng, rows, 1), **starts),
+                 Argument(value=np.array(kept, dtype=np.float64)),
+                 Argument(ids=np.array(gold))]
+    return args
+
 
 # ---- the dense layers -----------------------------------------------------------------------
 DENSE = [
@@ -280,6 +315,15 @@ DENSE = [
         [INPUT_DATA(3), INPUT_SEQUENCE_DATA(2)], use_weight=True),
     Row("selective_fc", dict(size=6, has_select=True, active_type="sigmoid"),
         [INPUT_DATA(5), INPUT_SPARSE_NON_VALUE_DATA(6, nnz=2)], use_weight=True),
+    Row("cross_entropy_over_beam", dict(),
+        [INPUT_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4),
+         INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4),
+         INPUT_HASSUB_SEQUENCE_DATA(1), INPUT_DATA_TARGET(2), INPUT_LABEL(4)],
+        batch_size=2, make_inputs=beam_search_steps, compared=3),
+    Row("data_norm", dict(data_norm_strategy="z-score"), [INPUT_DATA(4, param=STATS)]),
+    Row("data_norm", dict(data_norm_strategy="min-max"), [INPUT_SEQUENCE_DATA(4, param=STATS)]),
+    Row("data_norm", dict(data_norm_strategy="decimal-scaling", active_type="tanh"),
+        [INPUT_DATA(4, param=STATS)]),
     Row("conv_shift", dict(), [INPUT_DATA(7), INPUT_DATA(3)]),
     Row("conv_shift", dict(active_type="tanh"), [INPUT_SEQUENCE_DATA(4), INPUT_SEQUENCE_DATA(5)]),
     Row("factorization_machine", dict(factor_size=3), [INPUT_DATA(6)]),
@@ -305,6 +349,8 @@ SIMILARITY = [
 STATIC = {"is_static": True, "initial_mean": 0.0, "initial_std": 0.0}
 IMG = dict(channels=2, height=5, width=4)  # 40 values per sample
 CONV = dict(IMG, num_filters=3, filter_size=3, filter_size_y=2)
+VOL = dict(channels=2, depth=3, height=3, width=4)  # 72 values per sample
+CONV3D = dict(VOL, num_filters=2, filter_size=2, filter_size_z=3)
 
 
 def bn_inputs(size: int) -> list[InputDef]:
@@ -366,6 +412,23 @@ IMAGE = [
     image("batch_norm", dict(), bn_inputs(6), use_weight=True),
     transposed("batch_norm", dict(IMG), bn_inputs(40)),
     image("cudnn_batch_norm", dict(IMG), bn_inputs(40), use_weight=True),
+    image("batch_norm", dict(VOL, img3D=True), bn_inputs(72), use_weight=True),
+    image("conv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("conv3d", dict(CONV3D, stride=2, stride_z=1, padding=1, padding_y=0, groups=2,
+                         num_filters=4, shared_biases=False), [INPUT_DATA(72)]),
+    image("conv3d", dict(CONV3D, bias=False), [INPUT_DATA(72), INPUT_DATA(72)]),
+    transposed("conv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("deconv3d", dict(CONV3D, stride=2, padding=1, padding_z=0), [INPUT_DATA(72)]),
+    image("deconv3d", dict(CONV3D, num_filters=4, groups=2, shared_biases=False),
+          [INPUT_DATA(72)]),
+    transposed("deconv3d", dict(CONV3D), [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=2, stride=2), [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=2, stride=1), [INPUT_SEQUENCE_DATA(72)]),
+    image("conv3d", dict(CONV3D, padding=1), [INPUT_SEQUENCE_DATA(72)]),
+    image("pool3d", dict(VOL, pool_size=3, pool_size_z=2, stride=2, padding=1, padding_z=0),
+          [INPUT_DATA(72)]),
+    image("pool3d", dict(VOL, pool_type="avg-projection", pool_size=3, stride=2, padding=1),
+          [INPUT_DATA(72)]),
     image("norm", dict(channels=5, height=2, width=2, norm_size=3, scale=0.5, power=0.75),
           [INPUT_DATA(20)]),
     image("norm", dict(channels=4, height=3, width=1, norm_size=4, scale=1.0, power=0.5,

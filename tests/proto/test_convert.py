@@ -295,8 +295,7 @@ FC = ('layers { name: "h" type: "fc" size: 3 active_type: "tanh" '
     (DATA + FC.replace("dims: 4", "is_sparse: true dims: 4") % "",
      "parameter 'w': PaddlePaddle field is_sparse=True has no Sculler equivalent"),
     ('type: "multi_nn" ' + DATA + FC % "", "model type 'multi_nn' .* has no Sculler"),
-    (DATA.replace("size: 4", "size: 4 depth: 3") + FC % "",
-     r"layer 'x': \(data\) PaddlePaddle field depth=3 has no Sculler equivalent"),
+    (DATA + FC % "depth: 3", r"layer 'h': \(fc\) PaddlePaddle field depth=3 has no Sculler"),
 ])
 def test_from_proto_refuses_what_it_cannot_represent(text, message):
     with pytest.raises(ValueError, match=message):
@@ -396,6 +395,35 @@ def test_conv_projection_round_trips():
     assert (conf.output_x, conf.output_y, conf.img_size, conf.filter_channels) == (3, 3, 6, 2)
 
 
+def test_transposed_conv_projection_round_trips_as_convt():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(4 * 3 * 3), height=3, width=3)
+    proj = paddle.layer.conv_projection(input=img, filter_size=3, num_filters=2,
+                                        num_channels=4, stride=2, padding=1, groups=2,
+                                        trans=True)
+    conv = paddle.layer.mixed(input=proj, size=2 * 5 * 5)
+    out = paddle.layer.fc(input=conv, size=2, act=paddle.activation.Softmax())
+    data = [(np.random.default_rng(k).normal(size=36).astype(np.float32),) for k in range(2)]
+    message = _round_trip(out, data)
+    proj_conf = message.layers[1].inputs[0].proj_conf
+    assert (proj_conf.type, proj_conf.num_filters, proj_conf.output_size) == ("convt", 2, 50)
+    conf = proj_conf.conv_conf
+    # written as the convolution it inverts: its image is the 5 x 5 output
+    assert (conf.img_size, conf.output_x, conf.channels, conf.filter_channels) == (5, 3, 4, 1)
+
+
+def test_slice_projection_round_trips():
+    reset_names()
+    img = paddle.layer.data("img", paddle.data_type.dense_vector(2 * 3 * 3), height=3, width=3)
+    conv = paddle.layer.img_conv(input=img, filter_size=1, num_filters=4)
+    sliced = paddle.layer.mixed(input=paddle.layer.slice_projection(conv, [[0, 1], [2, 4]]))
+    data = [(np.random.default_rng(k).normal(size=18).astype(np.float32),) for k in range(2)]
+    message = _round_trip(sliced, data)
+    proj_conf = message.layers[2].inputs[0].proj_conf
+    assert proj_conf.type == "slice" and proj_conf.output_size == 27
+    assert [(r.start, r.end) for r in proj_conf.slices] == [(0, 9), (18, 36)]
+
+
 def test_paddle_row_conv_roi_pool_and_print_settings_load():
     text = ('layers { name: "x" type: "data" size: 8 active_type: "" } '
             'layers { name: "img" type: "data" size: 32 active_type: "" height: 4 width: 4 } '
@@ -439,3 +467,76 @@ def test_parameters_are_written_with_the_dims_paddle_writes():
     assert dims["_f.w0"] == [64, 3] and dims["_f.wbias"] == [1, 3]
     smart = {p.name: p.initial_smart for p in message.parameters}
     assert smart["_f.w0"] and not smart["_c.w0"]
+
+
+def test_3d_layers_round_trip_with_paddles_z_fields():
+    reset_names()
+    vol = paddle.layer.data("vol", paddle.data_type.dense_vector(2 * 4 * 5 * 6), depth=4,
+                            height=5, width=6)
+    conv = paddle.layer.img_conv3d(input=vol, filter_size=[3, 2, 2], num_filters=4, stride=2,
+                                   padding=[1, 0, 1], groups=2)
+    bn = paddle.layer.batch_norm(input=conv, img3D=True)
+    pool = paddle.layer.img_pool3d(input=bn, pool_size=2, stride=1, pool_size_z=1,
+                                   pool_type=paddle.pooling.Avg(), ceil_mode=False)
+    deconv = paddle.layer.img_conv3d(input=pool, filter_size=2, num_filters=4, stride=2,
+                                     trans=True, shared_biases=False)
+    out = paddle.layer.fc(input=deconv, size=3, act=paddle.activation.Softmax())
+    data = [(np.random.default_rng(k).normal(size=240).astype(np.float32),) for k in range(2)]
+    message = _round_trip(out, data)
+    vol_p, conv_p, bn_p, pool_p, deconv_p = message.layers[:5]
+    assert vol_p.depth == 4
+    cc = conv_p.inputs[0].conv_conf
+    assert (cc.filter_size, cc.filter_size_y, cc.filter_size_z, cc.padding, cc.padding_z,
+            cc.filter_channels) == (3, 2, 2, 1, 1, 1)
+    assert (cc.img_size, cc.img_size_y, cc.img_size_z) == (6, 5, 4)
+    assert (cc.output_x, cc.output_y, cc.output_z) == (3, 2, 3)
+    assert (conv_p.depth, conv_p.height, conv_p.width) == (3, 2, 3)
+    assert (bn_p.inputs[0].image_conf.img_size_z, bn_p.depth) == (3, 3)
+    pc = pool_p.inputs[0].pool_conf
+    assert (pc.size_x, pc.size_y, pc.size_z, pc.output_x, pc.output_z) == (2, 2, 1, 2, 3)
+    dc = deconv_p.inputs[0].conv_conf
+    # a deconv3d is written as the convolution it inverts: its input is that one's output
+    assert (dc.output_x, dc.output_y, dc.output_z, dc.img_size, dc.img_size_z) == (2, 1, 3,
+                                                                                  4, 6)
+    assert (dc.filter_channels, deconv_p.size) == (4, 4 * 6 * 2 * 4)
+
+
+PADDLE_3D = '''
+type: "nn"
+layers { name: "vol" type: "data" size: 360 active_type: "" height: 6 width: 5 depth: 4 }
+layers { name: "pool" type: "pool3d" size: 72 active_type: ""
+  inputs { input_layer_name: "vol" pool_conf { pool_type: "max-projection" channels: 3
+    size_x: 3 stride: 2 output_x: 2 img_size: 5 padding: 0 size_y: 3 stride_y: 2 output_y: 4
+    img_size_y: 6 padding_y: 1 size_z: 2 stride_z: 2 output_z: 3 img_size_z: 4 padding_z: 1 } }
+  height: 4 width: 2 depth: 3 }
+layers { name: "bn" type: "batch_norm" size: 72 active_type: "relu"
+  inputs { input_layer_name: "pool" input_parameter_name: "_bn.w0"
+    image_conf { channels: 3 img_size: 2 img_size_y: 4 img_size_z: 3 } }
+  inputs { input_layer_name: "pool" input_parameter_name: "_bn.w1" }
+  inputs { input_layer_name: "pool" input_parameter_name: "_bn.w2" }
+  bias_parameter_name: "_bn.wbias" moving_average_fraction: 0.9 height: 4 width: 2 depth: 3
+  epsilon: 1e-05 }
+parameters { name: "_bn.w0" size: 3 initial_mean: 1.0 initial_std: 0.0 initial_strategy: 0
+  initial_smart: false }
+parameters { name: "_bn.w1" size: 3 initial_mean: 0.0 initial_std: 0.0 dims: 1 dims: 3
+  initial_strategy: 0 initial_smart: false is_static: true }
+parameters { name: "_bn.w2" size: 3 initial_mean: 0.0 initial_std: 0.0 dims: 1 dims: 3
+  initial_strategy: 0 initial_smart: false is_static: true }
+parameters { name: "_bn.wbias" size: 3 initial_mean: 0.0 initial_std: 0.0 dims: 1 dims: 3
+  initial_strategy: 0 initial_smart: false }
+input_layer_names: "vol"
+output_layer_names: "bn"
+'''
+
+
+def test_paddle_written_pool3d_and_3d_batch_norm_load_and_write_back_unchanged():
+    message = _message(PADDLE_3D)
+    mc = from_proto(message)
+    assert to_proto(mc) == message
+    pool = mc.layer("pool")
+    assert (pool.attrs["pool_size_z"], pool.attrs["padding"], pool.attrs["padding_z"],
+            pool.attrs["ceil_mode"], pool.attrs["out_depth"]) == (2, 0, 1, True, 3)
+    assert mc.layer("bn").attrs["img3D"] is True
+    bad = PADDLE_3D.replace("output_x: 2 img_size: 5", "output_x: 7 img_size: 5")
+    with pytest.raises(ValueError, match=r"layer 'pool': \(pool3d\) output_x 7 matches neither"):
+        from_proto(_message(bad))

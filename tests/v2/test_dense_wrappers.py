@@ -46,8 +46,10 @@ def test_mixed_size_from_projection_and_errors():
     with pytest.raises(ValueError, match="no projection"):
         with L.mixed(size=3):
             pass
-    with pytest.raises(NotImplementedError, match="trans=True"):
-        L.conv_projection(x, filter_size=3, num_filters=2, trans=True)
+    with pytest.raises(ValueError, match="conv input 0: transposed convolution .* empty"):
+        img = L.data(name="tiny", type=paddle.data_type.dense_vector(4), height=2, width=2)
+        L.mixed(input=L.conv_projection(img, filter_size=2, num_filters=1, padding=3,
+                                        trans=True))
 
 
 def test_conv_projection_and_operator_match_direct_convolution():
@@ -77,6 +79,71 @@ def test_conv_projection_and_operator_match_direct_convolution():
     for n in range(2):
         ref = conv2d_forward(x[n].reshape(1, 2, 5, 4), f[n].reshape(3, 2, 3, 3))
         np.testing.assert_allclose(out_op[n], ref.reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+def scatter_transposed(x, w, stride, pad):
+    """Direct transposed convolution: ``y[f, o*s + k - p] += w[c, f, k] * x[c, o]``."""
+    c, h, wd = x.shape
+    _, f, fy, fx = w.shape
+    full = np.zeros((f, (h - 1) * stride + fy, (wd - 1) * stride + fx))
+    for ci in range(c):
+        for oy in range(h):
+            for ox in range(wd):
+                full[:, oy * stride:oy * stride + fy, ox * stride:ox * stride + fx] += (
+                    w[ci] * x[ci, oy, ox])
+    return full[:, pad:full.shape[1] - pad, pad:full.shape[2] - pad]
+
+
+def test_transposed_conv_projection_and_operator_scatter_each_pixel():
+    """trans=True: PaddlePaddle's ConvTransProjection (filters (C, F, fy, fx), learned) and
+    ConvTransOperator (each sample's own filters)."""
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 3 * 4),
+                            height=3, width=4)
+    filt = _data("filt", 2 * 3 * 3 * 3)
+    proj = L.mixed(input=L.conv_projection(img, filter_size=3, num_filters=3, num_channels=2,
+                                           stride=2, padding=1, trans=True), bias_attr=False)
+    op = L.mixed(input=L.conv_operator(img=img, filter=filt, filter_size=3, num_filters=3,
+                                       num_channels=2, stride=2, trans=True))
+    assert proj.size == 3 * 5 * 7  # (3-1)*2+3-2 = 5, (4-1)*2+3-2 = 7
+    assert op.size == 3 * 7 * 9  # no padding
+    params = paddle.parameters.create([proj, op])
+    assert params.get_shape(params.names()[0]) == (2, 3 * 3 * 3)
+    rng = np.random.RandomState(1)
+    x = rng.randn(2, 24).astype(np.float32)
+    f = rng.randn(2, 54).astype(np.float32)
+    out_proj, out_op = paddle.infer(output_layer=[proj, op], parameters=params,
+                                    input=[(x[n], f[n]) for n in range(2)],
+                                    feeding={"img": 0, "filt": 1}, flatten_result=False)
+    w = params.get(params.names()[0]).reshape(2, 3, 3, 3)
+    for n in range(2):
+        image = x[n].reshape(2, 3, 4)
+        np.testing.assert_allclose(out_proj[n], scatter_transposed(image, w, 2, 1).ravel(),
+                                   rtol=1e-5, atol=1e-5)
+        own = f[n].reshape(2, 3, 3, 3)
+        np.testing.assert_allclose(out_op[n], scatter_transposed(image, own, 2, 0).ravel(),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_slice_projection_takes_channel_ranges_of_a_convolution():
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 3 * 3),
+                            height=3, width=3)
+    conv = L.img_conv(input=img, filter_size=1, num_filters=5, bias_attr=False,
+                      act=paddle.activation.Linear())
+    sliced = L.mixed(input=L.slice_projection(conv, slices=[[0, 2], [3, 5]]))
+    assert sliced.size == 4 * 9
+    params = paddle.parameters.create(sliced)
+    x = np.random.RandomState(2).randn(2, 18).astype(np.float32)
+    feature, got = paddle.infer(output_layer=[conv, sliced], parameters=params,
+                                input=[(r,) for r in x], flatten_result=False)
+    channels = feature.reshape(2, 5, 9)
+    want = np.concatenate([channels[:, 0:2], channels[:, 3:5]], axis=1).reshape(2, -1)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"slice \[4, 6\] reaches past the 5 channels"):
+        L.slice_projection(conv, slices=[[4, 6]])
+    with pytest.raises(ValueError, match="ascending, disjoint, non-empty"):
+        L.mixed(input=L.slice_projection(conv, slices=[[2, 3], [1, 2]]))
+    with pytest.raises(ValueError, match="input must be an image layer with channels"):
+        L.slice_projection(_data("flat", 4), slices=[[0, 1]])
 
 
 def test_mixed_inference_values():

@@ -135,8 +135,8 @@ def test_batch_norm_parameters_and_test_mode():
     m = np.repeat([1.0, 2.0, 3.0], 4)
     v = np.repeat([4.0, 1.0, 0.25], 4)
     np.testing.assert_allclose(y, (x - m) / np.sqrt(v + 1e-5), rtol=1e-4, atol=1e-5)
-    with pytest.raises(NotImplementedError, match="img3D"):
-        L.batch_norm(input=img, img3D=True)
+    flat3d = L.batch_norm(input=img, img3D=True)  # no depth given: a volume of depth 1
+    assert (flat3d.size, flat3d.config.attrs["out_depth"]) == (bn.size, 1)
     with pytest.raises(ValueError, match="mean_var_names"):
         L.batch_norm(input=img, mean_var_names="m")
 
