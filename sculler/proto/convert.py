@@ -62,7 +62,8 @@ SAME_NAME_FIELDS = frozenset({
     "axis", "offset", "shape", "delta", "epsilon", "factor_size", "data_norm_strategy",
 })
 # LayerConfig fields a layer type's Sculler attr names differently: type -> {field: attr}.
-RENAMED_FIELDS = {"cos": {"cos_scale": "scale"}, "nce": {"neg_sampling_dist": "neg_distribution"},
+RENAMED_FIELDS = {"cos": {"cos_scale": "scale"}, "cos_vm": {"cos_scale": "scale"},
+                  "nce": {"neg_sampling_dist": "neg_distribution"},
                   "print": {"user_arg": "format"}}
 # Per-input messages of input 0 whose fields are the layer's attrs of the same name.
 INPUT_CONF_FIELDS = {"roi_pool": ("roi_pool_conf", ("pooled_width", "pooled_height",
@@ -215,6 +216,8 @@ def _layer_to_proto(lc: LayerConfig, inputs: list[LayerConfig], p: Any) -> None:
         p.inputs[0].clip_conf.max = float(attrs.pop("max"))
     elif lc.type == "get_output":  # which output of its input (an lstm_step's 'state')
         p.inputs[0].input_layer_argument = str(attrs.pop("arg_name"))
+    elif lc.type == "featmap_expand" and not attrs.pop("as_row_vector", True):
+        p.user_arg = "as_col_vec"  # PaddlePaddle's way to say as_row_vector=False
     if lc.type in IMAGE_OUTPUT_TYPES:
         for key in GEOMETRY_ATTRS:
             attrs.pop(key, None)
@@ -580,6 +583,9 @@ def _layer_from_proto(pl: Any) -> LayerConfig:
     if pl.operator_confs:
         _operators_from_proto(pl, lc)
         handled.add("operator_confs")
+    if pl.type == "featmap_expand":
+        lc.attrs["as_row_vector"] = pl.user_arg != "as_col_vec"
+        handled.add("user_arg")
     for fd, value in pl.ListFields():
         name = fd.name
         if name in handled:

@@ -540,3 +540,16 @@ def test_paddle_written_pool3d_and_3d_batch_norm_load_and_write_back_unchanged()
     bad = PADDLE_3D.replace("output_x: 2 img_size: 5", "output_x: 7 img_size: 5")
     with pytest.raises(ValueError, match=r"layer 'pool': \(pool3d\) output_x 7 matches neither"):
         from_proto(_message(bad))
+
+
+@pytest.mark.parametrize("as_row_vector", [True, False])
+def test_repeat_writes_its_orientation_as_paddle_does(as_row_vector):
+    import sculler as paddle
+    from sculler.config import from_proto, to_proto
+
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+    r = paddle.layer.repeat(input=x, num_repeats=2, as_row_vector=as_row_vector, name="r")
+    message = to_proto(paddle.topology.Topology(r).proto())
+    layer = [pl for pl in message.layers if pl.name == "r"][0]
+    assert layer.user_arg == ("" if as_row_vector else "as_col_vec")
+    assert from_proto(message).layer("r").attrs["as_row_vector"] is as_row_vector
