@@ -10,14 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from sculler import evaluator as _ev
+from sculler.core.evaluator_base import _EVALUATORS
 from sculler.core.expression import LayerOutput, auto_name
 from sculler.core.model_config import EvaluatorConfig
+from sculler.v2.evaluators import attach as _attach
 
 __all__ = ["classification_error_evaluator", "auc_evaluator", "pnpair_evaluator",
            "precision_recall_evaluator", "ctc_error_evaluator", "chunk_evaluator",
            "sum_evaluator", "column_sum_evaluator", "value_printer_evaluator",
            "gradient_printer_evaluator", "maxid_printer_evaluator", "maxframe_printer_evaluator",
-           "seqtext_printer_evaluator", "detection_map_evaluator"]
+           "seqtext_printer_evaluator", "detection_map_evaluator",
+           "classification_error_printer_evaluator", "evaluator_base"]
 
 
 def _name(name: str | None, fn: str) -> str:
@@ -123,3 +126,53 @@ def detection_map_evaluator(input: LayerOutput, label: LayerOutput,  # noqa: A00
     return _ev.detection_map(input=input, label=label, overlap_threshold=overlap_threshold,
                              background_id=background_id, evaluate_difficult=evaluate_difficult,
                              ap_type=ap_type, name=_name(name, "detection_map_evaluator"))
+
+
+def classification_error_printer_evaluator(input: Any, label: Any,  # noqa: A002
+                                           threshold: float = 0.5,
+                                           name: str | None = None) -> EvaluatorConfig:
+    """Log each sample's classification error every batch (see
+    :func:`sculler.evaluator.classification_error_printer`)."""
+    return _ev.classification_error_printer(
+        input=input, label=label, threshold=threshold,
+        name=_name(name, "classification_error_printer_evaluator"))
+
+
+# PaddlePaddle's evaluator type names -> Sculler's, and its config keys -> the attrs they
+# become (keys not listed keep their name)
+PADDLE_EVALUATOR_TYPES = {"last-column-auc": "auc"}
+PADDLE_EVALUATOR_KEYS = {"classification_threshold": "threshold"}
+
+
+def evaluator_base(input: Any, type: str, label: Any = None, weight: Any = None,  # noqa: A002
+                   name: str | None = None, chunk_scheme: str | None = None,
+                   num_chunk_types: int | None = None,
+                   classification_threshold: float | None = None,
+                   positive_label: int | None = None, dict_file: str | None = None,
+                   result_file: str | None = None, num_results: int | None = None,
+                   delimited: bool | None = None, top_k: int | None = None,
+                   excluded_chunk_types: list | None = None,
+                   overlap_threshold: float | None = None, background_id: int | None = None,
+                   evaluate_difficult: bool | None = None,
+                   ap_type: str | None = None) -> EvaluatorConfig:
+    """PaddlePaddle's generic evaluator: an evaluator of engine ``type`` over ``input`` (a
+    layer or a list), then ``label`` and ``weight`` if given, with ``settings``
+    (PaddlePaddle's EvaluatorConfig fields; None values are left out). No default name, as in
+    PaddlePaddle."""
+    settings = {"chunk_scheme": chunk_scheme, "num_chunk_types": num_chunk_types,
+                "classification_threshold": classification_threshold,
+                "positive_label": positive_label, "dict_file": dict_file,
+                "result_file": result_file, "num_results": num_results, "delimited": delimited,
+                "top_k": top_k, "excluded_chunk_types": excluded_chunk_types,
+                "overlap_threshold": overlap_threshold, "background_id": background_id,
+                "evaluate_difficult": evaluate_difficult, "ap_type": ap_type}
+    engine_type = PADDLE_EVALUATOR_TYPES.get(type, type)
+    if engine_type not in _EVALUATORS:
+        raise ValueError(f"evaluator_base: unknown evaluator type {type!r}; known: "
+                         f"{sorted(_EVALUATORS)}")
+    if name is None:
+        raise ValueError("evaluator_base: name is required (PaddlePaddle gives it no default)")
+    layers = list(input) if isinstance(input, (list, tuple)) else [input]
+    layers += [x for x in (label, weight) if x is not None]
+    attrs = {PADDLE_EVALUATOR_KEYS.get(k, k): v for k, v in settings.items() if v is not None}
+    return _attach(engine_type, "evaluator_base", layers, name, attrs)

@@ -28,7 +28,7 @@ from sculler.core.model_config import ModelConfig
 __all__ = ["parse_trainer_config", "parse_network_config", "parse_optimizer_config",
            "reset_parser", "wrap_name_default", "wrap_param_attr_default",
            "wrap_bias_attr_default", "wrap_act_default", "wrap_param_default", "model_type",
-           "cluster_config"]
+           "cluster_config", "parse_config"]
 
 
 def parse_trainer_config(trainer_conf: Any, config_arg_str: str = "") -> TrainerConfig:

@@ -53,7 +53,9 @@ class ClassificationError(Evaluator):
 
     additive = True
 
-    def eval_batch(self, layers: dict) -> None:
+    def missed(self, layers: dict):
+        """Per sample, whether the prediction misses the label (``(n,)`` bools) and the
+        predictions ``(n, C)``."""
         out = layers[self.config.input_layers[0]].output
         label = layers[self.config.input_layers[1]].output
         probs = out.value if type(out.value) is np.ndarray else to_numpy(out.value)
@@ -61,12 +63,14 @@ class ClassificationError(Evaluator):
         ids = (ids if type(ids) is np.ndarray else to_numpy(ids)).reshape(-1)
         top_k = int(self.config.attrs.get("top_k", 1))
         if probs.shape[1] == 1:
-            missed = (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5)
-        elif top_k == 1:
-            missed = probs.argmax(axis=1) != ids
-        else:
-            top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
-            missed = ~(top == ids[:, None]).any(axis=1)
+            return (probs[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5), probs
+        if top_k == 1:
+            return probs.argmax(axis=1) != ids, probs
+        top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
+        return ~(top == ids[:, None]).any(axis=1), probs
+
+    def eval_batch(self, layers: dict) -> None:
+        missed, probs = self.missed(layers)
         if len(self.config.input_layers) > 2:
             weight = sample_weights(self, layers, 2, probs.shape[0])
             self.total += float(weight[missed].sum())
@@ -74,3 +78,28 @@ class ClassificationError(Evaluator):
         else:
             self.total += float(np.count_nonzero(missed))
             self.count += probs.shape[0]
+
+
+@register_evaluator("classification_error_printer")
+class ClassificationErrorPrinter(ClassificationError):
+    """Logs each sample's classification error (1 missed, 0 right) and, for sequences, the
+    start offsets, in PaddlePaddle's format (``Printer=<name> Classification Error:``); it
+    reports no metric."""
+
+    reports_value = False
+    additive = False
+
+    def eval_batch(self, layers: dict) -> None:
+        import logging  # (loaded when a printer first prints, not with sculler)
+
+        log = logging.getLogger("sculler.evaluator")
+        missed, _ = self.missed(layers)
+        log.info("Printer=%s Classification Error:\n%s", self.name,
+                 np.array2string(missed.astype(np.float32)[:, None]))
+        starts = layers[self.config.input_layers[0]].output.seq_starts
+        if starts is not None:
+            log.info("Printer=%s sequence pos vector:\n%s", self.name,
+                     np.array2string(to_numpy(starts)))
+
+    def value(self) -> float:
+        return 0.0

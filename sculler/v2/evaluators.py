@@ -24,6 +24,7 @@ from sculler.validate import integer, number
 
 __all__ = ["precision_recall", "pnpair", "chunk", "column_sum", "value_printer", "ctc_error",
            "gradient_printer", "maxid_printer", "maxframe_printer", "seqtext_printer",
+           "classification_error_printer",
            "detection_map"]
 
 
@@ -172,3 +173,11 @@ def detection_map(input: LayerOutput, label: LayerOutput,  # noqa: A002
                    "background_id": integer(background_id, "detection_map: background_id",
                                             minimum=0),
                    "evaluate_difficult": evaluate_difficult, "ap_type": ap_type})
+
+
+def classification_error_printer(input: LayerOutput, label: LayerOutput,  # noqa: A002
+                                 threshold: float = 0.5,
+                                 name: str | None = None) -> EvaluatorConfig:
+    """Log each sample's classification error (1 missed, 0 right) every batch."""
+    return attach("classification_error_printer", "classification_error_printer",
+                  [input, label], name, {"threshold": float(threshold)})

@@ -52,3 +52,22 @@ def test_seqtext_printer_writes_tokens_per_sequence(tmp_path, caplog):
         paddle.evaluator.seqtext_printer(input=ids, result_file="")
     with pytest.raises(ValueError, match="num_results must be a positive int"):
         paddle.evaluator.maxid_printer(input=ids, num_results=0)
+
+
+def test_classification_error_printer_and_evaluator_base(caplog, tmp_path):
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(2))
+    lbl = paddle.layer.data(name="lbl", type=paddle.data_type.integer_value(2))
+    prob = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax(), name="prob",
+                           param_attr=paddle.attr.Param(initial_std=0.0, initial_mean=0.0),
+                           bias_attr=False)
+    cost = paddle.layer.classification_cost(input=prob, label=lbl, evaluator=None)
+    paddle.evaluator.classification_error_printer(input=prob, label=lbl, name="printed")
+    from sculler.trainer_config_helpers import evaluator_base
+
+    evaluator_base(input=prob, type="last-column-auc", label=lbl, name="paddle_auc")
+    samples = [(np.array([1.0, 0.0], np.float32), 0), (np.array([0.0, 1.0], np.float32), 1)]
+    lines, metrics = _train(cost, None, samples, caplog)
+    assert "Printer=printed Classification Error:\n[[0.]\n [1.]]" in lines  # ties: id 0
+    assert set(metrics[0]) == {"paddle_auc"}
+    with pytest.raises(ValueError, match="unknown evaluator type 'no_such'"):
+        evaluator_base(input=prob, type="no_such", name="e")
