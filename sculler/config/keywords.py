@@ -35,7 +35,7 @@ SCULLER_LAYER_ATTRS = frozenset("""
     arg_name block_num_x block_num_y context_len context_start generator groups has_select
     norm_size norm_type out_channels out_height out_links out_size_x out_size_y out_width
     pool_type power proj pyramid_height scale select_first seq_pool_stride step_model
-    trainable_padding with_weight kind seq_type neg_distribution
+    trainable_padding with_weight kind seq_type neg_distribution out_depth slices
 """.split())
 
 # PaddlePaddle's Input(...) keywords beyond the parameter settings (ParameterConfig fields)
