@@ -26,8 +26,8 @@ from sculler import pooling as P
 from sculler.attr import ExtraLayerAttribute
 from sculler.core.expression import LayerOutput, auto_name
 
-__all__ = ["simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
-           "vgg_16_network"]
+__all__ = ["simple_img_conv_pool", "img_separable_conv", "img_conv_bn_pool", "img_conv_group",
+           "small_vgg", "vgg_16_network"]
 
 
 def simple_img_conv_pool(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: A002
@@ -49,6 +49,30 @@ def simple_img_conv_pool(input: LayerOutput, filter_size: Any, num_filters: int,
     return L.img_pool(input=conv, pool_size=pool_size, name=f"{name}_pool",
                       pool_type=pool_type, stride=pool_stride, padding=pool_padding,
                       layer_attr=pool_layer_attr)
+
+
+def img_separable_conv(input: LayerOutput, num_channels: int, num_out_channels: int,  # noqa: A002
+                       filter_size: Any, stride: Any = 1, padding: Any = 0,
+                       depth_multiplier: int = 1, act: Any = None, bias_attr: Any = None,
+                       param_attr: Any = None, shared_bias: bool = True,
+                       layer_type: str | None = None, name: str | None = None) -> LayerOutput:
+    """Xception's separable convolution: a depthwise convolution (``groups=num_channels``,
+    ``num_channels * depth_multiplier`` filters, linear) ``<name>_depthwise_conv``, then a
+    1 x 1 pointwise convolution ``<name>_pointwise_conv`` to ``num_out_channels`` (act
+    ``act``, default Relu), as PaddlePaddle's networks.py builds it (default name
+    ``__separable_conv_<n>__``)."""
+    name = name or auto_name("separable_conv")
+    depthwise = L.img_conv(input=input, name=f"{name}_depthwise_conv",
+                           num_channels=num_channels,
+                           num_filters=num_channels * depth_multiplier, groups=num_channels,
+                           filter_size=filter_size, stride=stride, padding=padding,
+                           act=A.Linear(), bias_attr=bias_attr, param_attr=param_attr,
+                           shared_biases=shared_bias, layer_type=layer_type)
+    return L.img_conv(input=depthwise, name=f"{name}_pointwise_conv",
+                      num_channels=num_channels * depth_multiplier,
+                      num_filters=num_out_channels, filter_size=1, stride=1, padding=0,
+                      act=act, bias_attr=bias_attr, param_attr=param_attr,
+                      shared_biases=shared_bias, layer_type=layer_type)
 
 
 def img_conv_bn_pool(input: LayerOutput, filter_size: Any, num_filters: int,  # noqa: A002

@@ -83,3 +83,32 @@ def test_vgg_16_network_runs_forward_on_a_small_image():
     probs = paddle.infer(output_layer=out, parameters=params, input=[(r,) for r in x])
     assert probs.shape == (2, 7)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_img_separable_conv_is_a_depthwise_then_a_pointwise_convolution():
+    import numpy as np
+
+    import sculler as paddle
+
+    paddle.layer.reset_names()
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(2 * 5 * 5),
+                            height=5, width=5)
+    out = paddle.networks.img_separable_conv(input=img, num_channels=2, num_out_channels=3,
+                                             filter_size=3, padding=1, depth_multiplier=2,
+                                             bias_attr=False, act=paddle.activation.Linear())
+    assert (out.name, out.size) == ("__separable_conv_0___pointwise_conv", 3 * 5 * 5)
+    params = paddle.parameters.create(out)
+    dw = params.get("___separable_conv_0___depthwise_conv.w0")
+    pw = params.get("___separable_conv_0___pointwise_conv.w0")
+    assert dw.shape == (4, 9) and pw.shape == (3, 4)  # groups=2: one input channel a filter
+    x = np.random.default_rng(0).normal(size=(2, 5, 5)).astype(np.float32)
+    got = paddle.infer(output_layer=out, parameters=params, input=[(x.reshape(-1),)])
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    depth = np.zeros((4, 5, 5))
+    for f in range(4):
+        k = dw[f].reshape(3, 3)
+        for i in range(5):
+            for j in range(5):
+                depth[f, i, j] = (xp[f // 2, i:i + 3, j:j + 3] * k).sum()
+    want = np.einsum("oc,chw->ohw", pw, depth)
+    np.testing.assert_allclose(got.reshape(3, 5, 5), want, rtol=1e-4, atol=1e-5)

@@ -165,7 +165,8 @@ for _face in faces():
 
 
 # networks (trainer_config_helpers.networks) built from several layers
-for _name in ("simple_img_conv_pool", "img_conv_bn_pool", "img_conv_group", "small_vgg",
+for _name in ("simple_img_conv_pool", "img_separable_conv", "img_conv_bn_pool", "img_conv_group",
+              "small_vgg",
               "vgg_16_network", "simple_lstm", "simple_gru2", "bidirectional_lstm",
               "bidirectional_gru", "multi_head_attention"):
     globals()[_name] = _helper(getattr(_networks, _name))
