@@ -22,8 +22,11 @@ where it stopped.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import os
+import pickle
 import shutil
 import signal
 import tempfile
@@ -60,6 +63,40 @@ def merge_evaluator(into: Any, batch: Any) -> None:
         elif isinstance(value, (int, float, np.ndarray, np.number)):
             setattr(into, key, mine + value)
 
+
+
+def _fingerprints(batches: Iterable[Any], limit: int) -> tuple[int, list[bytes | None]]:
+    """How many batches there are, and a digest of each of the first ``limit`` (None for a
+    batch that cannot be pickled, which is then not compared)."""
+    count, prints = 0, []
+    for batch in batches:
+        if count < limit:
+            try:
+                prints.append(hashlib.blake2b(pickle.dumps(batch, protocol=5)).digest())
+            except Exception:  # noqa: BLE001 - an unpicklable batch is just not compared
+                prints.append(None)
+        count += 1
+    return count, prints
+
+
+def check_repeatable(reader: Callable[[], Iterable[Any]], compared: int = 3) -> int:
+    """The number of batches ``reader`` yields, after checking that two calls yield the same
+    first ``compared`` batches: trainers read the reader themselves and the master hands out
+    batches by index, so a reader that shuffles differently on every call (an unseeded
+    ``reader.shuffle``) would train some batches twice and others never."""
+    count, first = _fingerprints(reader(), compared)
+    if count == 0:
+        raise ValueError("the reader yielded no batches")
+    _, second = _fingerprints(itertools.islice(reader(), compared), compared)
+    for i, (a, b) in enumerate(zip(first, second)):
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"the reader yields different batches on two calls (batch {i} differs): "
+                "distributed training hands out batches by index and every trainer reads the "
+                "reader itself, so it must yield the same batches in the same order on every "
+                "call; shuffle with a seed fixed inside the reader (e.g. random.Random(0) per "
+                "call) or shuffle the data on disk between runs")
+    return count
 
 class Cluster:
     """Parameter-server training on a Ray cluster.
@@ -205,9 +242,7 @@ class Cluster:
         topology = training_topology(cost, parameters, update_equation)
         frozen = set(immutable_parameters or ())
         handler = E.as_handler(event_handler)
-        num_batches = sum(1 for _ in reader())
-        if num_batches == 0:
-            raise ValueError("the reader yielded no batches")
+        num_batches = check_repeatable(reader)
         per_task = self.batches_per_task or max(1, math.ceil(num_batches /
                                                              (4 * self.num_trainers)))
         self._end_actors()

@@ -210,3 +210,28 @@ def test_merge_evaluator_sums_counts_of_one_batch_evaluators():
     merge_evaluator(pass_ev, a)
     merge_evaluator(pass_ev, b)
     assert pass_ev.value() == 4.0 / 40 and pass_ev.name == "err"
+
+
+def test_a_reader_that_shuffles_differently_on_every_call_is_refused():
+    import random
+
+    from sculler.distributed.cluster import check_repeatable
+
+    data = [[(np.full(2, i, np.float32), i)] for i in range(8)]
+
+    def unseeded():
+        order = list(range(8))
+        random.shuffle(order)
+        return iter([data[i] for i in order])
+
+    def seeded():
+        order = list(range(8))
+        random.Random(0).shuffle(order)
+        return iter([data[i] for i in order])
+
+    random.seed(3)
+    with pytest.raises(ValueError, match="different batches on two calls"):
+        check_repeatable(unseeded)
+    assert check_repeatable(seeded) == 8
+    with pytest.raises(ValueError, match="no batches"):
+        check_repeatable(lambda: iter([]))
