@@ -14,6 +14,7 @@ from sculler.core.evaluator_base import _EVALUATORS
 from sculler.core.expression import LayerOutput, auto_name
 from sculler.core.model_config import EvaluatorConfig
 from sculler.v2.evaluators import attach as _attach
+from sculler.v2.evaluators import layer_list
 
 __all__ = ["classification_error_evaluator", "auc_evaluator", "pnpair_evaluator",
            "precision_recall_evaluator", "ctc_error_evaluator", "chunk_evaluator",
@@ -172,7 +173,6 @@ def evaluator_base(input: Any, type: str, label: Any = None, weight: Any = None,
                          f"{sorted(_EVALUATORS)}")
     if name is None:
         raise ValueError("evaluator_base: name is required (PaddlePaddle gives it no default)")
-    layers = list(input) if isinstance(input, (list, tuple)) else [input]
-    layers += [x for x in (label, weight) if x is not None]
+    layers = layer_list(input) + [x for x in (label, weight) if x is not None]
     attrs = {PADDLE_EVALUATOR_KEYS.get(k, k): v for k, v in settings.items() if v is not None}
     return _attach(engine_type, "evaluator_base", layers, name, attrs)

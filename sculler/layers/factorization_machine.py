@@ -16,6 +16,7 @@ from sculler.core.expression import LayerOutput, make_layer, one_input
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.math.sparse import to_scipy
+from sculler.validate import integer
 
 
 @register_layer("factorization_machine")
@@ -67,9 +68,7 @@ def factorization_machine(input: LayerOutput, factor_size: int, act: Any = None,
                           layer_attr: Any = None) -> LayerOutput:
     """Order-2 feature interactions ``sum_{i<j} <v_i, v_j> x_i x_j`` (width 1); default
     act Linear, no bias."""
-    if isinstance(factor_size, bool) or not isinstance(factor_size, int) or factor_size < 1:
-        raise ValueError(f"factorization_machine: factor_size must be a positive int, got "
-                         f"{factor_size!r}")
+    factor_size = integer(factor_size, "factorization_machine: factor_size", minimum=1)
     return make_layer("factorization_machine", [one_input(input, "factorization_machine")],
                       name=name, act=act, param_attr=param_attr, bias_attr=False,
                       layer_attr=layer_attr, attrs={"factor_size": factor_size})

@@ -15,6 +15,7 @@ from sculler.core.expression import LayerOutput, make_layer, one_input
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.sequence import require_sequences
+from sculler.validate import integer
 
 
 @register_layer("row_conv")
@@ -78,8 +79,7 @@ def row_conv(input: LayerOutput, context_len: int, act: Any = None,  # noqa: A00
              layer_attr: Any = None) -> LayerOutput:
     """Lookahead convolution of each sequence over ``context_len`` steps (the current one
     included); default act Linear, no bias."""
-    if isinstance(context_len, bool) or not isinstance(context_len, int) or context_len < 1:
-        raise ValueError(f"row_conv: context_len must be a positive int, got {context_len!r}")
+    context_len = integer(context_len, "row_conv: context_len", minimum=1)
     return make_layer("row_conv", [one_input(input, "row_conv")], name=name, act=act,
                       param_attr=param_attr, bias_attr=False, layer_attr=layer_attr,
                       attrs={"context_length": context_len})

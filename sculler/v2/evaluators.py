@@ -41,6 +41,11 @@ def attach(type_name: str, fn: str, layers: list[Any], name: str | None,
     return config
 
 
+def layer_list(input: Any) -> list[Any]:  # noqa: A002
+    """One layer or a list of them, as a list."""
+    return list(input) if isinstance(input, (list, tuple)) else [input]
+
+
 def _with_weight(layers: list[Any], weight: Any) -> list[Any]:
     return layers + ([weight] if weight is not None else [])
 
@@ -105,38 +110,29 @@ def column_sum(input: LayerOutput, name: str | None = None,  # noqa: A002
 def value_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
     """Log the values of one layer or a list of layers every batch (logger
     ``sculler.evaluator``, level INFO); reports no number of its own."""
-    layers = list(input) if isinstance(input, (list, tuple)) else [input]
-    return attach("value_printer", "value_printer", layers, name, {})
-
-
-def _layers(input: Any) -> list[Any]:  # noqa: A002
-    return list(input) if isinstance(input, (list, tuple)) else [input]
+    return attach("value_printer", "value_printer", layer_list(input), name, {})
 
 
 def gradient_printer(input: Any, name: str | None = None) -> EvaluatorConfig:  # noqa: A002
     """Log the output gradient of one layer or a list every training batch."""
-    return attach("gradient_printer", "gradient_printer", _layers(input), name, {})
+    return attach("gradient_printer", "gradient_printer", layer_list(input), name, {})
 
 
 def _num_results(num_results: Any, fn: str) -> int:
-    if num_results is None:
-        return 1
-    if isinstance(num_results, bool) or not isinstance(num_results, int) or num_results < 1:
-        raise ValueError(f"{fn}: num_results must be a positive int, got {num_results!r}")
-    return num_results
+    return 1 if num_results is None else integer(num_results, f"{fn}: num_results", minimum=1)
 
 
 def maxid_printer(input: Any, num_results: int | None = None,  # noqa: A002
                   name: str | None = None) -> EvaluatorConfig:
     """Log the ``num_results`` largest entries (id and value) of every row."""
-    return attach("max_id_printer", "maxid_printer", _layers(input), name,
+    return attach("max_id_printer", "maxid_printer", layer_list(input), name,
                   {"num_results": _num_results(num_results, "maxid_printer")})
 
 
 def maxframe_printer(input: Any, num_results: int | None = None,  # noqa: A002
                      name: str | None = None) -> EvaluatorConfig:
     """Log the ``num_results`` highest frames of each sequence of a width-1 layer."""
-    return attach("max_frame_printer", "maxframe_printer", _layers(input), name,
+    return attach("max_frame_printer", "maxframe_printer", layer_list(input), name,
                   {"num_results": _num_results(num_results, "maxframe_printer")})
 
 
@@ -148,7 +144,7 @@ def seqtext_printer(input: Any, result_file: str, id_input: Any = None,  # noqa:
     if not isinstance(result_file, str) or not result_file:
         raise ValueError(f"seqtext_printer: result_file must be a file name, got "
                          f"{result_file!r}")
-    layers = ([id_input] if id_input is not None else []) + _layers(input)
+    layers = ([id_input] if id_input is not None else []) + layer_list(input)
     return attach("seq_text_printer", "seqtext_printer", layers, name,
                   {"result_file": result_file, "dict_file": dict_file,
                    "delimited": True if delimited is None else bool(delimited)})
