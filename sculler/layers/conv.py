@@ -22,6 +22,7 @@ from sculler.layers.image import (
     set_output_geometry,
     xy_pair,
 )
+from sculler.math import conv_direct
 from sculler.math.conv import (
     channel_sums,
     conv2d_backward_data,
@@ -172,6 +173,23 @@ class ConvLayer(ImageLayer):
         _, _, shapes = self._geometry(self.config, [inp.config for inp in self.inputs])
         self.w_shapes = shapes
         self.confs = [conv_conf(self.config, i) for i in range(len(self.inputs))]
+        self._direct = [None if self.trans else conv_direct.DirectConv(
+            cf["filter_size"], cf["padding"]) for cf in self.confs]
+        self._direct_used = [False] * len(self.confs)
+
+    @property
+    def direct_inputs(self) -> tuple[bool, ...]:
+        """Which inputs the last batch convolved on the direct kernels."""
+        return tuple(self._direct_used)
+
+    def _use_direct(self, i: int, x) -> bool:
+        """Whether input ``i`` convolves on the direct kernels this batch
+        (``sculler/math/conv_direct.py``: stride 1, NumPy, numba installed)."""
+        cf = self.confs[i]
+        used = self._direct[i] is not None and conv_direct.applicable(
+            x, cf["filter_size"], *self._args(i))
+        self._direct_used[i] = used
+        return used
 
     def _args(self, i):
         cf = self.confs[i]
@@ -200,6 +218,10 @@ class ConvLayer(ImageLayer):
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             w = weight.w.reshape(self.w_shapes[i])
+            if self._use_direct(i, x):
+                bias = self.bias.w if shared_bias and i == 0 else None
+                self._direct[i].forward(x, w, y, bias=bias, accumulate=i > 0)
+                continue
             if self.trans:
                 part = conv2d_transpose_forward(x, w, *self._args(i), self.confs[i]["caffe_mode"])
             else:
@@ -227,6 +249,8 @@ class ConvLayer(ImageLayer):
         dy_cols = {}
         if not self.trans:
             for i, cf in enumerate(self.confs):
+                if self._direct_used[i]:
+                    continue
                 needed = conv2d_dy_columns_needed(self.out_geom[1:], cf["groups"],
                                                   self.input_grad_image(i) is not None)
                 if needed and cf["groups"] not in dy_cols:
@@ -241,7 +265,7 @@ class ConvLayer(ImageLayer):
                 if beta == 0.0:
                     gb[...] = 0
                 gb += self.output.grad.sum(axis=0)
-            elif self.trans or self.weights[0].w_grad is None:
+            elif self.trans or self.weights[0].w_grad is None or self._direct_used[0]:
                 channel_sums(dy, self.bias.w_grad, beta, next(iter(dy_cols.values()), None))
             else:
                 bias_beta = beta
@@ -251,10 +275,13 @@ class ConvLayer(ImageLayer):
             x = self.input_image(i)
             shape = self.w_shapes[i]
             w = weight.w.reshape(shape)
+            direct = self._direct[i] if self._direct_used[i] else None
             if weight.w_grad is not None:
                 gw = weight.w_grad.reshape(shape)
                 beta = self.param_grad_beta(weight)
-                if self.trans:
+                if direct is not None:
+                    direct.backward_filter(dy, gw, beta)
+                elif self.trans:
                     if beta == 0.0:
                         gw[...] = 0
                     conv2d_transpose_backward_filter(x, dy, shape, *self._args(i), out=gw)
@@ -270,7 +297,9 @@ class ConvLayer(ImageLayer):
             gx = self.input_grad_image(i)
             if gx is not None:
                 beta = self.input_grad_beta(i)
-                if self.trans:
+                if direct is not None:
+                    direct.backward_data(dy, w, gx, beta)
+                elif self.trans:
                     if beta == 0.0:
                         gx[...] = 0
                     conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)

@@ -240,6 +240,16 @@ def run(fn: Callable[..., Any], arrays: Sequence[Any], *args: Any) -> None:
                  for lo, hi in zip(bounds, bounds[1:])])
 
 
+def run_ranges(fn: Callable[..., Any], n: int, *args: Any) -> None:
+    """``fn(lo, hi, *args)`` over ``[0, n)`` cut into one range per thread (when a CPU is
+    free): for compiled kernels that release the GIL and loop over independent jobs, so that
+    they share this module's workers instead of starting a thread pool of their own (two
+    pools that spin while they wait take the CPUs from each other)."""
+    k = threads() if n > 1 and cpu_to_spare() else 1
+    bounds = _bounds(n, k)
+    _run_pieces([(fn, (lo, hi) + args) for lo, hi in zip(bounds, bounds[1:])])
+
+
 def _bounds(n: int, k: int) -> list[int]:
     k = max(1, min(k, n))
     return [n * i // k for i in range(k + 1)]

@@ -1,0 +1,169 @@
+"""The compiled kernels of ``sculler/math/conv_direct.py`` (see there for the layout and the
+math). This module imports numba: ``conv_direct`` imports it at the first convolution only.
+numba caches the machine code on disk (``cache=True``), so it compiles once per machine and
+block size; the kernels are serial and release the GIL, and ``conv_direct`` runs them over job
+ranges on ``sculler.math.parallel``'s workers."""
+
+from __future__ import annotations
+
+import numba
+from numba import literally, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+FB = 4  # filters per register block (the conv's body is written out for four)
+QB = 512  # positions per cache chunk of the filter gradient
+
+OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
+
+
+@intrinsic
+def stack_array(typingctx, size, dtype):
+    """A fixed-size array on the stack (``size`` a literal), which LLVM keeps in registers."""
+    if not isinstance(size, types.IntegerLiteral):
+        return None
+    n = size.literal_value
+
+    def codegen(context, builder, signature, args):
+        return cgutils.alloca_once(builder, context.get_value_type(dtype.dtype), size=n)
+
+    return types.CPointer(dtype.dtype)(size, dtype), codegen
+
+
+@njit(**OPTS)
+def conv(lo, hi, xflat, w, offs, bias, out, wp, accumulate, bl):
+    """:func:`conv_block` for ``bl`` positions a block (one of ``conv_direct.BLOCKS``), each
+    size compiled as its own specialisation (the sizes are written out: the stack array
+    needs literals, ``FB * bl`` with ``FB`` = 4)."""
+    if bl == 32:
+        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 32, 128)
+    elif bl == 48:
+        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 48, 192)
+    elif bl == 64:
+        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 64, 256)
+    elif bl == 80:
+        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 80, 320)
+    else:
+        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 96, 384)
+
+
+@njit(**OPTS)
+def conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, bl, size):
+    """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f, c, t] * xflat[c, n, y*wp + x + offs[t]]
+    for ``w`` of a multiple of FB rows (rows past ``out``'s channels are zero), over the jobs
+    ``[lo, hi)`` of (image, filter block, position block). ``bl`` (positions a block) and
+    ``size`` (``FB * bl``) are compile-time constants: one specialisation each."""
+    literally(bl)
+    literally(size)
+    channels, n_img, _ = xflat.shape
+    taps = offs.shape[0]
+    n_out, h, wo = out.shape[1], out.shape[2], out.shape[3]
+    n_blk = (h * wp + bl - 1) // bl
+    n_fb = w.shape[0] // FB
+    for job in range(lo, hi):
+        n = job // (n_fb * n_blk)
+        f0 = (job // n_blk) % n_fb * FB
+        p0 = job % n_blk * bl
+        acc = numba.carray(stack_array(size, xflat.dtype), (FB, bl))
+        for k in range(FB):
+            b = bias[f0 + k]
+            for i in range(bl):
+                acc[k, i] = b
+        for c in range(channels):
+            row = xflat[c, n]
+            for t in range(taps):
+                base = p0 + offs[t]
+                xs = row[base:base + bl]
+                w0, w1, w2, w3 = w[f0, c, t], w[f0 + 1, c, t], w[f0 + 2, c, t], w[f0 + 3, c, t]
+                for i in range(bl):
+                    v = xs[i]
+                    acc[0, i] += w0 * v
+                    acc[1, i] += w1 * v
+                    acc[2, i] += w2 * v
+                    acc[3, i] += w3 * v
+        for i in range(bl):
+            y = (p0 + i) // wp
+            x = p0 + i - y * wp
+            if y < h and x < wo:
+                for k in range(FB):
+                    if f0 + k < n_out:
+                        if accumulate:
+                            out[n, f0 + k, y, x] += acc[k, i]
+                        else:
+                            out[n, f0 + k, y, x] = acc[k, i]
+
+
+@njit(**OPTS)
+def pad(lo, hi, src, dst, top, left, wp, rows_out):
+    """dst[c, n, (y + top)*wp + x + left] = src[n, c, y, x] for rows ``c < src``'s
+    channels, zero everywhere else (borders, slack, extra rows)."""
+    n_img, channels, h, w = src.shape
+    for job in range(lo, hi):
+        c, n = job // n_img, job % n_img
+        d = dst[c, n]
+        d[:] = 0
+        if c < channels:
+            for y in range(h):
+                start = (y + top) * wp + left
+                d[start:start + w] = src[n, c, y]
+
+
+@njit(**OPTS)
+def filter_grad(lo, hi, xflat, dyg, offs, sums, zero):
+    """sums[f, c, t] = sum_q dyg[f, q] * xflat[c, q + offs[t]] over the images' grids laid
+    end to end (``dyg`` zero at the dropped positions and the slack, so the taps that run
+    into the next image's grid add nothing). Three taps by FB filters a pass, twelve sums
+    held in vector registers, over chunks of QB positions that stay in the L1 cache while
+    every filter block passes over them. ``zero`` is of the arrays' dtype (a float64 sum of
+    float32 products would keep LLVM from vectorizing)."""
+    channels, n_img, length = xflat.shape
+    taps = offs.shape[0]
+    n_fb = dyg.shape[0] // FB
+    span = n_img * length - offs[taps - 1]
+    dy = dyg.reshape(dyg.shape[0], n_img * length)
+    for c in range(lo, hi):
+        xs = xflat[c].reshape(n_img * length)
+        out = sums[:, c]
+        out[:] = 0
+        for q0 in range(0, span, QB):
+            qn = min(QB, span - q0)
+            for f0 in range(0, n_fb * FB, FB):
+                d0 = dy[f0, q0:q0 + qn]
+                d1 = dy[f0 + 1, q0:q0 + qn]
+                d2 = dy[f0 + 2, q0:q0 + qn]
+                d3 = dy[f0 + 3, q0:q0 + qn]
+                for t0 in range(0, taps, 3):
+                    ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
+                    xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
+                    xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
+                    xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
+                    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = zero
+                    for q in range(qn):
+                        va, vb, vc = xa[q], xb[q], xc[q]
+                        e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
+                        a0 += e0 * va
+                        a1 += e1 * va
+                        a2 += e2 * va
+                        a3 += e3 * va
+                        b0 += e0 * vb
+                        b1 += e1 * vb
+                        b2 += e2 * vb
+                        b3 += e3 * vb
+                        c0 += e0 * vc
+                        c1 += e1 * vc
+                        c2 += e2 * vc
+                        c3 += e3 * vc
+                    out[f0, ta] += a0
+                    out[f0 + 1, ta] += a1
+                    out[f0 + 2, ta] += a2
+                    out[f0 + 3, ta] += a3
+                    if t0 + 1 < taps:
+                        out[f0, tb] += b0
+                        out[f0 + 1, tb] += b1
+                        out[f0 + 2, tb] += b2
+                        out[f0 + 3, tb] += b3
+                    if t0 + 2 < taps:
+                        out[f0, tc] += c0
+                        out[f0 + 1, tc] += c1
+                        out[f0 + 2, tc] += c2
+                        out[f0 + 3, tc] += c3

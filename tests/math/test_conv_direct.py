@@ -1,0 +1,124 @@
+"""The direct (numba) convolution against the GEMM route, in float64 and float32, and the
+conv layer taking it or not."""
+
+import numpy as np
+import pytest
+
+from sculler import backend
+from sculler.core.argument import Argument
+from sculler.core.builder import ModelBuilder
+from sculler.core.layer import PASS_TRAIN
+from sculler.core.model_config import InputConfig, LayerConfig
+from sculler.core.network import Network
+from sculler.core.parameter import ParameterSet
+from sculler.math import conv_direct
+from sculler.math.conv import (
+    conv2d_backward_data,
+    conv2d_backward_filter,
+    conv2d_forward,
+)
+
+pytestmark = pytest.mark.skipif(not conv_direct.available(),
+                                reason="numba is not installed (pip install sculler[fast])")
+
+# (N, C, F, H, W, kh, kw, pad_y, pad_x): channel counts off the 4-filter block, pads 0..k-1,
+# 1x1 and 5x5, maps narrower and wider than a register block
+SHAPES = [(2, 3, 5, 7, 6, 3, 3, 1, 1), (3, 4, 8, 5, 5, 3, 3, 0, 0), (2, 6, 3, 6, 7, 5, 5, 2, 4),
+          (2, 5, 4, 6, 6, 1, 1, 0, 0), (1, 2, 6, 4, 9, 3, 2, 2, 0), (2, 16, 16, 12, 12, 3, 3, 1, 1)]
+
+
+def gemm_route(x, w, b, dy, pad):
+    y = conv2d_forward(x, w, 1, pad, 1) + b.reshape(1, -1, 1, 1)
+    gw = conv2d_backward_filter(x, dy, w.shape, 1, pad, 1)
+    gx = conv2d_backward_data(dy, w, x.shape, 1, pad, 1)
+    return y, gw, gx
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_direct_equals_gemm_route(shape, dtype, rtol):
+    n, c, f, h, wd, kh, kw, py, px = shape
+    rng = np.random.RandomState(sum(shape))
+    x = rng.randn(n, c, h, wd).astype(dtype)
+    w = rng.randn(f, c, kh, kw).astype(dtype)
+    b = rng.randn(f).astype(dtype)
+    dy = rng.randn(*conv2d_forward(x, w, 1, (py, px), 1).shape).astype(dtype)
+    y_ref, gw_ref, gx_ref = gemm_route(*(a.astype(np.float64) for a in (x, w, b, dy)), (py, px))
+    conv = conv_direct.DirectConv((kh, kw), (py, px))
+    assert conv_direct.applicable(x, (kh, kw), (1, 1), (py, px), (1, 1), 1)
+    y = np.empty(y_ref.shape, dtype)
+    conv.forward(x, w, y, bias=b)
+    gw = np.full_like(w, np.nan)  # beta = 0 overwrites whatever is there
+    conv.backward_filter(dy, gw, beta=0.0)
+    gx = np.full_like(x, 0.5)
+    conv.backward_data(dy, w, gx, beta=1.0)  # beta = 1 adds
+    scale = lambda a: np.abs(a).max()  # noqa: E731
+    assert np.abs(y - y_ref).max() <= rtol * scale(y_ref)
+    assert np.abs(gw - gw_ref).max() <= rtol * scale(gw_ref)
+    assert np.abs(gx - 0.5 - gx_ref).max() <= rtol * scale(gx_ref)
+
+
+def test_accumulating_forward_and_scaled_gradients():
+    rng = np.random.RandomState(0)
+    x, w = rng.randn(2, 4, 6, 6), rng.randn(8, 4, 3, 3)
+    conv = conv_direct.DirectConv((3, 3), (1, 1))
+    y = np.ones((2, 8, 6, 6))
+    conv.forward(x, w, y, accumulate=True)
+    np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, 1, 1, 1), rtol=1e-12)
+    dy = rng.randn(2, 8, 6, 6)
+    gw = np.ones_like(w)
+    conv.backward_filter(dy, gw, beta=2.0)
+    np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, 1, 1, 1),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="does not match the input of the last forward"):
+        conv.backward_filter(rng.randn(2, 8, 7, 7), gw)
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [
+    ((2, 2), (1, 1), (1, 1), 1), ((1, 1), (1, 1), (2, 2), 1), ((1, 1), (1, 1), (1, 1), 2),
+    ((1, 1), (3, 3), (1, 1), 1)])
+def test_other_convolutions_take_the_gemm_route(stride, padding, dilation, groups):
+    x = np.zeros((1, 4, 8, 8), np.float32)
+    assert not conv_direct.applicable(x, (3, 3), stride, padding, dilation, groups)
+    assert not conv_direct.applicable(x.astype(np.int32), (3, 3), (1, 1), (1, 1), (1, 1), 1)
+
+
+def test_sculler_conv_gemm_turns_the_path_off(monkeypatch):
+    x = np.zeros((1, 4, 8, 8), np.float32)
+    monkeypatch.setenv("SCULLER_CONV", "gemm")
+    assert not conv_direct.applicable(x, (3, 3), (1, 1), (1, 1), (1, 1), 1)
+
+
+def conv_net():
+    b = ModelBuilder()
+    b.add_layer(LayerConfig("img", "data", size=4 * 9 * 9, attrs={"height": 9, "width": 9}))
+    b.add_layer(LayerConfig("out", "exconv", inputs=[InputConfig("img"), InputConfig("img")],
+                            attrs={"num_filters": 6, "filter_size": 3, "padding": 1}),
+                bias_attr={"initial_std": 1.0})
+    return Network(b.build(["out"]), ParameterSet(seed=3))
+
+
+def run_layer(x, dy):
+    """(output, weight gradients, bias gradient, input gradient) of a two-input conv layer."""
+    net = conv_net()
+    net.forward({"img": Argument(value=x)}, PASS_TRAIN)
+    layer = net.get_layer("out")
+    layer.output.grad[...] = dy
+    net.backward()
+    grads = [net.parameters[f"_out.{k}"].grad.copy() for k in ("w0", "w1", "wbias")]
+    return layer.output.value.copy(), grads, list(layer.direct_inputs)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_conv_layer_same_on_both_routes(monkeypatch, dtype, rtol):
+    rng = np.random.RandomState(5)
+    with backend.default_dtype(dtype):
+        x = rng.randn(3, 4 * 81).astype(dtype)
+        dy = rng.randn(3, 6 * 81).astype(dtype)
+        y, grads, used = run_layer(x, dy)
+        monkeypatch.setenv("SCULLER_CONV", "gemm")
+        y_ref, grads_ref, used_ref = run_layer(x, dy)
+    assert used == [True, True] and used_ref == [False, False]
+    np.testing.assert_allclose(y, y_ref, rtol=rtol, atol=rtol * np.abs(y_ref).max())
+    for g, r in zip(grads, grads_ref):
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=rtol * np.abs(r).max())
