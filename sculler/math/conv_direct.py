@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.math.openblas import shorten_thread_spin
 from sculler.math.parallel import run_ranges
 
 BLOCKS = (32, 48, 64, 80, 96)  # positions per register block (4 * BL / 16 <= 24 vectors)
@@ -70,9 +71,14 @@ def _block(positions: int) -> int:
 
 
 def _kernels():
-    """The compiled kernels (``sculler/math/conv_kernels.py``, imported at first use)."""
+    """The compiled kernels (``sculler/math/conv_kernels.py``, imported at first use, when
+    OpenBLAS's idle threads are also told to stop spinning soon: see
+    :func:`sculler.math.openblas.shorten_thread_spin`)."""
     from sculler.math import conv_kernels  # noqa: PLC0415
 
+    if not _state.get("spin"):
+        _state["spin"] = True
+        shorten_thread_spin()
     return conv_kernels
 
 

@@ -192,3 +192,21 @@ def test_clipping_keeps_the_numpy_kernels(monkeypatch):
                               gradient_clipping_threshold=0.5)
     _, _, calls = _fused_run(make, monkeypatch, blas=True)
     assert calls == []
+
+
+def test_shorten_thread_spin_once_and_gemm_still_right(monkeypatch):
+    """The spin is shortened once per process (OpenBLAS restarts its threads at the next
+    threaded call, and GEMMs give the same values); the variable is not left set, and a user's
+    own OPENBLAS_THREAD_TIMEOUT is left alone."""
+    a = np.random.RandomState(0).rand(300, 300)
+    before = a @ a
+    monkeypatch.setitem(openblas._spin, "set", False)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    assert openblas.shorten_thread_spin() is False
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
+    changed = openblas.shorten_thread_spin()
+    assert changed is (openblas._numpy_openblas() is not None
+                       and hasattr(openblas._numpy_openblas(), "blas_thread_shutdown_"))
+    assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ
+    assert openblas.shorten_thread_spin() is False  # once only
+    np.testing.assert_array_equal(a @ a, before)
