@@ -174,7 +174,7 @@ class ConvLayer(ImageLayer):
         self.w_shapes = shapes
         self.confs = [conv_conf(self.config, i) for i in range(len(self.inputs))]
         self._direct = [None if self.trans else conv_direct.DirectConv(
-            cf["filter_size"], cf["padding"]) for cf in self.confs]
+            cf["filter_size"], cf["padding"], cf["stride"]) for cf in self.confs]
         self._direct_used = [False] * len(self.confs)
 
     @property
@@ -184,7 +184,8 @@ class ConvLayer(ImageLayer):
 
     def _use_direct(self, i: int, x) -> bool:
         """Whether input ``i`` convolves on the direct kernels this batch
-        (``sculler/math/conv_direct.py``: stride 1, NumPy, numba installed)."""
+        (``sculler/math/conv_direct.py``: dilation 1, one group, NumPy arrays, numba
+        installed; with a stride, its input gradient takes the GEMM route)."""
         cf = self.confs[i]
         used = self._direct[i] is not None and conv_direct.applicable(
             x, cf["filter_size"], *self._args(i))
@@ -297,7 +298,7 @@ class ConvLayer(ImageLayer):
             gx = self.input_grad_image(i)
             if gx is not None:
                 beta = self.input_grad_beta(i)
-                if direct is not None:
+                if direct is not None and direct.input_grad_direct:
                     direct.backward_data(dy, w, gx, beta)
                 elif self.trans:
                     if beta == 0.0:
@@ -305,7 +306,7 @@ class ConvLayer(ImageLayer):
                     conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)
                 else:
                     conv2d_backward_data(dy, w, x.shape, *self._args(i), out=gx, beta=beta,
-                                         dy_cols=dy_cols[self.confs[i]["groups"]])
+                                         dy_cols=dy_cols.get(self.confs[i]["groups"]))
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
 

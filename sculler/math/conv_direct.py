@@ -61,7 +61,7 @@ def available() -> bool:
 def applicable(x: Any, kernel: tuple[int, int], stride, padding, dilation, groups: int) -> bool:
     """Whether a convolution of ``x`` with these settings runs on the direct kernels."""
     return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and groups == 1
-            and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and min(stride) >= 1 and tuple(dilation) == (1, 1)
             and all(0 <= p <= k - 1 for p, k in zip(padding, kernel)) and available())
 
 
@@ -97,13 +97,23 @@ def _rows(n: int) -> int:
 
 
 class DirectConv:
-    """One stride-1 convolution's buffers and calls: ``forward`` keeps the padded input for
-    ``backward_filter``; all buffers are reused from batch to batch (grown when needed)."""
+    """One convolution's buffers and calls: ``forward`` keeps the laid-out input for
+    ``backward_filter``; all buffers are reused from batch to batch (grown when needed).
 
-    def __init__(self, kernel: tuple[int, int], padding: tuple[int, int]):
-        self.kernel, self.padding = tuple(kernel), tuple(padding)
+    A stride ``s`` splits the padded input into ``sy*sx`` phase planes (pixel ``(Y, X)`` in
+    plane ``(Y % sy, X % sx)`` at ``(Y // sy, X // sx)``), on which tap ``(ky, kx)`` of output
+    ``(y, x)`` reads plane ``(ky % sy, kx % sx)`` at ``(y + ky // sy, x + kx // sx)``: the
+    same stride-1 kernels with other offsets. The input gradient of a strided convolution is
+    not a convolution of ``dy`` on such a grid; :attr:`input_grad_direct` is False for it and
+    the caller takes the GEMM route."""
+
+    def __init__(self, kernel: tuple[int, int], padding: tuple[int, int],
+                 stride: tuple[int, int] = (1, 1)):
+        self.kernel, self.padding, self.stride = tuple(kernel), tuple(padding), tuple(stride)
+        self.input_grad_direct = self.stride == (1, 1)
         self._bufs: dict[str, np.ndarray] = {}
         self._xflat = None
+        self._x_grid: tuple[int, int] | None = None  # (grid width, row length) of the input
 
     def _buf(self, key: str, shape: tuple, dtype) -> np.ndarray:
         buf = self._bufs.get(key)
@@ -111,28 +121,37 @@ class DirectConv:
             buf = self._bufs[key] = np.empty(shape, dtype)
         return buf
 
-    def _grid(self, key: str, src, rows: int, pad: tuple[int, int], wp: int, positions: int):
-        """``src`` ``(N, C, H, W)`` placed ``pad`` rows and columns in on a flat grid of width
-        ``wp``, ``rows`` channels, zeros elsewhere, long enough for the taps of the last
-        block of ``positions``."""
-        kh, kw = self.kernel
-        n, _, h, _ = src.shape
+    def _layout(self, h: int, w: int, pad: tuple[int, int], stride: tuple[int, int],
+                out_rows: int) -> tuple[int, int, np.ndarray]:
+        """(grid width, plane length, tap offsets) of an ``(h, w)`` image padded by ``pad``
+        and split by ``stride``, for ``out_rows`` output rows: a plane holds the padded image
+        and the taps of the last block of positions."""
+        (kh, kw), (sy, sx) = self.kernel, stride
+        hq, wq = -(-(h + 2 * pad[0]) // sy), -(-(w + 2 * pad[1]) // sx)
+        positions = out_rows * wq
         computed = -(-positions // _block(positions)) * _block(positions)
-        length = max((h + 2 * pad[0]) * wp, computed + (kh - 1) * wp + kw - 1)
-        buf = self._buf(key, (rows, n, length), src.dtype)
-        run_ranges(_kernels().pad, n * rows, src, buf, pad[0], pad[1], wp, rows)
-        return buf
+        plane = max(hq * wq, computed + (kh - 1) // sy * wq + (kw - 1) // sx)
+        offs = np.array([((ky % sy) * sx + kx % sx) * plane + ky // sy * wq + kx // sx
+                         for ky in range(kh) for kx in range(kw)], np.int64)
+        return wq, plane, offs
 
-    def _offsets(self, wp: int) -> np.ndarray:
-        kh, kw = self.kernel
-        return np.array([ky * wp + kx for ky in range(kh) for kx in range(kw)], np.int64)
+    def _grid(self, key: str, src, rows: int, pad: tuple[int, int], wq: int, plane: int,
+              stride: tuple[int, int], length: int):
+        """``src (N, C, H, W)`` laid out as :func:`conv_kernels.pad` does, ``rows``
+        channels, rows of ``length``."""
+        n = src.shape[0]
+        buf = self._buf(key, (rows, n, length), src.dtype)
+        run_ranges(_kernels().pad, n * rows, src, buf, pad[0], pad[1], wq, plane, *stride, rows)
+        return buf
 
     def forward(self, x, w, out, bias=None, accumulate: bool = False) -> None:
         """``out (N, F, Ho, Wo)`` (+)= conv(x, w) + bias, ``w`` shaped ``(F, C, kh, kw)``."""
         f, c, kh, kw = w.shape
-        ho, wo = out.shape[2:]
-        wp = x.shape[3] + 2 * self.padding[1]
-        xflat = self._xflat = self._grid("x", x, x.shape[1], self.padding, wp, ho * wp)
+        sy, sx = self.stride
+        wq, plane, offs = self._layout(*x.shape[2:], self.padding, self.stride, out.shape[2])
+        self._xflat = self._grid("x", x, c, self.padding, wq, plane, self.stride,
+                                 sy * sx * plane)
+        self._x_grid = (wq, offs)
         wk = self._buf("w", (_rows(f), c, kh * kw), w.dtype)
         wk[:f] = w.reshape(f, c, kh * kw)
         wk[f:] = 0
@@ -140,23 +159,30 @@ class DirectConv:
         b[:] = 0
         if bias is not None:
             b[:f] = bias.reshape(-1)
-        _conv(xflat, wk, self._offsets(wp), b, out, wp, accumulate)
+        _conv(self._xflat, wk, offs, b, out, wq, accumulate)
 
     def backward_filter(self, dy, out, beta: float = 0.0) -> None:
         """``out (F, C, kh, kw)`` = beta*out + the filter gradient, from the input kept by the
         last ``forward``."""
         f = dy.shape[1]
-        ho, wo = dy.shape[2:]
-        wp = wo + self.kernel[1] - 1
-        positions = ho * wp
-        # dy on the padded input's grid, zeros in the dropped positions
-        dyg = self._grid("dy", dy, _rows(f), (0, 0), wp, positions)
-        if dyg.shape[2] != self._xflat.shape[2]:
+        wq, offs = self._x_grid
+        length = self._xflat.shape[2]
+        if dy.shape[2] * wq + offs.max() > length or dy.shape[3] > wq:
             raise ValueError(f"DirectConv.backward_filter: dy {dy.shape} does not match the "
                              f"input of the last forward")
-        sums = self._buf("dw", (_rows(f), out.shape[1], out[0, 0].size), dy.dtype)
-        run_ranges(_kernels().filter_grad, self._xflat.shape[0], self._xflat, dyg,
-                   self._offsets(wp), sums, dy.dtype.type(0))
+        n, f4 = dy.shape[0], _rows(f)
+        sums = self._buf("dw", (f4, out.shape[1], out[0, 0].size), dy.dtype)
+        xflat = self._xflat
+        if self.stride == (1, 1):
+            # dy on the input's grid, rows as long as x's: the batch is one long row
+            dyg = self._grid("dy", dy, f4, (0, 0), wq, length, (1, 1), length)
+            xflat = xflat.reshape(xflat.shape[0], 1, n * length)
+            dyg, positions = dyg.reshape(f4, 1, n * length), n * length - int(offs.max())
+        else:  # dy on the output grid of the phase planes, image by image
+            positions = dy.shape[2] * wq
+            dyg = self._grid("dy", dy, f4, (0, 0), wq, positions, (1, 1), positions)
+        run_ranges(_kernels().filter_grad, xflat.shape[0], xflat, dyg, offs, positions, sums,
+                   dy.dtype.type(0))
         if beta == 0.0:
             out[...] = sums[:f].reshape(out.shape)
         else:
@@ -165,12 +191,14 @@ class DirectConv:
 
     def backward_data(self, dy, w, out, beta: float = 0.0) -> None:
         """``out (N, C, H, W)`` = beta*out + the input gradient, ``dx = conv(pad'(dy),
-        flip(w)^T)``."""
+        flip(w)^T)`` (stride 1 only: :attr:`input_grad_direct`)."""
+        if not self.input_grad_direct:
+            raise ValueError(f"DirectConv.backward_data: stride {self.stride} takes the GEMM "
+                             "route (input_grad_direct is False)")
         f, c, kh, kw = w.shape
-        h, wd = out.shape[2:]
         pad = (kh - 1 - self.padding[0], kw - 1 - self.padding[1])
-        wp = dy.shape[3] + 2 * pad[1]
-        dyflat = self._grid("dy_pad", dy, dy.shape[1], pad, wp, h * wp)
+        wq, plane, offs = self._layout(*dy.shape[2:], pad, (1, 1), out.shape[2])
+        dyflat = self._grid("dy_pad", dy, f, pad, wq, plane, (1, 1), plane)
         wt = self._buf("wt", (_rows(c), f, kh * kw), w.dtype)
         wt[:c] = w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2)
         wt[c:] = 0
@@ -178,4 +206,4 @@ class DirectConv:
         zero[:] = 0
         if beta not in (0.0, 1.0):
             out *= beta
-        _conv(dyflat, wt, self._offsets(wp), zero, out, wp, beta != 0.0)
+        _conv(dyflat, wt, offs, zero, out, wq, beta != 0.0)

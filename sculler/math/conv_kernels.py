@@ -94,76 +94,87 @@ def conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, bl, size):
 
 
 @njit(**OPTS)
-def pad(lo, hi, src, dst, top, left, wp, rows_out):
-    """dst[c, n, (y + top)*wp + x + left] = src[n, c, y, x] for rows ``c < src``'s
-    channels, zero everywhere else (borders, slack, extra rows)."""
+def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx, rows_out):
+    """Lay ``src[n, c]`` padded by ``(top, left)`` into ``dst[c, n]``, split into ``sy*sx``
+    stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
+    ``plane`` long) at ``(Y // sy)*wq + X // sx``; zero everywhere else (borders, slack, rows
+    ``c >=`` the channels of ``src``). With stride 1 this is one plane of width ``wq``."""
     n_img, channels, h, w = src.shape
     for job in range(lo, hi):
         c, n = job // n_img, job % n_img
         d = dst[c, n]
         d[:] = 0
-        if c < channels:
+        if c >= channels:
+            continue
+        if sy == 1 and sx == 1:
             for y in range(h):
-                start = (y + top) * wp + left
+                start = (y + top) * wq + left
                 d[start:start + w] = src[n, c, y]
+        else:
+            for y in range(h):
+                yy = y + top
+                row = (yy % sy) * sx * plane + (yy // sy) * wq
+                for x in range(w):
+                    xx = x + left
+                    d[row + (xx % sx) * plane + xx // sx] = src[n, c, y, x]
 
 
 @njit(**OPTS)
-def filter_grad(lo, hi, xflat, dyg, offs, sums, zero):
-    """sums[f, c, t] = sum_q dyg[f, q] * xflat[c, q + offs[t]] over the images' grids laid
-    end to end (``dyg`` zero at the dropped positions and the slack, so the taps that run
-    into the next image's grid add nothing). Three taps by FB filters a pass, twelve sums
-    held in vector registers, over chunks of QB positions that stay in the L1 cache while
+def filter_grad(lo, hi, xflat, dyg, offs, positions, sums, zero):
+    """sums[f, c, t] = sum_{n, q < positions} dyg[f, n, q] * xflat[c, n, q + offs[t]] for the
+    channels ``[lo, hi)`` (``dyg`` zero at the dropped positions). A stride-1 caller passes
+    the batch as one row (images end to end: the taps that run into the next image's grid
+    meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a pass, twelve
+    sums held in vector registers, over chunks of QB positions that stay in the L1 cache while
     every filter block passes over them. ``zero`` is of the arrays' dtype (a float64 sum of
     float32 products would keep LLVM from vectorizing)."""
-    channels, n_img, length = xflat.shape
+    n_img = xflat.shape[1]
     taps = offs.shape[0]
     n_fb = dyg.shape[0] // FB
-    span = n_img * length - offs[taps - 1]
-    dy = dyg.reshape(dyg.shape[0], n_img * length)
     for c in range(lo, hi):
-        xs = xflat[c].reshape(n_img * length)
         out = sums[:, c]
         out[:] = 0
-        for q0 in range(0, span, QB):
-            qn = min(QB, span - q0)
-            for f0 in range(0, n_fb * FB, FB):
-                d0 = dy[f0, q0:q0 + qn]
-                d1 = dy[f0 + 1, q0:q0 + qn]
-                d2 = dy[f0 + 2, q0:q0 + qn]
-                d3 = dy[f0 + 3, q0:q0 + qn]
-                for t0 in range(0, taps, 3):
-                    ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
-                    xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
-                    xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
-                    xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
-                    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = zero
-                    for q in range(qn):
-                        va, vb, vc = xa[q], xb[q], xc[q]
-                        e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
-                        a0 += e0 * va
-                        a1 += e1 * va
-                        a2 += e2 * va
-                        a3 += e3 * va
-                        b0 += e0 * vb
-                        b1 += e1 * vb
-                        b2 += e2 * vb
-                        b3 += e3 * vb
-                        c0 += e0 * vc
-                        c1 += e1 * vc
-                        c2 += e2 * vc
-                        c3 += e3 * vc
-                    out[f0, ta] += a0
-                    out[f0 + 1, ta] += a1
-                    out[f0 + 2, ta] += a2
-                    out[f0 + 3, ta] += a3
-                    if t0 + 1 < taps:
-                        out[f0, tb] += b0
-                        out[f0 + 1, tb] += b1
-                        out[f0 + 2, tb] += b2
-                        out[f0 + 3, tb] += b3
-                    if t0 + 2 < taps:
-                        out[f0, tc] += c0
-                        out[f0 + 1, tc] += c1
-                        out[f0 + 2, tc] += c2
-                        out[f0 + 3, tc] += c3
+        for n in range(n_img):
+            xs = xflat[c, n]
+            for q0 in range(0, positions, QB):
+                qn = min(QB, positions - q0)
+                for f0 in range(0, n_fb * FB, FB):
+                    d0 = dyg[f0, n, q0:q0 + qn]
+                    d1 = dyg[f0 + 1, n, q0:q0 + qn]
+                    d2 = dyg[f0 + 2, n, q0:q0 + qn]
+                    d3 = dyg[f0 + 3, n, q0:q0 + qn]
+                    for t0 in range(0, taps, 3):
+                        ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
+                        xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
+                        xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
+                        xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
+                        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = zero
+                        for q in range(qn):
+                            va, vb, vc = xa[q], xb[q], xc[q]
+                            e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
+                            a0 += e0 * va
+                            a1 += e1 * va
+                            a2 += e2 * va
+                            a3 += e3 * va
+                            b0 += e0 * vb
+                            b1 += e1 * vb
+                            b2 += e2 * vb
+                            b3 += e3 * vb
+                            c0 += e0 * vc
+                            c1 += e1 * vc
+                            c2 += e2 * vc
+                            c3 += e3 * vc
+                        out[f0, ta] += a0
+                        out[f0 + 1, ta] += a1
+                        out[f0 + 2, ta] += a2
+                        out[f0 + 3, ta] += a3
+                        if t0 + 1 < taps:
+                            out[f0, tb] += b0
+                            out[f0 + 1, tb] += b1
+                            out[f0 + 2, tb] += b2
+                            out[f0 + 3, tb] += b3
+                        if t0 + 2 < taps:
+                            out[f0, tc] += c0
+                            out[f0 + 1, tc] += c1
+                            out[f0 + 2, tc] += c2
+                            out[f0 + 3, tc] += c3

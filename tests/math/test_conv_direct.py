@@ -58,6 +58,33 @@ def test_direct_equals_gemm_route(shape, dtype, rtol):
     assert np.abs(gx - 0.5 - gx_ref).max() <= rtol * scale(gx_ref)
 
 
+# (N, C, F, H, W, k, pad, (sy, sx)): the stride splits the input into phase planes
+STRIDED = [(2, 3, 5, 7, 6, 3, 1, (2, 2)), (2, 6, 3, 11, 10, 5, 2, (3, 2)),
+           (2, 5, 4, 8, 8, 1, 0, (2, 2)), (1, 2, 6, 9, 13, 3, 0, (1, 2))]
+
+
+@pytest.mark.parametrize("shape", STRIDED)
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_strided_forward_and_filter_gradient(shape, dtype, rtol):
+    n, c, f, h, wd, k, pad, stride = shape
+    rng = np.random.RandomState(sum(shape[:-1]))
+    x, w = rng.randn(n, c, h, wd).astype(dtype), rng.randn(f, c, k, k).astype(dtype)
+    y_ref = conv2d_forward(x.astype(np.float64), w.astype(np.float64), stride, pad, 1)
+    dy = rng.randn(*y_ref.shape).astype(dtype)
+    gw_ref = conv2d_backward_filter(x.astype(np.float64), dy.astype(np.float64), w.shape,
+                                    stride, pad, 1)
+    conv = conv_direct.DirectConv((k, k), (pad, pad), stride)
+    assert not conv.input_grad_direct
+    y = np.empty(y_ref.shape, dtype)
+    conv.forward(x, w, y)
+    gw = np.empty_like(w)
+    conv.backward_filter(dy, gw)
+    assert np.abs(y - y_ref).max() <= rtol * np.abs(y_ref).max()
+    assert np.abs(gw - gw_ref).max() <= rtol * np.abs(gw_ref).max()
+    with pytest.raises(ValueError, match="takes the GEMM route"):
+        conv.backward_data(dy, w, np.empty_like(x))
+
+
 def test_accumulating_forward_and_scaled_gradients():
     rng = np.random.RandomState(0)
     x, w = rng.randn(2, 4, 6, 6), rng.randn(8, 4, 3, 3)
@@ -75,8 +102,7 @@ def test_accumulating_forward_and_scaled_gradients():
 
 
 @pytest.mark.parametrize("stride,padding,dilation,groups", [
-    ((2, 2), (1, 1), (1, 1), 1), ((1, 1), (1, 1), (2, 2), 1), ((1, 1), (1, 1), (1, 1), 2),
-    ((1, 1), (3, 3), (1, 1), 1)])
+    ((1, 1), (1, 1), (2, 2), 1), ((1, 1), (1, 1), (1, 1), 2), ((1, 1), (3, 3), (1, 1), 1)])
 def test_other_convolutions_take_the_gemm_route(stride, padding, dilation, groups):
     x = np.zeros((1, 4, 8, 8), np.float32)
     assert not conv_direct.applicable(x, (3, 3), stride, padding, dilation, groups)
@@ -89,35 +115,46 @@ def test_sculler_conv_gemm_turns_the_path_off(monkeypatch):
     assert not conv_direct.applicable(x, (3, 3), (1, 1), (1, 1), (1, 1), 1)
 
 
-def conv_net():
+def conv_net(stride: int):
+    """data -> a 4-filter conv (so the data's gradient is wanted) -> the layer under test:
+    two inputs, the second strided as the first, padding 1."""
     b = ModelBuilder()
-    b.add_layer(LayerConfig("img", "data", size=4 * 9 * 9, attrs={"height": 9, "width": 9}))
-    b.add_layer(LayerConfig("out", "exconv", inputs=[InputConfig("img"), InputConfig("img")],
-                            attrs={"num_filters": 6, "filter_size": 3, "padding": 1}),
-                bias_attr={"initial_std": 1.0})
+    b.add_layer(LayerConfig("img", "data", size=3 * 9 * 9, attrs={"height": 9, "width": 9}))
+    b.add_layer(LayerConfig("pre", "exconv", inputs=[InputConfig("img")],
+                            attrs={"num_filters": 4, "filter_size": 1}))
+    b.add_layer(LayerConfig("out", "exconv", inputs=[InputConfig("pre"), InputConfig("pre")],
+                            attrs={"num_filters": 6, "filter_size": 3, "padding": 1,
+                                   "stride": stride}), bias_attr={"initial_std": 1.0})
     return Network(b.build(["out"]), ParameterSet(seed=3))
 
 
-def run_layer(x, dy):
-    """(output, weight gradients, bias gradient, input gradient) of a two-input conv layer."""
-    net = conv_net()
+
+def run_layer(x, dy, stride):
+    """(output, [weight gradients, bias gradient, the lower conv's weight gradient],
+    inputs on the direct path) of a two-input conv layer."""
+    net = conv_net(stride)
     net.forward({"img": Argument(value=x)}, PASS_TRAIN)
     layer = net.get_layer("out")
     layer.output.grad[...] = dy
     net.backward()
-    grads = [net.parameters[f"_out.{k}"].grad.copy() for k in ("w0", "w1", "wbias")]
+    grads = [net.parameters[k].grad.copy() for k in ("_out.w0", "_out.w1", "_out.wbias",
+                                                     "_pre.w0")]
     return layer.output.value.copy(), grads, list(layer.direct_inputs)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_conv_layer_same_on_both_routes(monkeypatch, dtype, rtol):
+def test_conv_layer_same_on_both_routes(monkeypatch, dtype, rtol, stride):
+    """The layer's output and every gradient (its weights, bias, and through its input the
+    lower layer's weights) agree between the direct and the GEMM route."""
+    side = 9 if stride == 1 else 5
     rng = np.random.RandomState(5)
     with backend.default_dtype(dtype):
-        x = rng.randn(3, 4 * 81).astype(dtype)
-        dy = rng.randn(3, 6 * 81).astype(dtype)
-        y, grads, used = run_layer(x, dy)
+        x = rng.randn(3, 3 * 81).astype(dtype)
+        dy = rng.randn(3, 6 * side * side).astype(dtype)
+        y, grads, used = run_layer(x, dy, stride)
         monkeypatch.setenv("SCULLER_CONV", "gemm")
-        y_ref, grads_ref, used_ref = run_layer(x, dy)
+        y_ref, grads_ref, used_ref = run_layer(x, dy, stride)
     assert used == [True, True] and used_ref == [False, False]
     np.testing.assert_allclose(y, y_ref, rtol=rtol, atol=rtol * np.abs(y_ref).max())
     for g, r in zip(grads, grads_ref):
