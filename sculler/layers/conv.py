@@ -276,13 +276,14 @@ class ConvLayer(ImageLayer):
             x = self.input_image(i)
             shape = self.w_shapes[i]
             w = weight.w.reshape(shape)
-            direct = self._direct[i] if self._direct_used[i] else None
+            gx = self.input_grad_image(i)
+            if self._direct_used[i]:
+                self._direct_backward(i, dy, w, weight, gx, callback)
+                continue
             if weight.w_grad is not None:
                 gw = weight.w_grad.reshape(shape)
                 beta = self.param_grad_beta(weight)
-                if direct is not None:
-                    direct.backward_filter(dy, gw, beta)
-                elif self.trans:
+                if self.trans:
                     if beta == 0.0:
                         gw[...] = 0
                     conv2d_transpose_backward_filter(x, dy, shape, *self._args(i), out=gw)
@@ -295,12 +296,9 @@ class ConvLayer(ImageLayer):
                                            bias_beta=bias_beta if with_bias else 1.0)
                     if with_bias:
                         self.bias.parameter.inc_update(callback)
-            gx = self.input_grad_image(i)
             if gx is not None:
                 beta = self.input_grad_beta(i)
-                if direct is not None and direct.input_grad_direct:
-                    direct.backward_data(dy, w, gx, beta)
-                elif self.trans:
+                if self.trans:
                     if beta == 0.0:
                         gx[...] = 0
                     conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)
@@ -309,6 +307,24 @@ class ConvLayer(ImageLayer):
                                          dy_cols=dy_cols.get(self.confs[i]["groups"]))
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
+
+
+    def _direct_backward(self, i: int, dy, w, weight, gx, callback) -> None:
+        """Input ``i``'s filter and input gradients on the direct kernels (a strided
+        convolution's input gradient on the GEMM route)."""
+        direct = self._direct[i]
+        gw = beta_w = None
+        if weight.w_grad is not None:
+            gw, beta_w = weight.w_grad.reshape(self.w_shapes[i]), self.param_grad_beta(weight)
+        if gx is not None and direct.input_grad_direct:
+            direct.backward(dy, w, gw, beta_w, gx, self.input_grad_beta(i))
+        else:
+            direct.backward(dy, w, gw, beta_w)
+            if gx is not None:
+                conv2d_backward_data(dy, w, gx.shape, *self._args(i), out=gx,
+                                     beta=self.input_grad_beta(i))
+        if gw is not None:
+            weight.parameter.inc_update(callback)
 
 
 @register_layer("exconvt", "convt", "cudnn_convt")

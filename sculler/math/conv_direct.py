@@ -28,7 +28,7 @@ process and block size, about a second in all, at the first convolution.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -82,23 +82,31 @@ def _kernels():
     return conv_kernels
 
 
-def _conv(xflat, w, offs, bias, out, wp: int, accumulate: bool) -> None:
-    """The conv kernel over all its (image, filter block, position block) jobs."""
-    positions = out.shape[2] * wp
-    block = _block(positions)
-    jobs = xflat.shape[1] * (w.shape[0] // _kernels().FB) * -(-positions // block)
-    run_ranges(_kernels().conv, jobs, xflat, w, offs, bias, out, wp, accumulate, block)
-
-
 def _rows(n: int) -> int:
     """``n`` rounded up to whole register blocks of filters."""
     fb = _kernels().FB
     return -(-n // fb) * fb
 
 
+class Geometry(NamedTuple):
+    """Where things lie on the grids of one convolution shape (see :class:`DirectConv`)."""
+
+    wq: int  # width of the output grid
+    plane: int  # length of one stride-phase plane of the input
+    offs: np.ndarray  # tap offsets into an input row
+    block: int  # output positions per register block
+    # the input gradient's grid (stride 1): padding of dy, width, row length, tap offsets
+    dx_pad: tuple[int, int] | None
+    dx_wq: int
+    dx_row: int
+    dx_offs: np.ndarray | None
+    dx_block: int
+    shift: int | None  # where dy's grid is the input's, moved by this much (else None)
+
+
 class DirectConv:
-    """One convolution's buffers and calls: ``forward`` keeps the laid-out input for
-    ``backward_filter``; all buffers are reused from batch to batch (grown when needed).
+    """One convolution's buffers and calls: ``forward`` keeps the laid-out input for the
+    filter gradient; all buffers are reused from batch to batch (grown when needed).
 
     A stride ``s`` splits the padded input into ``sy*sx`` phase planes (pixel ``(Y, X)`` in
     plane ``(Y % sy, X % sx)`` at ``(Y // sy, X // sx)``), on which tap ``(ky, kx)`` of output
@@ -112,8 +120,10 @@ class DirectConv:
         self.kernel, self.padding, self.stride = tuple(kernel), tuple(padding), tuple(stride)
         self.input_grad_direct = self.stride == (1, 1)
         self._bufs: dict[str, np.ndarray] = {}
+        self._geometries: dict[tuple, Geometry] = {}
         self._xflat = None
-        self._x_grid: tuple[int, int] | None = None  # (grid width, row length) of the input
+        self._geom: Geometry | None = None
+        self._out_shape: tuple[int, ...] = ()
 
     def _buf(self, key: str, shape: tuple, dtype) -> np.ndarray:
         buf = self._bufs.get(key)
@@ -121,37 +131,48 @@ class DirectConv:
             buf = self._bufs[key] = np.empty(shape, dtype)
         return buf
 
-    def _layout(self, h: int, w: int, pad: tuple[int, int], stride: tuple[int, int],
-                out_rows: int) -> tuple[int, int, np.ndarray]:
-        """(grid width, plane length, tap offsets) of an ``(h, w)`` image padded by ``pad``
-        and split by ``stride``, for ``out_rows`` output rows: a plane holds the padded image
-        and the taps of the last block of positions."""
+    def _plane(self, h: int, w: int, pad, stride, out_rows: int) -> tuple[int, int, int]:
+        """(grid width, plane length, block) of an ``(h, w)`` image padded by ``pad`` and split
+        by ``stride``, for ``out_rows`` output rows: a plane holds the padded image and the
+        taps of the last block of positions."""
         (kh, kw), (sy, sx) = self.kernel, stride
         hq, wq = -(-(h + 2 * pad[0]) // sy), -(-(w + 2 * pad[1]) // sx)
-        positions = out_rows * wq
-        computed = -(-positions // _block(positions)) * _block(positions)
-        plane = max(hq * wq, computed + (kh - 1) // sy * wq + (kw - 1) // sx)
-        offs = np.array([((ky % sy) * sx + kx % sx) * plane + ky // sy * wq + kx // sx
-                         for ky in range(kh) for kx in range(kw)], np.int64)
-        return wq, plane, offs
+        block = _block(out_rows * wq)
+        computed = -(-out_rows * wq // block) * block
+        return wq, max(hq * wq, computed + (kh - 1) // sy * wq + (kw - 1) // sx), block
 
-    def _grid(self, key: str, src, rows: int, pad: tuple[int, int], wq: int, plane: int,
-              stride: tuple[int, int], length: int):
-        """``src (N, C, H, W)`` laid out as :func:`conv_kernels.pad` does, ``rows``
-        channels, rows of ``length``."""
-        n = src.shape[0]
-        buf = self._buf(key, (rows, n, length), src.dtype)
-        run_ranges(_kernels().pad, n * rows, src, buf, pad[0], pad[1], wq, plane, *stride, rows)
-        return buf
+    def _offsets(self, wq: int, plane: int, stride) -> np.ndarray:
+        (kh, kw), (sy, sx) = self.kernel, stride
+        return np.array([((ky % sy) * sx + kx % sx) * plane + ky // sy * wq + kx // sx
+                         for ky in range(kh) for kx in range(kw)], np.int64)
+
+    def geometry(self, in_hw: tuple[int, int], out_hw: tuple[int, int]) -> Geometry:
+        """The grids of an ``in_hw`` input and ``out_hw`` output (computed once a shape)."""
+        key = (tuple(in_hw), tuple(out_hw))
+        if key in self._geometries:
+            return self._geometries[key]
+        (kh, kw), (py, px) = self.kernel, self.padding
+        wq, plane, block = self._plane(*in_hw, self.padding, self.stride, out_hw[0])
+        dx_pad, dx_wq, dx_row, dx_offs, dx_block, shift = None, 0, 0, None, 0, None
+        if self.input_grad_direct:
+            dx_pad = (kh - 1 - py, kw - 1 - px)
+            dx_wq, dx_row, dx_block = self._plane(*out_hw, dx_pad, (1, 1), in_hw[0])
+            if dx_wq == wq:  # "same" padding: dy's grid is the input's, moved
+                plane = dx_row = max(plane, dx_row)
+                shift = dx_pad[0] * wq + dx_pad[1]
+            dx_offs = self._offsets(dx_wq, dx_row, (1, 1))
+        geom = self._geometries[key] = Geometry(
+            wq, plane, self._offsets(wq, plane, self.stride), block, dx_pad, dx_wq, dx_row,
+            dx_offs, dx_block, shift)
+        return geom
 
     def forward(self, x, w, out, bias=None, accumulate: bool = False) -> None:
         """``out (N, F, Ho, Wo)`` (+)= conv(x, w) + bias, ``w`` shaped ``(F, C, kh, kw)``."""
         f, c, kh, kw = w.shape
-        sy, sx = self.stride
-        wq, plane, offs = self._layout(*x.shape[2:], self.padding, self.stride, out.shape[2])
-        self._xflat = self._grid("x", x, c, self.padding, wq, plane, self.stride,
-                                 sy * sx * plane)
-        self._x_grid = (wq, offs)
+        (sy, sx), n = self.stride, x.shape[0]
+        g = self._geom = self.geometry(x.shape[2:], out.shape[2:])
+        self._out_shape = tuple(out.shape[2:])
+        grid = self._xflat = self._buf("x", (c, n, sy * sx * g.plane), x.dtype)
         wk = self._buf("w", (_rows(f), c, kh * kw), w.dtype)
         wk[:f] = w.reshape(f, c, kh * kw)
         wk[f:] = 0
@@ -159,51 +180,64 @@ class DirectConv:
         b[:] = 0
         if bias is not None:
             b[:f] = bias.reshape(-1)
-        _conv(self._xflat, wk, offs, b, out, wq, accumulate)
+        run_ranges(_kernels().conv, n, x, grid, *self.padding, g.wq, g.plane, sy, sx, wk,
+                   g.offs, b, out, accumulate, True, g.block)
 
-    def backward_filter(self, dy, out, beta: float = 0.0) -> None:
-        """``out (F, C, kh, kw)`` = beta*out + the filter gradient, from the input kept by the
-        last ``forward``."""
-        f = dy.shape[1]
-        wq, offs = self._x_grid
-        length = self._xflat.shape[2]
-        if dy.shape[2] * wq + offs.max() > length or dy.shape[3] > wq:
-            raise ValueError(f"DirectConv.backward_filter: dy {dy.shape} does not match the "
-                             f"input of the last forward")
-        n, f4 = dy.shape[0], _rows(f)
+    def backward(self, dy, w, grad_w=None, beta_w: float = 0.0, grad_x=None,
+                 beta_x: float = 0.0) -> None:
+        """The filter gradient ``grad_w (F, C, kh, kw) = beta_w*grad_w + dw`` (from the input
+        kept by the last ``forward``) and the input gradient ``grad_x (N, C, H, W) =
+        beta_x*grad_x + dx``, ``dx = conv(pad'(dy), flip(w)^T)`` with ``pad' = k - 1 - pad``
+        (stride 1 only: :attr:`input_grad_direct`); either may be None."""
+        g = self._geom
+        if g is None or dy.shape[2:] != self._out_shape or dy.shape[0] != self._xflat.shape[1]:
+            raise ValueError(f"DirectConv.backward: dy {dy.shape} does not match the output of "
+                             "the last forward")
+        if grad_x is not None and not self.input_grad_direct:
+            raise ValueError(f"DirectConv.backward: stride {self.stride} takes the GEMM route "
+                             "for the input gradient (input_grad_direct is False)")
+        f, c, kh, kw = w.shape
+        n = dy.shape[0]
+        dy_grid = None
+        if grad_x is not None or (grad_w is not None and g.shift is not None):
+            dy_grid = self._buf("dy_pad", (f, n, g.dx_row), dy.dtype)
+            wt = self._buf("wt", (_rows(c), f, kh * kw), w.dtype)
+            wt[:c] = w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2)
+            wt[c:] = 0
+            zero = self._buf("zero", (_rows(c),), w.dtype)
+            zero[:] = 0
+            if grad_x is not None and beta_x not in (0.0, 1.0):
+                grad_x *= beta_x
+            run_ranges(_kernels().conv, n, dy, dy_grid, *g.dx_pad, g.dx_wq, g.dx_row, 1, 1, wt,
+                       g.dx_offs, zero, grad_x if grad_x is not None else dy, beta_x != 0.0,
+                       grad_x is not None, g.dx_block)
+        if grad_w is not None:
+            self._filter_grad(dy, g, dy_grid, grad_w, beta_w)
+
+    def _filter_grad(self, dy, g: Geometry, dy_grid, out, beta: float) -> None:
+        f, n = dy.shape[1], dy.shape[0]
+        f4, xflat = _rows(f), self._xflat
+        length = xflat.shape[2]
         sums = self._buf("dw", (f4, out.shape[1], out[0, 0].size), dy.dtype)
-        xflat = self._xflat
-        if self.stride == (1, 1):
-            # dy on the input's grid, rows as long as x's: the batch is one long row
-            dyg = self._grid("dy", dy, f4, (0, 0), wq, length, (1, 1), length)
-            xflat = xflat.reshape(xflat.shape[0], 1, n * length)
-            dyg, positions = dyg.reshape(f4, 1, n * length), n * length - int(offs.max())
+        if g.shift is not None and f4 == f:
+            # the input gradient's padded dy, moved: images end to end, one long row
+            dyg, shift = dy_grid.reshape(f, 1, n * length), g.shift
+            xflat, positions = xflat.reshape(xflat.shape[0], 1, n * length), n * length
+            positions -= int(g.offs.max())
+        elif self.stride == (1, 1):
+            dyg, shift = self._buf("dy", (f4, n, length), dy.dtype), 0
+            run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, length, 1, 1)
+            dyg = dyg.reshape(f4, 1, n * length)
+            xflat, positions = xflat.reshape(xflat.shape[0], 1, n * length), n * length
+            positions -= int(g.offs.max())
         else:  # dy on the output grid of the phase planes, image by image
-            positions = dy.shape[2] * wq
-            dyg = self._grid("dy", dy, f4, (0, 0), wq, positions, (1, 1), positions)
-        run_ranges(_kernels().filter_grad, xflat.shape[0], xflat, dyg, offs, positions, sums,
-                   dy.dtype.type(0))
+            positions, shift = dy.shape[2] * g.wq, 0
+            dyg = self._buf("dy", (f4, n, positions), dy.dtype)
+            run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, positions, 1, 1)
+        run_ranges(_kernels().filter_grad, xflat.shape[0], xflat, dyg, shift, g.offs, positions,
+                   sums, dy.dtype.type(0))
         if beta == 0.0:
             out[...] = sums[:f].reshape(out.shape)
         else:
             out *= beta
             out += sums[:f].reshape(out.shape)
-
-    def backward_data(self, dy, w, out, beta: float = 0.0) -> None:
-        """``out (N, C, H, W)`` = beta*out + the input gradient, ``dx = conv(pad'(dy),
-        flip(w)^T)`` (stride 1 only: :attr:`input_grad_direct`)."""
-        if not self.input_grad_direct:
-            raise ValueError(f"DirectConv.backward_data: stride {self.stride} takes the GEMM "
-                             "route (input_grad_direct is False)")
-        f, c, kh, kw = w.shape
-        pad = (kh - 1 - self.padding[0], kw - 1 - self.padding[1])
-        wq, plane, offs = self._layout(*dy.shape[2:], pad, (1, 1), out.shape[2])
-        dyflat = self._grid("dy_pad", dy, f, pad, wq, plane, (1, 1), plane)
-        wt = self._buf("wt", (_rows(c), f, kh * kw), w.dtype)
-        wt[:c] = w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2)
-        wt[c:] = 0
-        zero = self._buf("zero", (_rows(c),), w.dtype)
-        zero[:] = 0
-        if beta not in (0.0, 1.0):
-            out *= beta
-        _conv(dyflat, wt, offs, zero, out, wq, beta != 0.0)

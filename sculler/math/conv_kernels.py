@@ -2,7 +2,8 @@
 math). This module imports numba: ``conv_direct`` imports it at the first convolution only.
 numba caches the machine code on disk (``cache=True``), so it compiles once per machine and
 block size; the kernels are serial and release the GIL, and ``conv_direct`` runs them over job
-ranges on ``sculler.math.parallel``'s workers."""
+ranges on ``sculler.math.parallel``'s workers (whole images, so that an image is laid out
+and convolved by the same thread, from its cache)."""
 
 from __future__ import annotations
 
@@ -31,77 +32,88 @@ def stack_array(typingctx, size, dtype):
 
 
 @njit(**OPTS)
-def conv(lo, hi, xflat, w, offs, bias, out, wp, accumulate, bl):
-    """:func:`conv_block` for ``bl`` positions a block (one of ``conv_direct.BLOCKS``), each
-    size compiled as its own specialisation (the sizes are written out: the stack array
-    needs literals, ``FB * bl`` with ``FB`` = 4)."""
-    if bl == 32:
-        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 32, 128)
-    elif bl == 48:
-        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 48, 192)
-    elif bl == 64:
-        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 64, 256)
-    elif bl == 80:
-        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 80, 320)
-    else:
-        conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, 96, 384)
+def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, accumulate,
+         compute, bl):
+    """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`), then,
+    when ``compute``, :func:`conv_image` into ``out`` with ``bl`` positions a register block
+    (one of ``conv_direct.BLOCKS``, each compiled as its own specialisation: the stack array
+    needs literal sizes, written out as ``FB * bl`` with ``FB`` = 4)."""
+    for n in range(lo, hi):
+        pad_image(src, grid, n, top, left, wq, plane, sy, sx)
+        if not compute:
+            continue
+        if bl == 32:
+            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 32, 128)
+        elif bl == 48:
+            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 48, 192)
+        elif bl == 64:
+            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 64, 256)
+        elif bl == 80:
+            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 80, 320)
+        else:
+            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 96, 384)
 
 
 @njit(**OPTS)
-def conv_block(lo, hi, xflat, w, offs, bias, out, wp, accumulate, bl, size):
+def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
     """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f, c, t] * xflat[c, n, y*wp + x + offs[t]]
-    for ``w`` of a multiple of FB rows (rows past ``out``'s channels are zero), over the jobs
-    ``[lo, hi)`` of (image, filter block, position block). ``bl`` (positions a block) and
-    ``size`` (``FB * bl``) are compile-time constants: one specialisation each."""
+    for ``w`` of a multiple of FB rows (rows past ``out``'s channels are zero), a block of FB
+    filters by ``bl`` positions at a time. ``bl`` and ``size`` (``FB * bl``) are compile-time
+    constants: one specialisation each."""
     literally(bl)
     literally(size)
-    channels, n_img, _ = xflat.shape
+    channels = xflat.shape[0]
     taps = offs.shape[0]
     n_out, h, wo = out.shape[1], out.shape[2], out.shape[3]
     n_blk = (h * wp + bl - 1) // bl
-    n_fb = w.shape[0] // FB
-    for job in range(lo, hi):
-        n = job // (n_fb * n_blk)
-        f0 = (job // n_blk) % n_fb * FB
-        p0 = job % n_blk * bl
-        acc = numba.carray(stack_array(size, xflat.dtype), (FB, bl))
-        for k in range(FB):
-            b = bias[f0 + k]
-            for i in range(bl):
-                acc[k, i] = b
-        for c in range(channels):
-            row = xflat[c, n]
-            for t in range(taps):
-                base = p0 + offs[t]
-                xs = row[base:base + bl]
-                w0, w1, w2, w3 = w[f0, c, t], w[f0 + 1, c, t], w[f0 + 2, c, t], w[f0 + 3, c, t]
+    acc = numba.carray(stack_array(size, xflat.dtype), (FB, bl))
+    for f0 in range(0, w.shape[0], FB):
+        for blk in range(n_blk):
+            p0 = blk * bl
+            for k in range(FB):
+                b = bias[f0 + k]
                 for i in range(bl):
-                    v = xs[i]
-                    acc[0, i] += w0 * v
-                    acc[1, i] += w1 * v
-                    acc[2, i] += w2 * v
-                    acc[3, i] += w3 * v
-        for i in range(bl):
-            y = (p0 + i) // wp
-            x = p0 + i - y * wp
-            if y < h and x < wo:
-                for k in range(FB):
-                    if f0 + k < n_out:
-                        if accumulate:
-                            out[n, f0 + k, y, x] += acc[k, i]
-                        else:
-                            out[n, f0 + k, y, x] = acc[k, i]
+                    acc[k, i] = b
+            for c in range(channels):
+                row = xflat[c, n]
+                for t in range(taps):
+                    base = p0 + offs[t]
+                    xs = row[base:base + bl]
+                    w0, w1 = w[f0, c, t], w[f0 + 1, c, t]
+                    w2, w3 = w[f0 + 2, c, t], w[f0 + 3, c, t]
+                    for i in range(bl):
+                        v = xs[i]
+                        acc[0, i] += w0 * v
+                        acc[1, i] += w1 * v
+                        acc[2, i] += w2 * v
+                        acc[3, i] += w3 * v
+            for i in range(bl):
+                y = (p0 + i) // wp
+                x = p0 + i - y * wp
+                if y < h and x < wo:
+                    for k in range(FB):
+                        if f0 + k < n_out:
+                            if accumulate:
+                                out[n, f0 + k, y, x] += acc[k, i]
+                            else:
+                                out[n, f0 + k, y, x] = acc[k, i]
 
 
 @njit(**OPTS)
-def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx, rows_out):
+def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx):
+    """:func:`pad_image` for the images ``[lo, hi)``."""
+    for n in range(lo, hi):
+        pad_image(src, dst, n, top, left, wq, plane, sy, sx)
+
+
+@njit(**OPTS)
+def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
     """Lay ``src[n, c]`` padded by ``(top, left)`` into ``dst[c, n]``, split into ``sy*sx``
     stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
     ``plane`` long) at ``(Y // sy)*wq + X // sx``; zero everywhere else (borders, slack, rows
     ``c >=`` the channels of ``src``). With stride 1 this is one plane of width ``wq``."""
-    n_img, channels, h, w = src.shape
-    for job in range(lo, hi):
-        c, n = job // n_img, job % n_img
+    channels, h, w = src.shape[1], src.shape[2], src.shape[3]
+    for c in range(dst.shape[0]):
         d = dst[c, n]
         d[:] = 0
         if c >= channels:
@@ -120,14 +132,15 @@ def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx, rows_out):
 
 
 @njit(**OPTS)
-def filter_grad(lo, hi, xflat, dyg, offs, positions, sums, zero):
-    """sums[f, c, t] = sum_{n, q < positions} dyg[f, n, q] * xflat[c, n, q + offs[t]] for the
-    channels ``[lo, hi)`` (``dyg`` zero at the dropped positions). A stride-1 caller passes
-    the batch as one row (images end to end: the taps that run into the next image's grid
-    meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a pass, twelve
-    sums held in vector registers, over chunks of QB positions that stay in the L1 cache while
-    every filter block passes over them. ``zero`` is of the arrays' dtype (a float64 sum of
-    float32 products would keep LLVM from vectorizing)."""
+def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
+    """sums[f, c, t] = sum_{n, q < positions} dyg[f, n, shift + q] * xflat[c, n, q + offs[t]]
+    for the channels ``[lo, hi)``, ``dyg`` zero at the dropped positions (``shift`` lets the
+    input gradient's padded ``dy`` serve where its grid is the input's, moved). A stride-1
+    caller passes the batch as one row (images end to end: the taps that run into the next
+    image's grid meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a
+    pass, twelve sums held in vector registers, over chunks of QB positions that stay in the
+    L1 cache while every filter block passes over them. ``zero`` is of the arrays' dtype (a
+    float64 sum of float32 products would keep LLVM from vectorizing)."""
     n_img = xflat.shape[1]
     taps = offs.shape[0]
     n_fb = dyg.shape[0] // FB
@@ -139,10 +152,10 @@ def filter_grad(lo, hi, xflat, dyg, offs, positions, sums, zero):
             for q0 in range(0, positions, QB):
                 qn = min(QB, positions - q0)
                 for f0 in range(0, n_fb * FB, FB):
-                    d0 = dyg[f0, n, q0:q0 + qn]
-                    d1 = dyg[f0 + 1, n, q0:q0 + qn]
-                    d2 = dyg[f0 + 2, n, q0:q0 + qn]
-                    d3 = dyg[f0 + 3, n, q0:q0 + qn]
+                    d0 = dyg[f0, n, shift + q0:shift + q0 + qn]
+                    d1 = dyg[f0 + 1, n, shift + q0:shift + q0 + qn]
+                    d2 = dyg[f0 + 2, n, shift + q0:shift + q0 + qn]
+                    d3 = dyg[f0 + 3, n, shift + q0:shift + q0 + qn]
                     for t0 in range(0, taps, 3):
                         ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
                         xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]

@@ -49,9 +49,8 @@ def test_direct_equals_gemm_route(shape, dtype, rtol):
     y = np.empty(y_ref.shape, dtype)
     conv.forward(x, w, y, bias=b)
     gw = np.full_like(w, np.nan)  # beta = 0 overwrites whatever is there
-    conv.backward_filter(dy, gw, beta=0.0)
     gx = np.full_like(x, 0.5)
-    conv.backward_data(dy, w, gx, beta=1.0)  # beta = 1 adds
+    conv.backward(dy, w, gw, 0.0, gx, 1.0)  # beta = 1 adds
     scale = lambda a: np.abs(a).max()  # noqa: E731
     assert np.abs(y - y_ref).max() <= rtol * scale(y_ref)
     assert np.abs(gw - gw_ref).max() <= rtol * scale(gw_ref)
@@ -78,11 +77,11 @@ def test_strided_forward_and_filter_gradient(shape, dtype, rtol):
     y = np.empty(y_ref.shape, dtype)
     conv.forward(x, w, y)
     gw = np.empty_like(w)
-    conv.backward_filter(dy, gw)
+    conv.backward(dy, w, gw)
     assert np.abs(y - y_ref).max() <= rtol * np.abs(y_ref).max()
     assert np.abs(gw - gw_ref).max() <= rtol * np.abs(gw_ref).max()
     with pytest.raises(ValueError, match="takes the GEMM route"):
-        conv.backward_data(dy, w, np.empty_like(x))
+        conv.backward(dy, w, grad_x=np.empty_like(x))
 
 
 def test_accumulating_forward_and_scaled_gradients():
@@ -93,12 +92,17 @@ def test_accumulating_forward_and_scaled_gradients():
     conv.forward(x, w, y, accumulate=True)
     np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, 1, 1, 1), rtol=1e-12)
     dy = rng.randn(2, 8, 6, 6)
-    gw = np.ones_like(w)
-    conv.backward_filter(dy, gw, beta=2.0)
+    gw, gx = np.ones_like(w), np.ones_like(x)
+    conv.backward(dy, w, gw, 2.0, gx, 3.0)
     np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, 1, 1, 1),
                                rtol=1e-12)
-    with pytest.raises(ValueError, match="does not match the input of the last forward"):
-        conv.backward_filter(rng.randn(2, 8, 7, 7), gw)
+    np.testing.assert_allclose(gx, 3 + conv2d_backward_data(dy, w, x.shape, 1, 1, 1),
+                               rtol=1e-12)
+    gx_only = np.zeros_like(x)
+    conv.backward(dy, w, grad_x=gx_only)
+    np.testing.assert_allclose(gx_only, gx - 3, rtol=1e-12)
+    with pytest.raises(ValueError, match="does not match the output of the last forward"):
+        conv.backward(rng.randn(2, 8, 7, 7), w, gw)
 
 
 @pytest.mark.parametrize("stride,padding,dilation,groups", [
