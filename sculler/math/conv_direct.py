@@ -82,6 +82,19 @@ def _kernels():
     return conv_kernels
 
 
+def filter_blocks(w, out):
+    """Filters ``w (F, C, T)`` as the conv kernel reads them: ``out[F // 4, T, C, 4]``,
+    zero past ``F`` (the four weights of a register block in one cache line)."""
+    f, c, t = w.shape
+    view = out.transpose(0, 3, 2, 1)  # (F // 4, 4, C, T), a view
+    full, rest = divmod(f, 4)
+    view[:full] = w[:full * 4].reshape(full, 4, c, t)
+    view[full:] = 0
+    if rest:
+        view[full, :rest] = w[full * 4:]
+    return out
+
+
 def _rows(n: int) -> int:
     """``n`` rounded up to whole register blocks of filters."""
     fb = _kernels().FB
@@ -173,9 +186,8 @@ class DirectConv:
         g = self._geom = self.geometry(x.shape[2:], out.shape[2:])
         self._out_shape = tuple(out.shape[2:])
         grid = self._xflat = self._buf("x", (c, n, sy * sx * g.plane), x.dtype)
-        wk = self._buf("w", (_rows(f), c, kh * kw), w.dtype)
-        wk[:f] = w.reshape(f, c, kh * kw)
-        wk[f:] = 0
+        wk = filter_blocks(w.reshape(f, c, kh * kw), self._buf("w", (_rows(f) // 4, kh * kw,
+                                                                     c, 4), w.dtype))
         b = self._buf("b", (_rows(f),), w.dtype)
         b[:] = 0
         if bias is not None:
@@ -201,9 +213,8 @@ class DirectConv:
         dy_grid = None
         if grad_x is not None or (grad_w is not None and g.shift is not None):
             dy_grid = self._buf("dy_pad", (f, n, g.dx_row), dy.dtype)
-            wt = self._buf("wt", (_rows(c), f, kh * kw), w.dtype)
-            wt[:c] = w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2)
-            wt[c:] = 0
+            wt = filter_blocks(w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2),
+                               self._buf("wt", (_rows(c) // 4, kh * kw, f, 4), w.dtype))
             zero = self._buf("zero", (_rows(c),), w.dtype)
             zero[:] = 0
             if grad_x is not None and beta_x not in (0.0, 1.0):

@@ -56,10 +56,11 @@ def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, ac
 
 @njit(**OPTS)
 def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
-    """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f, c, t] * xflat[c, n, y*wp + x + offs[t]]
-    for ``w`` of a multiple of FB rows (rows past ``out``'s channels are zero), a block of FB
-    filters by ``bl`` positions at a time. ``bl`` and ``size`` (``FB * bl``) are compile-time
-    constants: one specialisation each."""
+    """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] *
+    xflat[c, n, y*wp + x + offs[t]] (``w`` blocked by :func:`conv_direct.filter_blocks`, rows
+    past ``out``'s channels zero), a block of FB filters by ``bl`` positions at a time; each
+    tap's slice of the input is taken once for all channels. ``bl`` and ``size`` (``FB *
+    bl``) are compile-time constants: one specialisation each."""
     literally(bl)
     literally(size)
     channels = xflat.shape[0]
@@ -67,22 +68,21 @@ def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
     n_out, h, wo = out.shape[1], out.shape[2], out.shape[3]
     n_blk = (h * wp + bl - 1) // bl
     acc = numba.carray(stack_array(size, xflat.dtype), (FB, bl))
-    for f0 in range(0, w.shape[0], FB):
+    for fb in range(w.shape[0]):
+        f0 = fb * FB
         for blk in range(n_blk):
             p0 = blk * bl
             for k in range(FB):
                 b = bias[f0 + k]
                 for i in range(bl):
                     acc[k, i] = b
-            for c in range(channels):
-                row = xflat[c, n]
-                for t in range(taps):
-                    base = p0 + offs[t]
-                    xs = row[base:base + bl]
-                    w0, w1 = w[f0, c, t], w[f0 + 1, c, t]
-                    w2, w3 = w[f0 + 2, c, t], w[f0 + 3, c, t]
+            for t in range(taps):
+                xt = xflat[:, n, p0 + offs[t]:p0 + offs[t] + bl]
+                wt = w[fb, t]
+                for c in range(channels):
+                    w0, w1, w2, w3 = wt[c, 0], wt[c, 1], wt[c, 2], wt[c, 3]
                     for i in range(bl):
-                        v = xs[i]
+                        v = xt[c, i]
                         acc[0, i] += w0 * v
                         acc[1, i] += w1 * v
                         acc[2, i] += w2 * v
