@@ -58,9 +58,10 @@ def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, ac
 def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
     """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] *
     xflat[c, n, y*wp + x + offs[t]] (``w`` blocked by :func:`conv_direct.filter_blocks`, rows
-    past ``out``'s channels zero), a block of FB filters by ``bl`` positions at a time; each
-    tap's slice of the input is taken once for all channels. ``bl`` and ``size`` (``FB *
-    bl``) are compile-time constants: one specialisation each."""
+    past ``out``'s channels zero), a block of FB filters by ``bl`` positions at a time (each
+    tap a contiguous 1-D slice of a channel's row: a 2-D slice's unknown inner stride would
+    keep LLVM from vectorizing). ``bl`` and ``size`` (``FB * bl``) are compile-time
+    constants: one specialisation each."""
     literally(bl)
     literally(size)
     channels = xflat.shape[0]
@@ -76,13 +77,13 @@ def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
                 b = bias[f0 + k]
                 for i in range(bl):
                     acc[k, i] = b
-            for t in range(taps):
-                xt = xflat[:, n, p0 + offs[t]:p0 + offs[t] + bl]
-                wt = w[fb, t]
-                for c in range(channels):
-                    w0, w1, w2, w3 = wt[c, 0], wt[c, 1], wt[c, 2], wt[c, 3]
+            for c in range(channels):
+                row = xflat[c, n]
+                for t in range(taps):
+                    xs = row[p0 + offs[t]:p0 + offs[t] + bl]
+                    w0, w1, w2, w3 = w[fb, t, c, 0], w[fb, t, c, 1], w[fb, t, c, 2], w[fb, t, c, 3]
                     for i in range(bl):
-                        v = xt[c, i]
+                        v = xs[i]
                         acc[0, i] += w0 * v
                         acc[1, i] += w1 * v
                         acc[2, i] += w2 * v
@@ -138,19 +139,20 @@ def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
     input gradient's padded ``dy`` serve where its grid is the input's, moved). A stride-1
     caller passes the batch as one row (images end to end: the taps that run into the next
     image's grid meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a
-    pass, twelve sums held in vector registers, over chunks of QB positions that stay in the
-    L1 cache while every filter block passes over them. ``zero`` is of the arrays' dtype (a
-    float64 sum of float32 products would keep LLVM from vectorizing)."""
+    pass, twelve sums held in vector registers, over chunks of QB positions: a chunk of ``dy``
+    stays in the cache while every channel and filter block passes over it. ``zero`` is of
+    the arrays' dtype (a float64 sum of float32 products would keep LLVM from vectorizing)."""
     n_img = xflat.shape[1]
     taps = offs.shape[0]
     n_fb = dyg.shape[0] // FB
     for c in range(lo, hi):
-        out = sums[:, c]
-        out[:] = 0
-        for n in range(n_img):
-            xs = xflat[c, n]
-            for q0 in range(0, positions, QB):
-                qn = min(QB, positions - q0)
+        sums[:, c] = 0
+    for n in range(n_img):
+        for q0 in range(0, positions, QB):
+            qn = min(QB, positions - q0)
+            for c in range(lo, hi):
+                xs = xflat[c, n]
+                out = sums[:, c]
                 for f0 in range(0, n_fb * FB, FB):
                     d0 = dyg[f0, n, shift + q0:shift + q0 + qn]
                     d1 = dyg[f0 + 1, n, shift + q0:shift + q0 + qn]
