@@ -88,9 +88,9 @@ def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
                         acc[1, i] += w1 * v
                         acc[2, i] += w2 * v
                         acc[3, i] += w3 * v
+            y = p0 // wp  # one division a block: the positions then step along the rows
+            x = p0 - y * wp
             for i in range(bl):
-                y = (p0 + i) // wp
-                x = p0 + i - y * wp
                 if y < h and x < wo:
                     for k in range(FB):
                         if f0 + k < n_out:
@@ -98,6 +98,10 @@ def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
                                 out[n, f0 + k, y, x] += acc[k, i]
                             else:
                                 out[n, f0 + k, y, x] = acc[k, i]
+                x += 1
+                if x == wp:
+                    x = 0
+                    y += 1
 
 
 @njit(**OPTS)
@@ -116,14 +120,18 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
     channels, h, w = src.shape[1], src.shape[2], src.shape[3]
     for c in range(dst.shape[0]):
         d = dst[c, n]
-        d[:] = 0
         if c >= channels:
-            continue
-        if sy == 1 and sx == 1:
+            d[:] = 0
+        elif sy == 1 and sx == 1:  # one pass: zeros between the rows, the rows in place
+            end = 0
             for y in range(h):
                 start = (y + top) * wq + left
+                d[end:start] = 0
                 d[start:start + w] = src[n, c, y]
+                end = start + w
+            d[end:] = 0
         else:
+            d[:] = 0
             for y in range(h):
                 yy = y + top
                 row = (yy % sy) * sx * plane + (yy // sy) * wq
