@@ -1,4 +1,4 @@
-"""Direct stride-1 convolution on the CPU, compiled with numba (``pip install sculler[fast]``).
+"""Direct convolution on the CPU, compiled with numba (``pip install sculler[fast]``).
 
 Why: the im2col + GEMM route (``sculler/math/conv.py``) spends as long copying as it spends
 in OpenBLAS on the small-channel maps of CIFAR networks (16-64 channels, 8x8-32x32), and
@@ -18,7 +18,7 @@ and dropped. The three passes of a convolution all run on this grid:
 - filter gradient: ``dw[f, c, t] = sum_{n, p} dy[n, f, p] * xpad[n, c, p + off[t]]``,
   ``dy`` laid on the same grid with zeros in the dropped positions.
 
-Only stride 1, dilation 1, one group and ``pad <= k - 1`` take this path
+Convolutions with "same" padding, dilation 1 and one group take this path
 (:func:`applicable`); everything else, CuPy arrays, and a machine without numba use the GEMM
 route. ``SCULLER_CONV=gemm`` turns the path off (to compare the two). Results equal the GEMM
 route's within float rounding (the sums are reassociated). numba compiles each kernel once per
@@ -59,10 +59,15 @@ def available() -> bool:
 
 
 def applicable(x: Any, kernel: tuple[int, int], stride, padding, dilation, groups: int) -> bool:
-    """Whether a convolution of ``x`` with these settings runs on the direct kernels."""
+    """Whether a convolution of ``x`` with these settings runs on the direct kernels: "same"
+    padding (``2*pad = k - 1``), dilation 1, one group, NumPy float arrays. Chosen by
+    measurement: on ResNet's 3x3 convolutions the direct kernels beat the GEMM route 1.6-2x
+    (no unfolded copies), while LeNet's unpadded 5x5 ones ran 0.8x (a quarter to a third of
+    the computed positions fall past the output's width, and the GEMM route's batch-last
+    unfolding suits those small maps); the kernels themselves handle any padding up to k-1."""
     return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and groups == 1
             and min(stride) >= 1 and tuple(dilation) == (1, 1)
-            and all(0 <= p <= k - 1 for p, k in zip(padding, kernel)) and available())
+            and all(2 * p == k - 1 for p, k in zip(padding, kernel)) and available())
 
 
 def _block(positions: int) -> int:

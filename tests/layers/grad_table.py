@@ -389,6 +389,12 @@ IMAGE = [
     image("exconv", dict(channels=1, height=18, width=17, num_filters=2, filter_size=2),
           [INPUT_DATA(306)]),
     transposed("exconv", dict(CONV), [INPUT_DATA(40)]),
+    # "same" padding: the direct kernels (sculler/math/conv_direct.py) where numba is installed
+    image("exconv", dict(IMG, num_filters=5, filter_size=3, padding=1), [INPUT_DATA(40)]),
+    image("exconv", dict(IMG, num_filters=3, filter_size=3, padding=1, stride=2),
+          [INPUT_DATA(40)]),
+    image("exconv", dict(IMG, num_filters=6, filter_size=3, filter_size_y=5, padding=1,
+                         padding_y=2, bias=False), [INPUT_DATA(40), INPUT_DATA(40)]),
     image("conv", dict(channels=3, height=3, width=3, num_filters=2, filter_size=1),
           [INPUT_DATA(27)]),
     image("cudnn_conv", dict(CONV, stride=2), [INPUT_DATA(40)]),
