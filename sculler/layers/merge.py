@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sculler.attr import ExtraLayerAttribute
+from sculler.backend import get_array_module
 from sculler.core.expression import (
     LayerOutput,
     Projection,
@@ -53,6 +54,8 @@ class AddtoLayer(Layer):
     PaddlePaddle's dropout layer. The output keeps input 0's image geometry (a ResNet's
     shortcut sum feeds the next convolution)."""
 
+    first_write = True
+
     @classmethod
     def infer_size(cls, config, inputs):
         sizes = {inp.size for inp in inputs}
@@ -67,24 +70,35 @@ class AddtoLayer(Layer):
         return sizes.pop()
 
     def forward(self, pass_type: str) -> None:
+        """The sum in one pass per input: ``x_0 + x_1`` straight into the output buffer."""
         super().forward(pass_type)
         out = self.reserve_output(self.check_same_batch(), self.size)
         for i in range(len(self.inputs)):
             self.check_input_width(i, self.size)
-            if i == 0:
-                out[...] = self.get_input_value(0)
-            else:
-                out += self.get_input_value(i)
+        values = [self.get_input_value(i) for i in range(len(self.inputs))]
+        if len(values) == 1:
+            out[...] = values[0]
+        else:
+            get_array_module(out).add(values[0], values[1], out=out)
+        for v in values[2:]:
+            out += v
         self.add_bias()
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
+        """First write (``first_write``): an input gradient not yet written in this pass is
+        overwritten with a copy, so the network need not zero it."""
         self.backward_activation()
         self.backward_bias(callback)
+        grad = self.output.grad
         for i in range(len(self.inputs)):
-            grad = self.get_input_grad(i)
-            if grad is not None:
-                grad += self.output.grad
+            g = self.get_input_grad(i)
+            if g is None:
+                continue
+            if self.input_grad_beta(i) == 0.0:
+                g[...] = grad
+            else:
+                g += grad
 
 
 @layer_function(v1="concat_layer", types=("concat", "concat2"), prefix="concat")

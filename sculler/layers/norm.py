@@ -62,6 +62,7 @@ class BatchNormLayer(ImageLayer):
     max_inputs = 3
     flat_ok = True
     image_inputs = 1
+    first_write = True
 
     @classmethod
     def input_geometry(cls, config, inputs, i=0):
@@ -119,22 +120,31 @@ class BatchNormLayer(ImageLayer):
         if pass_type != PASS_TRAIN:
             mean, var = mean.copy(), var.copy()
         bias = self.bias.w.reshape(-1) if self.bias is not None else None
-        y, self._x_hat, self._inv_std = batch_norm_forward(
+        _, self._x_centered, self._inv_std = batch_norm_forward(
             x, self.weights[0].w.reshape(-1), bias, mean, var, self._global(),
             float(self.attr("moving_average_fraction", 0.9)), float(self.attr("epsilon", 1e-5)),
+            out=self.output_image(), alloc=self.scratch,
         )
-        self.output_image()[...] = y
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
+        """First write (``first_write``): the input and parameter gradients are overwritten
+        when this is their first contribution of the pass, so the network need not zero them."""
         self.backward_activation()
         scale = self.weights[0]
         dscale = None if scale.w_grad is None else scale.w_grad.reshape(-1)
         has_bias = self.bias is not None and self.bias.w_grad is not None
         dbias = self.bias.w_grad.reshape(-1) if has_bias else None
-        batch_norm_backward(self.output_image("grad"), self._x_hat, self._inv_std,
-                            scale.w.reshape(-1), self._global(), dx=self.input_grad_image(0),
-                            dscale=dscale, dbias=dbias)
+        dx = self.input_grad_image(0)
+        dy = self.output_image("grad")
+        betas = (self.input_grad_beta(0) if dx is not None else 0.0,
+                 self.param_grad_beta(scale) if dscale is not None else 0.0,
+                 self.param_grad_beta(self.bias) if has_bias else 0.0)
+        if dx is None:  # an input without a gradient: dx is computed anyway, into scratch
+            dx = self.scratch("bn_dx", dy.shape)
+        batch_norm_backward(dy, self._x_centered, self._inv_std, scale.w.reshape(-1),
+                            self._global(), dx=dx, dscale=dscale, dbias=dbias, betas=betas,
+                            alloc=self.scratch)
         if has_bias:
             self.bias.parameter.inc_update(callback)
         if dscale is not None:

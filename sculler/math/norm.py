@@ -18,22 +18,44 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import get_array_module
+from sculler.math.blas import ones_vector
+from sculler.math.workspace import Alloc, work_array
 
 BN_EPSILON = 1e-5
 
 
-def _bn_axes(x) -> tuple[int, ...]:
-    if x.ndim == 2:
-        return (0,)
-    if x.ndim == 4:
-        return (0, 2, 3)
-    raise ValueError(f"batch norm expects (N, C) or (N, C, H, W) input, got shape {x.shape}")
+def _check_bn_input(x) -> None:
+    if x.ndim not in (2, 4):
+        raise ValueError(f"batch norm expects (N, C) or (N, C, H, W) input, got shape {x.shape}")
 
 
 def _per_channel(v, x):
     """Reshape a (C,) vector to broadcast against x's channel axis."""
     return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _channel_dots(a, b=None):
+    """``sum over n and positions of a * b`` per channel (of ``a`` when ``b`` is None).
+
+    An image is read as ``(N*C, H*W)`` rows, one dot product each (NumPy's batched matmul:
+    single-threaded BLAS dots, twice as fast as ``einsum`` or a product and a reduction; a
+    GEMV with a ones vector is faster alone, but its BLAS threads then spin against the
+    workers that run the convolutions), then summed over the batch."""
+    xp = get_array_module(a)
+    n, c = a.shape[:2]
+    if a.ndim == 2:
+        return a.sum(axis=0) if b is None else xp.einsum("nc,nc->c", a, b)
+    rows = a.reshape(n * c, 1, -1)
+    if b is None:
+        ones = (ones_vector(rows.shape[2], a.dtype) if xp is np
+                else xp.ones(rows.shape[2], dtype=a.dtype))
+        col = ones.reshape(-1, 1)
+    else:
+        col = b.reshape(n * c, -1, 1)
+    return xp.matmul(rows, col).reshape(n, c).sum(axis=0)
 
 
 def batch_norm_forward(
@@ -45,6 +67,8 @@ def batch_norm_forward(
     use_global_stats: bool = False,
     moving_average_fraction: float = 0.9,
     epsilon: float = BN_EPSILON,
+    out: Any = None,
+    alloc: Alloc | None = None,
 ) -> tuple[Any, Any, Any]:
     """Batch normalisation: ``y = scale * (x - mean) / sqrt(var + eps) + bias`` per channel.
 
@@ -53,6 +77,11 @@ def batch_norm_forward(
     ``m = m * f + batch * (1 - f)``. With ``use_global_stats=True`` (inference, or Paddle's
     ``use_global_stats``) the moving statistics are used and left untouched.
 
+    Four passes over the data: the channel sums, ``x - mean`` (kept for the
+    backward), the sums of its squares (batched dot products) and ``y = (x - mean) *
+    (scale * inv_std) + bias`` (two broadcast passes); nothing batch-sized is allocated when
+    ``out`` and ``alloc`` are given.
+
     Args:
         x: ``(N, C, H, W)`` or ``(N, C)`` input.
         scale, bias: ``(C,)`` gamma and beta (``bias`` may be None).
@@ -60,9 +89,12 @@ def batch_norm_forward(
         use_global_stats: normalise with the moving statistics.
         moving_average_fraction: ``f`` above.
         epsilon: added to the variance.
+        out: optional buffer shaped like ``x`` that ``y`` is written to.
+        alloc: optional allocator of the ``x - mean`` buffer (key ``"bn_centered"``, see
+            :func:`sculler.math.workspace.work_array`), e.g. a layer's ``scratch``.
 
     Returns:
-        ``(y, x_hat, inv_std)``: output, the normalised input and ``1/sqrt(var + eps)``
+        ``(y, x_centered, inv_std)``: output, ``x - mean`` and ``1/sqrt(var + eps)``
         (``(C,)``); keep the last two for :func:`batch_norm_backward`.
 
     Example:
@@ -74,76 +106,106 @@ def batch_norm_forward(
         (0.0, [0.25, 0.45])
     """
     xp = get_array_module(x)
-    axes = _bn_axes(x)
+    _check_bn_input(x)
     c = x.shape[1]
     for name, v in (("scale", scale), ("moving_mean", moving_mean), ("moving_var", moving_var)):
         if v.shape != (c,):
             raise ValueError(f"batch norm: {name} has shape {v.shape}, expected ({c},)")
+    if out is not None and out.shape != x.shape:
+        raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
+    x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
     if use_global_stats:
         mean = moving_mean
         var = xp.maximum(moving_var, 0)
+        xp.subtract(x, _per_channel(mean.astype(x.dtype), x), out=x_centered)
     else:
-        mean = x.mean(axis=axes)
-        var = ((x - _per_channel(mean, x)) ** 2).mean(axis=axes)
+        m = x.size // c
+        mean = _channel_dots(x) / m
+        xp.subtract(x, _per_channel(mean, x), out=x_centered)
+        var = _channel_dots(x_centered, x_centered) / m
         f = moving_average_fraction
         moving_mean *= f
         moving_mean += (1 - f) * mean
         moving_var *= f
         moving_var += (1 - f) * var
     inv_std = (1.0 / xp.sqrt(var + epsilon)).astype(x.dtype)
-    x_hat = (x - _per_channel(mean, x)) * _per_channel(inv_std, x)
-    y = x_hat * _per_channel(scale, x)
+    y = xp.multiply(x_centered, _per_channel((scale * inv_std).astype(x.dtype), x), out=out)
     if bias is not None:
         y += _per_channel(bias, x)
-    return y, x_hat, inv_std
+    return y, x_centered, inv_std
 
 
 def batch_norm_backward(
     dy: Any,
-    x_hat: Any,
+    x_centered: Any,
     inv_std: Any,
     scale: Any,
     use_global_stats: bool = False,
     dx: Any = None,
     dscale: Any = None,
     dbias: Any = None,
+    betas: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    alloc: Alloc | None = None,
 ) -> tuple[Any, Any, Any]:
     """Gradients of :func:`batch_norm_forward`.
 
-    ``dbias = sum(dy)``, ``dscale = sum(dy * x_hat)``; with batch statistics
-    ``dx = scale * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat))``, with global
-    statistics (constants) ``dx = scale * inv_std * dy``. Sums and means run over all axes
-    but the channel one.
+    With ``x_hat = x_centered * inv_std``: ``dbias = sum(dy)``, ``dscale = sum(dy * x_hat)``;
+    with batch statistics ``dx = scale * inv_std * (dy - mean(dy) - x_hat * mean(dy *
+    x_hat))``, with global statistics (constants) ``dx = scale * inv_std * dy``. Sums and
+    means run over all axes but the channel one. ``x_hat`` is never formed: its factor
+    ``inv_std`` goes into the per-channel coefficients. Five passes over the data with batch
+    statistics: the two sums, then ``dx`` in three broadcast passes and a subtraction (one
+    more to add into a ``dx`` that keeps its contents).
 
     Args:
         dy: output gradient, shaped like the input.
-        x_hat, inv_std: as returned by the forward.
+        x_centered, inv_std: as returned by the forward.
         scale: ``(C,)`` gamma.
         use_global_stats: must match the forward.
-        dx, dscale, dbias: optional buffers the gradients are ADDED to (``+=``).
+        dx, dscale, dbias: optional buffers the gradients are written to.
+        betas: for ``dx``, ``dscale`` and ``dbias``: ``1.0`` adds the gradient to the
+            buffer's contents, ``0.0`` overwrites them (a first write).
+        alloc: optional allocator of the work buffer (key ``"bn_dx"``) used when ``dx`` is
+            added to.
 
     Returns:
         ``(dx, dscale, dbias)`` (the given buffers where given).
     """
-    axes = _bn_axes(dy)
-    g_bias = dy.sum(axis=axes)
-    g_scale = (dy * x_hat).sum(axis=axes)
+    xp = get_array_module(dy)
+    _check_bn_input(dy)
+    c = dy.shape[1]
+    for buf, shape, name in ((dx, dy.shape, "dx"), (dscale, (c,), "dscale"),
+                             (dbias, (c,), "dbias")):
+        if buf is not None and buf.shape != shape:
+            raise ValueError(f"batch_norm_backward: {name} has shape {buf.shape}, "
+                             f"expected {shape}")
+    g_bias = _channel_dots(dy)
+    g_scale = _channel_dots(dy, x_centered) * inv_std
     k = _per_channel(scale * inv_std, dy)
+    dx_beta = betas[0] if dx is not None else 0.0
+    if dx is None:
+        dx = xp.empty_like(dy)
+    g_x = dx if dx_beta == 0.0 else work_array(alloc, "bn_dx", dy.shape, dy.dtype)
     if use_global_stats:
-        g_x = dy * k
+        xp.multiply(dy, k, out=g_x)
     else:
-        m = dy.size // dy.shape[1]
-        g_x = (dy - _per_channel(g_bias / m, dy) - x_hat * _per_channel(g_scale / m, dy)) * k
-    results = []
-    for buf, val, name in ((dx, g_x, "dx"), (dscale, g_scale, "dscale"), (dbias, g_bias, "dbias")):
+        m = dy.size // c
+        xp.multiply(x_centered, _per_channel(g_scale * inv_std / m, dy), out=g_x)
+        xp.subtract(dy, g_x, out=g_x)
+        g_x -= _per_channel(g_bias / m, dy)
+        g_x *= k
+    if dx_beta != 0.0:
+        dx += g_x
+    results = [dx]
+    for buf, val, beta in ((dscale, g_scale, betas[1]), (dbias, g_bias, betas[2])):
         if buf is None:
             results.append(val)
-            continue
-        if buf.shape != val.shape:
-            raise ValueError(f"batch_norm_backward: {name} has shape {buf.shape}, "
-                             f"expected {val.shape}")
-        buf += val
-        results.append(buf)
+        elif beta == 0.0:
+            buf[...] = val
+            results.append(buf)
+        else:
+            buf += val
+            results.append(buf)
     return tuple(results)
 
 

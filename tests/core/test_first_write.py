@@ -13,7 +13,7 @@ from sculler.core.parameter import ParameterSet
 
 
 def model(shared: bool):
-    """x feeds two fc layers (first-write) and an addto (plain +=); the fc layers may share
+    """x feeds two fc layers (first-write) and a concat (plain +=); the fc layers may share
     their weight; the cost output is the only consumer of `out`."""
     b = ModelBuilder()
     b.add_layer(LayerConfig("x", "data", size=5))
@@ -23,8 +23,8 @@ def model(shared: bool):
     for name in ("h1", "h2"):
         b.add_layer(LayerConfig(name, "fc", size=5, active_type="tanh",
                                 inputs=[InputConfig("h0")]), weight_attrs=w)
-    b.add_layer(LayerConfig("sum", "addto", inputs=[InputConfig("h1"), InputConfig("h2"),
-                                                    InputConfig("h0")]))
+    b.add_layer(LayerConfig("sum", "concat", inputs=[InputConfig("h1"), InputConfig("h2"),
+                                                     InputConfig("h0")]))
     b.add_layer(LayerConfig("out", "fc", size=3, active_type="softmax",
                             inputs=[InputConfig("sum"), InputConfig("h1")]))
     b.add_layer(LayerConfig("cost", "multi-class-cross-entropy",
@@ -35,7 +35,8 @@ def model(shared: bool):
 def gradients(config, batches, first_write: bool, monkeypatch, data_gradients=False):
     with monkeypatch.context() as m:
         if not first_write:
-            for t in ("fc", "exconv", "pool", "multi-class-cross-entropy"):
+            for t in ("fc", "exconv", "pool", "multi-class-cross-entropy", "addto",
+                      "batch_norm"):
                 m.setattr(get_layer_class(t), "first_write", False)
         net = Network(config, ParameterSet(seed=1), data_gradients=data_gradients)
         for feed in batches:
@@ -48,9 +49,47 @@ def gradients(config, batches, first_write: bool, monkeypatch, data_gradients=Fa
         return net, grads
 
 
-def feeds(n_batches, rng):
-    return [{"x": Argument(rng.randn(6, 5).astype(np.float32)),
+def feeds(n_batches, rng, width=5):
+    return [{"x": Argument(rng.randn(6, width).astype(np.float32)),
              "label": Argument(ids=rng.randint(0, 3, size=6))} for _ in range(n_batches)]
+
+
+def residual_model():
+    """A ResNet block: conv -> batch_norm (relu) -> conv -> batch_norm, summed by an addto
+    (relu) with the block's input (the shortcut, which also feeds the first conv); x is
+    2 x 4 x 4 and is read twice by the addto (x + block + x) to cover a repeated input."""
+    b = ModelBuilder()
+    img = {"height": 4, "width": 4}
+    b.add_layer(LayerConfig("x", "data", size=32, attrs=img))
+    b.add_layer(LayerConfig("label", "data", size=3))
+    conv = {"filter_size": 3, "padding": 1, "num_filters": 2, "channels": 2}
+    prev = "x"
+    for i, act in ((0, "relu"), (1, "")):
+        b.add_layer(LayerConfig(f"conv{i}", "exconv", attrs=dict(conv),
+                                inputs=[InputConfig(prev)]))
+        b.add_layer(LayerConfig(f"bn{i}", "batch_norm", active_type=act,
+                                inputs=[InputConfig(f"conv{i}") for _ in range(3)]))
+        prev = f"bn{i}"
+    b.add_layer(LayerConfig("sum", "addto", active_type="relu",
+                            inputs=[InputConfig("x"), InputConfig("bn1"), InputConfig("x")]))
+    b.add_layer(LayerConfig("out", "fc", size=3, active_type="softmax",
+                            inputs=[InputConfig("sum")]))
+    b.add_layer(LayerConfig("cost", "multi-class-cross-entropy",
+                            inputs=[InputConfig("out"), InputConfig("label")]))
+    return b.build(["cost"])
+
+
+def test_batch_norm_and_addto_first_writes_equal_zero_then_add(monkeypatch):
+    """batch_norm and addto overwrite the gradients they write first (so neither the convs'
+    outputs nor the batch norms' are cleared each batch) and give the zero-then-add result."""
+    config = residual_model()
+    data = feeds(3, np.random.RandomState(3), width=32)
+    net, fast = gradients(config, data, True, monkeypatch, data_gradients=True)
+    _, ref = gradients(config, data, False, monkeypatch, data_gradients=True)
+    for name in ("x", "conv0", "conv1", "bn0", "bn1", "sum"):
+        assert net.get_layer(name).defer_grad_zero, name
+    for k in ref:
+        np.testing.assert_allclose(fast[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 @pytest.mark.parametrize("shared", [False, True])

@@ -44,7 +44,7 @@ def test_batch_norm_forward_and_moving_stats(shape):
     gamma, beta = rng.standard_normal(c), rng.standard_normal(c)
     mm0, mv0 = rng.standard_normal(c), rng.random(c) + 0.5
     mm, mv = mm0.copy(), mv0.copy()
-    y, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm, mv, moving_average_fraction=0.8)
+    y, x_centered, inv_std = batch_norm_forward(x, gamma, beta, mm, mv, moving_average_fraction=0.8)
     ref, m, v = bn_loop(x, gamma, beta)
     np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(mm, 0.8 * mm0 + 0.2 * m, rtol=1e-12)
@@ -79,15 +79,66 @@ def test_batch_norm_backward_matches_finite_differences(global_stats):
         y, _, _ = batch_norm_forward(x, gamma, beta, mm.copy(), mv.copy(), global_stats)
         return (y * r).sum()
 
-    _, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm.copy(), mv.copy(), global_stats)
-    dx, dg, db = batch_norm_backward(r, x_hat, inv_std, gamma, global_stats)
+    _, x_centered, inv_std = batch_norm_forward(x, gamma, beta, mm.copy(), mv.copy(), global_stats)
+    dx, dg, db = batch_norm_backward(r, x_centered, inv_std, gamma, global_stats)
     np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(dg, numeric_grad(loss, gamma), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(db, numeric_grad(loss, beta), rtol=1e-6, atol=1e-7)
     bufs = (np.ones_like(x), np.ones(2), np.ones(2))
-    res = batch_norm_backward(r, x_hat, inv_std, gamma, global_stats, *bufs)
+    res = batch_norm_backward(r, x_centered, inv_std, gamma, global_stats, *bufs)
     assert all(a is b for a, b in zip(res, bufs))
     np.testing.assert_allclose(bufs[1], dg + 1)
+
+
+def test_batch_norm_float32_within_rounding_of_float64():
+    """The float32 kernels (channel sums as batched dot products, x_hat folded into the
+    per-channel coefficients) stay within float32 rounding of the float64 results."""
+    rng = np.random.default_rng(6)
+    for shape in [(8, 4, 16, 16), (64, 5)]:
+        c = shape[1]
+        x, dy = rng.standard_normal(shape) * 3 + 2, rng.standard_normal(shape)
+        gamma, beta = rng.random(c) + 0.5, rng.standard_normal(c)
+        ref = batch_norm_forward(x, gamma, beta, np.zeros(c), np.ones(c))
+        ref_grads = batch_norm_backward(dy, ref[1], ref[2], gamma)
+        f32 = [a.astype(np.float32) for a in (x, gamma, beta, dy)]
+        y, xc, inv = batch_norm_forward(f32[0], f32[1], f32[2], np.zeros(c, np.float32),
+                                        np.ones(c, np.float32))
+        grads = batch_norm_backward(f32[3], xc, inv, f32[1])
+        for got, want in zip((y,) + grads, (ref[0],) + ref_grads):
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("global_stats", [False, True])
+def test_batch_norm_buffers_and_first_write_betas(global_stats):
+    """``out`` and ``alloc`` hold the forward's arrays; betas 0 overwrite stale buffers,
+    betas 1 add to them."""
+    rng = np.random.default_rng(7)
+    x, dy = rng.standard_normal((3, 2, 4, 5)), rng.standard_normal((3, 2, 4, 5))
+    gamma, beta = rng.standard_normal(2), rng.standard_normal(2)
+    y_ref, xc_ref, inv = batch_norm_forward(x, gamma, beta, np.zeros(2), np.ones(2),
+                                            global_stats)
+    grads_ref = batch_norm_backward(dy, xc_ref, inv, gamma, global_stats)
+    work: dict[str, np.ndarray] = {}
+
+    def alloc(key, shape, dtype):
+        work[key] = np.full(shape, 9.0, dtype)
+        return work[key]
+
+    out = np.full_like(x, 5.0)
+    y, xc, _ = batch_norm_forward(x, gamma, beta, np.zeros(2), np.ones(2), global_stats,
+                                  out=out, alloc=alloc)
+    assert y is out and xc is work["bn_centered"]
+    np.testing.assert_allclose(y, y_ref, rtol=1e-12)
+    for beta_value, base in ((0.0, 0.0), (1.0, 7.0)):
+        bufs = (np.full_like(x, 7.0), np.full(2, 7.0), np.full(2, 7.0))
+        res = batch_norm_backward(dy, xc, inv, gamma, global_stats, *bufs,
+                                  betas=(beta_value,) * 3, alloc=alloc)
+        assert all(a is b for a, b in zip(res, bufs))
+        for got, want in zip(res, grads_ref):
+            np.testing.assert_allclose(got, want + base, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"out has shape \(3, 2, 4, 4\)"):
+        batch_norm_forward(x, gamma, beta, np.zeros(2), np.ones(2), out=np.empty((3, 2, 4, 4)))
 
 
 def test_batch_norm_rejects_wrong_parameter_shape():
@@ -150,7 +201,7 @@ def test_batch_norm_and_lrn_match_torch():
     x = rng.standard_normal((2, 5, 7, 3))
     gamma, beta = rng.standard_normal(5), rng.standard_normal(5)
     mm, mv = np.zeros(5), np.ones(5)
-    y, x_hat, inv_std = batch_norm_forward(x, gamma, beta, mm, mv)
+    y, x_centered, inv_std = batch_norm_forward(x, gamma, beta, mm, mv)
     tx = torch.tensor(x, requires_grad=True)
     tg, tb = torch.tensor(gamma, requires_grad=True), torch.tensor(beta, requires_grad=True)
     tmm, tmv = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
@@ -159,7 +210,7 @@ def test_batch_norm_and_lrn_match_torch():
     ty.backward(torch.tensor(dy))
     np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-10)
     np.testing.assert_allclose(mm, tmm.numpy(), atol=1e-12)  # torch's momentum = 1 - fraction
-    dx, dg, db = batch_norm_backward(dy, x_hat, inv_std, gamma)
+    dx, dg, db = batch_norm_backward(dy, x_centered, inv_std, gamma)
     np.testing.assert_allclose(dx, tx.grad.numpy(), atol=1e-10)
     np.testing.assert_allclose(dg, tg.grad.numpy(), atol=1e-10)
     np.testing.assert_allclose(db, tb.grad.numpy(), atol=1e-10)
