@@ -179,6 +179,9 @@ def batch_norm_backward(
         if buf is not None and buf.shape != shape:
             raise ValueError(f"batch_norm_backward: {name} has shape {buf.shape}, "
                              f"expected {shape}")
+    if any(beta not in (0.0, 1.0) for beta in betas) or len(betas) != 3:
+        raise ValueError(f"batch_norm_backward: betas must be three of 0.0 (overwrite) or 1.0 "
+                         f"(add), got {betas!r}")
     g_bias = _channel_dots(dy)
     g_scale = _channel_dots(dy, x_centered) * inv_std
     k = _per_channel(scale * inv_std, dy)

@@ -139,6 +139,8 @@ def test_batch_norm_buffers_and_first_write_betas(global_stats):
             np.testing.assert_allclose(got, want + base, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match=r"out has shape \(3, 2, 4, 4\)"):
         batch_norm_forward(x, gamma, beta, np.zeros(2), np.ones(2), out=np.empty((3, 2, 4, 4)))
+    with pytest.raises(ValueError, match=r"betas must be three of 0.0 .* got \(0.5, 1.0, 1.0\)"):
+        batch_norm_backward(dy, xc, inv, gamma, global_stats, betas=(0.5, 1.0, 1.0))
 
 
 def test_batch_norm_rejects_wrong_parameter_shape():
