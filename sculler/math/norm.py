@@ -16,6 +16,7 @@ Semantics follow PaddlePaddle's engine:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,18 @@ def _check_bn_input(x) -> None:
         raise ValueError(f"batch norm expects (N, C) or (N, C, H, W) input, got shape {x.shape}")
 
 
-def _per_channel(v, x):
-    """Reshape a (C,) vector to broadcast against x's channel axis."""
-    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+def _samples(a):
+    """``a`` viewed as ``(N, C*H*W)``: one row per sample."""
+    return a.reshape(a.shape[0], -1)
+
+
+def _channel_row(v, x):
+    """The ``(C,)`` vector ``v`` repeated over each channel's positions: a ``(1, C*H*W)`` row
+    that broadcasts over :func:`_samples` of ``x``. NumPy 2.4 runs a binary ufunc with such a
+    row up to 1.6x faster than with a ``(1, C, 1, 1)`` operand (0.069 against 0.110 ms on
+    2 MB of float32; equal on small images), and repeating ``v`` costs about 2 us."""
+    positions = math.prod(x.shape[2:])
+    return (get_array_module(v).repeat(v, positions) if positions > 1 else v).reshape(1, -1)
 
 
 def _channel_dots(a, b=None):
@@ -117,11 +127,12 @@ def batch_norm_forward(
     if use_global_stats:
         mean = moving_mean
         var = xp.maximum(moving_var, 0)
-        xp.subtract(x, _per_channel(mean.astype(x.dtype), x), out=x_centered)
+        xp.subtract(_samples(x), _channel_row(mean.astype(x.dtype), x),
+                    out=_samples(x_centered))
     else:
         m = x.size // c
         mean = _channel_dots(x) / m
-        xp.subtract(x, _per_channel(mean, x), out=x_centered)
+        xp.subtract(_samples(x), _channel_row(mean, x), out=_samples(x_centered))
         var = _channel_dots(x_centered, x_centered) / m
         f = moving_average_fraction
         moving_mean *= f
@@ -129,10 +140,13 @@ def batch_norm_forward(
         moving_var *= f
         moving_var += (1 - f) * var
     inv_std = (1.0 / xp.sqrt(var + epsilon)).astype(x.dtype)
-    y = xp.multiply(x_centered, _per_channel((scale * inv_std).astype(x.dtype), x), out=out)
+    if out is None:
+        out = xp.empty_like(x)
+    y = _samples(out)
+    xp.multiply(_samples(x_centered), _channel_row((scale * inv_std).astype(x.dtype), x), out=y)
     if bias is not None:
-        y += _per_channel(bias, x)
-    return y, x_centered, inv_std
+        y += _channel_row(bias, x)
+    return out, x_centered, inv_std
 
 
 def batch_norm_backward(
@@ -184,21 +198,22 @@ def batch_norm_backward(
                          f"(add), got {betas!r}")
     g_bias = _channel_dots(dy)
     g_scale = _channel_dots(dy, x_centered) * inv_std
-    k = _per_channel(scale * inv_std, dy)
+    k = _channel_row(scale * inv_std, dy)
     dx_beta = betas[0] if dx is not None else 0.0
     if dx is None:
         dx = xp.empty_like(dy)
-    g_x = dx if dx_beta == 0.0 else work_array(alloc, "bn_dx", dy.shape, dy.dtype)
+    g_x = _samples(dx if dx_beta == 0.0 else work_array(alloc, "bn_dx", dy.shape, dy.dtype))
+    dy_rows = _samples(dy)
     if use_global_stats:
-        xp.multiply(dy, k, out=g_x)
+        xp.multiply(dy_rows, k, out=g_x)
     else:
         m = dy.size // c
-        xp.multiply(x_centered, _per_channel(g_scale * inv_std / m, dy), out=g_x)
-        xp.subtract(dy, g_x, out=g_x)
-        g_x -= _per_channel(g_bias / m, dy)
+        xp.multiply(_samples(x_centered), _channel_row(g_scale * inv_std / m, dy), out=g_x)
+        xp.subtract(dy_rows, g_x, out=g_x)
+        g_x -= _channel_row(g_bias / m, dy)
         g_x *= k
     if dx_beta != 0.0:
-        dx += g_x
+        _samples(dx)[...] += g_x
     results = [dx]
     for buf, val, beta in ((dscale, g_scale, betas[1]), (dbias, g_bias, betas[2])):
         if buf is None:
