@@ -59,10 +59,9 @@ def _channel_dots(a, b=None):
     if a.ndim == 2:
         return a.sum(axis=0) if b is None else xp.einsum("nc,nc->c", a, b)
     rows = a.reshape(n * c, 1, -1)
-    if b is None:
-        ones = (ones_vector(rows.shape[2], a.dtype) if xp is np
-                else xp.ones(rows.shape[2], dtype=a.dtype))
-        col = ones.reshape(-1, 1)
+    if b is None:  # a vector operand: matmul broadcasts it over the rows
+        col = (ones_vector(rows.shape[2], a.dtype) if xp is np
+               else xp.ones(rows.shape[2], dtype=a.dtype))
     else:
         col = b.reshape(n * c, -1, 1)
     return xp.matmul(rows, col).reshape(n, c).sum(axis=0)
@@ -124,15 +123,15 @@ def batch_norm_forward(
     if out is not None and out.shape != x.shape:
         raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
     x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
+    centered_rows = _samples(x_centered)
     if use_global_stats:
         mean = moving_mean
         var = xp.maximum(moving_var, 0)
-        xp.subtract(_samples(x), _channel_row(mean.astype(x.dtype), x),
-                    out=_samples(x_centered))
+        xp.subtract(_samples(x), _channel_row(mean.astype(x.dtype), x), out=centered_rows)
     else:
         m = x.size // c
         mean = _channel_dots(x) / m
-        xp.subtract(_samples(x), _channel_row(mean, x), out=_samples(x_centered))
+        xp.subtract(_samples(x), _channel_row(mean, x), out=centered_rows)
         var = _channel_dots(x_centered, x_centered) / m
         f = moving_average_fraction
         moving_mean *= f
@@ -143,7 +142,7 @@ def batch_norm_forward(
     if out is None:
         out = xp.empty_like(x)
     y = _samples(out)
-    xp.multiply(_samples(x_centered), _channel_row((scale * inv_std).astype(x.dtype), x), out=y)
+    xp.multiply(centered_rows, _channel_row((scale * inv_std).astype(x.dtype), x), out=y)
     if bias is not None:
         y += _channel_row(bias, x)
     return out, x_centered, inv_std
