@@ -13,7 +13,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 FB = 4  # filters per register block (the conv's body is written out for four)
-QB = 512  # positions per cache chunk of the filter gradient
+QB = 1024  # positions per cache chunk of the filter gradient
 
 OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
 
