@@ -32,30 +32,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sculler.math.jit import numba_available
 from sculler.math.openblas import shorten_thread_spin
 from sculler.math.parallel import run_ranges
 
 BLOCKS = (32, 48, 64, 80, 96)  # positions per register block (4 * BL / 16 <= 24 vectors)
 
-_state: dict[str, Any] = {"numba": None}
-
-
-def _numba():
-    """The numba module, or False when it is not installed (imported at first use: it costs
-    a third of a second)."""
-    if _state["numba"] is None:
-        try:
-            import numba  # noqa: PLC0415
-        except ImportError:
-            _state["numba"] = False
-        else:
-            _state["numba"] = numba
-    return _state["numba"]
+_state: dict[str, Any] = {}
 
 
 def available() -> bool:
-    """Whether the direct path can run here (numba installed, not turned off)."""
-    return os.environ.get("SCULLER_CONV", "direct") != "gemm" and bool(_numba())
+    """Whether the direct path can run here (numba installed, not turned off by
+    ``SCULLER_CONV=gemm`` or ``SCULLER_JIT=0``)."""
+    return os.environ.get("SCULLER_CONV", "direct") != "gemm" and numba_available()
 
 
 def applicable(x: Any, kernel: tuple[int, int], stride, padding, dilation, groups: int) -> bool:

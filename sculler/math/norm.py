@@ -23,6 +23,8 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math.blas import ones_vector
+from sculler.math.jit import numba_available
+from sculler.math.parallel import run_ranges
 from sculler.math.workspace import Alloc, work_array
 
 BN_EPSILON = 1e-5
@@ -67,6 +69,24 @@ def _channel_dots(a, b=None):
     return xp.matmul(rows, col).reshape(n, c).sum(axis=0)
 
 
+def _compiled(*arrays: Any):
+    """The compiled kernels (:mod:`sculler.math.norm_kernels`) when every array is a NumPy
+    float image ``(N, C, H, W)`` and numba is installed, else None (the NumPy passes)."""
+    for a in arrays:
+        if type(a) is not np.ndarray or a.ndim != 4 or a.dtype not in (np.float32, np.float64):
+            return None
+    if not numba_available():
+        return None
+    from sculler.math import norm_kernels  # noqa: PLC0415
+
+    return norm_kernels
+
+
+def _images(a):
+    """``a`` viewed as ``(N, C, H*W)``."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
 def batch_norm_forward(
     x: Any,
     scale: Any,
@@ -89,7 +109,10 @@ def batch_norm_forward(
     Four passes over the data: the channel sums, ``x - mean`` (kept for the
     backward), the sums of its squares (batched dot products) and ``y = (x - mean) *
     (scale * inv_std) + bias`` (two broadcast passes); nothing batch-sized is allocated when
-    ``out`` and ``alloc`` are given.
+    ``out`` and ``alloc`` are given. With numba (``sculler[fast]``) a training batch of NumPy
+    images takes two compiled passes instead (:mod:`sculler.math.norm_kernels`: the mean and
+    the mean square per channel, then ``x - mean`` and ``y`` together), the variance being
+    ``E[x^2] - mean^2`` summed in float64.
 
     Args:
         x: ``(N, C, H, W)`` or ``(N, C)`` input.
@@ -123,6 +146,21 @@ def batch_norm_forward(
     if out is not None and out.shape != x.shape:
         raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
     x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
+    kernels = None if use_global_stats else _compiled(x)
+    if kernels is not None:  # two passes: the moments, then centring and the affine
+        m = x.size // c
+        sums, squares = np.empty(c), np.empty(c)
+        run_ranges(kernels.channel_moments, c, _images(x), x.dtype.type(0), sums, squares)
+        mean = sums / m
+        var = np.maximum(squares / m - mean * mean, 0.0)
+        _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
+        inv_std = (1.0 / np.sqrt(var + epsilon)).astype(x.dtype)
+        if out is None:
+            out = np.empty_like(x)
+        shift = np.zeros(c, x.dtype) if bias is None else bias.astype(x.dtype)
+        run_ranges(kernels.normalize, c, _images(x), mean.astype(x.dtype),
+                   (scale * inv_std).astype(x.dtype), shift, _images(x_centered), _images(out))
+        return out, x_centered, inv_std
     centered_rows = _samples(x_centered)
     if use_global_stats:
         mean = moving_mean
@@ -133,11 +171,7 @@ def batch_norm_forward(
         mean = _channel_dots(x) / m
         xp.subtract(_samples(x), _channel_row(mean, x), out=centered_rows)
         var = _channel_dots(x_centered, x_centered) / m
-        f = moving_average_fraction
-        moving_mean *= f
-        moving_mean += (1 - f) * mean
-        moving_var *= f
-        moving_var += (1 - f) * var
+        _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
     inv_std = (1.0 / xp.sqrt(var + epsilon)).astype(x.dtype)
     if out is None:
         out = xp.empty_like(x)
@@ -146,6 +180,14 @@ def batch_norm_forward(
     if bias is not None:
         y += _channel_row(bias, x)
     return out, x_centered, inv_std
+
+
+def _update_moving(moving_mean, moving_var, mean, var, f: float) -> None:
+    """``m = m * f + batch * (1 - f)`` for the moving mean and variance, in place."""
+    moving_mean *= f
+    moving_mean += (1 - f) * mean
+    moving_var *= f
+    moving_var += (1 - f) * var
 
 
 def batch_norm_backward(
@@ -195,12 +237,26 @@ def batch_norm_backward(
     if any(beta not in (0.0, 1.0) for beta in betas) or len(betas) != 3:
         raise ValueError(f"batch_norm_backward: betas must be three of 0.0 (overwrite) or 1.0 "
                          f"(add), got {betas!r}")
-    g_bias = _channel_dots(dy)
-    g_scale = _channel_dots(dy, x_centered) * inv_std
-    k = _channel_row(scale * inv_std, dy)
     dx_beta = betas[0] if dx is not None else 0.0
     if dx is None:
         dx = xp.empty_like(dy)
+    kernels = None if use_global_stats else _compiled(dy, x_centered, dx)
+    if kernels is not None:  # two passes: the sums, then dx
+        m = dy.size // c
+        g_bias, g_centered = np.empty(c), np.empty(c)
+        run_ranges(kernels.grad_sums, c, _images(dy), _images(x_centered), dy.dtype.type(0),
+                   g_bias, g_centered)
+        g_scale = g_centered * inv_std
+        coefficients = [v.astype(dy.dtype) for v in (scale * inv_std,
+                                                     g_centered * inv_std * inv_std / m,
+                                                     g_bias / m)]
+        run_ranges(kernels.input_grad, c, _images(dy), _images(x_centered), *coefficients,
+                   _images(dx), dx_beta != 0.0)
+        return (dx, *_write_param_grads(dscale, dbias, g_scale.astype(dy.dtype),
+                                        g_bias.astype(dy.dtype), betas))
+    g_bias = _channel_dots(dy)
+    g_scale = _channel_dots(dy, x_centered) * inv_std
+    k = _channel_row(scale * inv_std, dy)
     g_x = _samples(dx if dx_beta == 0.0 else work_array(alloc, "bn_dx", dy.shape, dy.dtype))
     dy_rows = _samples(dy)
     if use_global_stats:
@@ -213,7 +269,13 @@ def batch_norm_backward(
         g_x *= k
     if dx_beta != 0.0:
         _samples(dx)[...] += g_x
-    results = [dx]
+    return (dx, *_write_param_grads(dscale, dbias, g_scale, g_bias, betas))
+
+
+def _write_param_grads(dscale, dbias, g_scale, g_bias, betas) -> list:
+    """``[dscale, dbias]``: each value written to (beta 0) or added to (beta 1) its buffer
+    where one is given, else the value itself."""
+    results = []
     for buf, val, beta in ((dscale, g_scale, betas[1]), (dbias, g_bias, betas[2])):
         if buf is None:
             results.append(val)
@@ -223,7 +285,7 @@ def batch_norm_backward(
         else:
             buf += val
             results.append(buf)
-    return tuple(results)
+    return results
 
 
 def _channel_window_sum(a, lo: int, hi: int):

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from sculler.math.jit import numba_available
 from sculler.math.norm import (
     batch_norm_backward,
     batch_norm_forward,
@@ -225,3 +226,30 @@ def test_batch_norm_and_lrn_match_torch():
     np.testing.assert_allclose(yl, tl.detach().numpy(), atol=1e-10)
     dxl = cross_map_norm_backward(dy, x, yl, denom, 3, 0.6, 0.75)
     np.testing.assert_allclose(dxl, tx.grad.numpy(), atol=1e-10)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba is not installed (sculler[fast])")
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+@pytest.mark.parametrize("add", [False, True])
+def test_compiled_batch_norm_equals_numpy_passes(monkeypatch, dtype, rtol, add):
+    """The two compiled passes each way (numba) give the NumPy passes' output, moving
+    statistics and gradients; ``add`` checks beta 1 (add into dx) against beta 0."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, 5, 4, 6)) * 2 + 0.5).astype(dtype)
+    gamma, beta = rng.standard_normal(5).astype(dtype), rng.standard_normal(5).astype(dtype)
+    dy = rng.standard_normal(x.shape).astype(dtype)
+
+    def run():
+        mm, mv = np.zeros(5, dtype), np.ones(5, dtype)
+        y, centered, inv_std = batch_norm_forward(x, gamma, beta, mm, mv)
+        dx = np.full_like(x, 0.25)
+        dg, db = np.ones(5, dtype), np.ones(5, dtype)
+        batch_norm_backward(dy, centered, inv_std, gamma, dx=dx, dscale=dg, dbias=db,
+                            betas=(1.0 if add else 0.0, 1.0, 0.0))
+        return y, mm, mv, dx, dg, db
+
+    compiled = run()
+    monkeypatch.setenv("SCULLER_JIT", "0")
+    reference = run()
+    for got, want in zip(compiled, reference):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
