@@ -147,19 +147,15 @@ def batch_norm_forward(
         raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
     x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
     kernels = None if use_global_stats else _compiled(x)
-    if kernels is not None:  # two passes: the moments, then centring and the affine
-        m = x.size // c
-        sums, squares = np.empty(c), np.empty(c)
-        run_ranges(kernels.channel_moments, c, _images(x), x.dtype.type(0), sums, squares)
-        mean = sums / m
-        var = np.maximum(squares / m - mean * mean, 0.0)
-        _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
-        inv_std = (1.0 / np.sqrt(var + epsilon)).astype(x.dtype)
+    if kernels is not None:  # two passes in one call: the moments, then centring and affine
+        mean, var, inv_std = np.empty(c), np.empty(c), np.empty(c, x.dtype)
         if out is None:
             out = np.empty_like(x)
-        shift = np.zeros(c, x.dtype) if bias is None else bias.astype(x.dtype)
-        run_ranges(kernels.normalize, c, _images(x), mean.astype(x.dtype),
-                   (scale * inv_std).astype(x.dtype), shift, _images(x_centered), _images(out))
+        shift = np.zeros(c) if bias is None else bias.astype(np.float64)
+        run_ranges(kernels.forward, c, _images(x), scale.astype(np.float64), shift,
+                   float(epsilon), x.dtype.type(0), mean, var, inv_std, _images(x_centered),
+                   _images(out))
+        _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
         return out, x_centered, inv_std
     centered_rows = _samples(x_centered)
     if use_global_stats:
@@ -241,16 +237,10 @@ def batch_norm_backward(
     if dx is None:
         dx = xp.empty_like(dy)
     kernels = None if use_global_stats else _compiled(dy, x_centered, dx)
-    if kernels is not None:  # two passes: the sums, then dx
-        m = dy.size // c
-        g_bias, g_centered = np.empty(c), np.empty(c)
-        run_ranges(kernels.grad_sums, c, _images(dy), _images(x_centered), dy.dtype.type(0),
-                   g_bias, g_centered)
-        g_scale = g_centered * inv_std
-        coefficients = [v.astype(dy.dtype) for v in (scale * inv_std,
-                                                     g_centered * inv_std * inv_std / m,
-                                                     g_bias / m)]
-        run_ranges(kernels.input_grad, c, _images(dy), _images(x_centered), *coefficients,
+    if kernels is not None:  # two passes in one call: the sums, then dx
+        g_bias, g_scale = np.empty(c), np.empty(c)
+        run_ranges(kernels.backward, c, _images(dy), _images(x_centered),
+                   scale.astype(np.float64), inv_std, dy.dtype.type(0), g_bias, g_scale,
                    _images(dx), dx_beta != 0.0)
         return (dx, *_write_param_grads(dscale, dbias, g_scale.astype(dy.dtype),
                                         g_bias.astype(dy.dtype), betas))

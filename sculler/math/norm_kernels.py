@@ -3,22 +3,26 @@
 
 NumPy needs four to five passes over the data for each direction of a training batch norm
 (sums, centring, sums of squares, two broadcast passes); these kernels make two: the per-channel
-sums in one read, then one pass that writes the results. Each runs over a range of channels
-(``x`` viewed as ``(N, C, H*W)``), so ``sculler.math.parallel.run_ranges`` splits the
-channels over its workers. Sums are taken per image row in the data's dtype and added in float64.
+sums in one read, then one pass that writes the results, both in one call over a range of
+channels (``x`` viewed as ``(N, C, H*W)``), which ``sculler.math.parallel.run_ranges`` splits
+over its workers. Sums are taken per image row in the data's dtype and added in float64.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
 
 
 @njit(**OPTS)
-def channel_moments(lo, hi, x, zero, sums, squares):
-    """``sums[c] = sum x[:, c]``, ``squares[c] = sum x[:, c]**2`` (float64) for ``c`` in
-    ``[lo, hi)``."""
+def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered, y):
+    """For each channel ``c`` in ``[lo, hi)``, in one call (a thread's channels need no
+    other's): the batch mean and variance (``E[x^2] - mean^2``, sums per image row in the
+    data's dtype added in float64), ``inv_std = 1/sqrt(var + epsilon)``, then
+    ``centered = x - mean`` and ``y = centered * scale * inv_std + bias``."""
+    m = x.shape[0] * x.shape[2]
     for c in range(lo, hi):
         s = 0.0
         q = 0.0
@@ -32,28 +36,28 @@ def channel_moments(lo, hi, x, zero, sums, squares):
                 rq += v * v
             s += rs
             q += rq
-        sums[c] = s
-        squares[c] = q
-
-
-@njit(**OPTS)
-def normalize(lo, hi, x, mean, k, bias, centered, y):
-    """``centered = x - mean[c]``, ``y = centered * k[c] + bias[c]`` for ``c`` in
-    ``[lo, hi)``."""
-    for c in range(lo, hi):
-        mc, kc, bc = mean[c], k[c], bias[c]
+        mc = s / m
+        vc = max(q / m - mc * mc, 0.0)
+        mean[c], var[c] = mc, vc
+        ic = 1.0 / np.sqrt(vc + epsilon)
+        inv_std[c] = ic
+        mx = x.dtype.type(mc)
+        kc = x.dtype.type(scale[c] * ic)
+        bc = x.dtype.type(bias[c])
         for n in range(x.shape[0]):
             xr, cr, yr = x[n, c], centered[n, c], y[n, c]
             for i in range(xr.shape[0]):
-                d = xr[i] - mc
+                d = xr[i] - mx
                 cr[i] = d
                 yr[i] = d * kc + bc
 
 
 @njit(**OPTS)
-def grad_sums(lo, hi, dy, centered, zero, g_bias, g_centered):
-    """``g_bias[c] = sum dy[:, c]``, ``g_centered[c] = sum dy[:, c] * centered[:, c]``
-    (float64) for ``c`` in ``[lo, hi)``."""
+def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, add):
+    """For each channel ``c`` in ``[lo, hi)``, in one call: ``g_bias = sum dy``,
+    ``g_scale = sum dy * centered * inv_std`` (float64), then
+    ``dx (+)= k * (dy - g_bias/m - centered * g_scale * inv_std / m)``, ``k = scale*inv_std``."""
+    m = dy.shape[0] * dy.shape[2]
     for c in range(lo, hi):
         s = 0.0
         p = 0.0
@@ -67,15 +71,11 @@ def grad_sums(lo, hi, dy, centered, zero, g_bias, g_centered):
                 rp += g * cr[i]
             s += rs
             p += rp
-        g_bias[c] = s
-        g_centered[c] = p
-
-
-@njit(**OPTS)
-def input_grad(lo, hi, dy, centered, k, a, b, dx, add):
-    """``dx (+)= k[c] * (dy - b[c] - centered * a[c])`` for ``c`` in ``[lo, hi)``."""
-    for c in range(lo, hi):
-        kc, ac, bc = k[c], a[c], b[c]
+        ic = float(inv_std[c])
+        g_bias[c], g_scale[c] = s, p * ic
+        kc = dy.dtype.type(scale[c] * ic)
+        ac = dy.dtype.type(p * ic * ic / m)
+        bc = dy.dtype.type(s / m)
         for n in range(dy.shape[0]):
             dr, cr, xr = dy[n, c], centered[n, c], dx[n, c]
             if add:
