@@ -382,14 +382,16 @@ class Layer:
         out = self.output
         return out.sub_seq_starts if out.sub_seq_starts is not None else out.seq_starts
 
-    def forward_activation(self) -> None:
+    def forward_activation(self, applied: bool = False) -> None:
+        """The activation (and dropout) on the output, in place; ``applied`` when the
+        layer's own kernel already applied it (see :meth:`fusable_activation`)."""
         value = self.output.value
         act = self.activation
         self.activation_applied = True
         if act.needs_input or self.keep_preact:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
-        if not act.is_linear:
+        if not (act.is_linear or applied):
             act.forward(value, self.activation_starts() if act.needs_seq else None)
         if self.config.drop_rate > 0:
             self._forward_dropout(value)
@@ -419,7 +421,20 @@ class Layer:
         return (len(consumers) == 1 and consumers[0] is consumer and self.grad_unwritten
                 and self.config.drop_rate == 0 and self.error_clipping_threshold <= 0)
 
-    def backward_activation(self) -> None:
+    def fusable_activation(self, name: str) -> bool:
+        """Whether the layer's kernel may apply its activation ``name`` itself: it is that
+        activation, with no dropout, error clipping or kept pre-activation values that the
+        base class would have to see (then ``forward_activation(applied=True)``, and the
+        kernel also takes the activation's gradient: ``backward_activation(applied=True)``)."""
+        return (self.activation.name == name and self.config.drop_rate <= 0
+                and self.error_clipping_threshold <= 0 and not self.keep_preact)
+
+    def backward_activation(self, applied: bool = False) -> None:
+        """The activation's gradient on the output gradient, in place (nothing when
+        ``applied``: the layer's kernel takes it, see :meth:`fusable_activation`)."""
+        if applied:
+            self.grad_is_preact = False
+            return
         if self.grad_is_preact:  # a fused consumer already wrote dL/dz
             self.grad_is_preact = False
             return

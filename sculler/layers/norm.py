@@ -29,6 +29,7 @@ from sculler.layers.image import (
 from sculler.math.norm import (
     batch_norm_backward,
     batch_norm_forward,
+    compiled_images,
     cross_map_norm_backward,
     cross_map_norm_forward,
 )
@@ -101,6 +102,7 @@ class BatchNormLayer(ImageLayer):
     def init(self, layer_map, parameter_map) -> None:
         super().init(layer_map, parameter_map)
         self.out_geom = self.geom[0]
+        self._relu_fused = False
         for k, what in ((1, "moving mean"), (2, "moving variance")):
             if self.weights[k].w_grad is not None:
                 raise ValueError(
@@ -120,17 +122,22 @@ class BatchNormLayer(ImageLayer):
         if pass_type != PASS_TRAIN:
             mean, var = mean.copy(), var.copy()
         bias = self.bias.w.reshape(-1) if self.bias is not None else None
+        # a relu is applied (and its gradient taken) in the compiled kernels' passes
+        self._relu_fused = (not self._global() and compiled_images(x)
+                            and self.fusable_activation("relu"))
         _, self._x_centered, self._inv_std = batch_norm_forward(
             x, self.weights[0].w.reshape(-1), bias, mean, var, self._global(),
             float(self.attr("moving_average_fraction", 0.9)), float(self.attr("epsilon", 1e-5)),
-            out=self.output_image(), alloc=self.scratch,
+            out=self.output_image(), alloc=self.scratch, relu=self._relu_fused,
         )
-        self.forward_activation()
+        self.forward_activation(applied=self._relu_fused)
 
     def backward(self, callback=None) -> None:
         """First write (``first_write``): the input and parameter gradients are overwritten
         when this is their first contribution of the pass, so the network need not zero them."""
-        self.backward_activation()
+        # the fused relu's gradient is the kernel's, unless a consumer wrote dL/dz already
+        relu_grad = self._relu_fused and not self.grad_is_preact
+        self.backward_activation(applied=self._relu_fused)
         scale = self.weights[0]
         dscale = None if scale.w_grad is None else scale.w_grad.reshape(-1)
         has_bias = self.bias is not None and self.bias.w_grad is not None
@@ -144,7 +151,8 @@ class BatchNormLayer(ImageLayer):
             dx = self.scratch("bn_dx", dy.shape)
         batch_norm_backward(dy, self._x_centered, self._inv_std, scale.w.reshape(-1),
                             self._global(), dx=dx, dscale=dscale, dbias=dbias, betas=betas,
-                            alloc=self.scratch)
+                            alloc=self.scratch,
+                            relu_output=self.output_image() if relu_grad else None)
         if has_bias:
             self.bias.parameter.inc_update(callback)
         if dscale is not None:

@@ -69,6 +69,12 @@ def _channel_dots(a, b=None):
     return xp.matmul(rows, col).reshape(n, c).sum(axis=0)
 
 
+def compiled_images(*arrays: Any) -> bool:
+    """Whether batch norm of these arrays runs on the compiled kernels (which can apply a
+    relu in the same pass: ``batch_norm_forward(relu=True)``)."""
+    return _compiled(*arrays) is not None
+
+
 def _compiled(*arrays: Any):
     """The compiled kernels (:mod:`sculler.math.norm_kernels`) when every array is a NumPy
     float image ``(N, C, H, W)`` and numba is installed, else None (the NumPy passes)."""
@@ -98,6 +104,7 @@ def batch_norm_forward(
     epsilon: float = BN_EPSILON,
     out: Any = None,
     alloc: Alloc | None = None,
+    relu: bool = False,
 ) -> tuple[Any, Any, Any]:
     """Batch normalisation: ``y = scale * (x - mean) / sqrt(var + eps) + bias`` per channel.
 
@@ -124,6 +131,8 @@ def batch_norm_forward(
         out: optional buffer shaped like ``x`` that ``y`` is written to.
         alloc: optional allocator of the ``x - mean`` buffer (key ``"bn_centered"``, see
             :func:`sculler.math.workspace.work_array`), e.g. a layer's ``scratch``.
+        relu: write ``max(y, 0)`` in the same pass; only where :func:`compiled_images` says
+            the kernels run, with batch statistics (ValueError otherwise).
 
     Returns:
         ``(y, x_centered, inv_std)``: output, ``x - mean`` and ``1/sqrt(var + eps)``
@@ -147,6 +156,9 @@ def batch_norm_forward(
         raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
     x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
     kernels = None if use_global_stats else _compiled(x)
+    if relu and kernels is None:
+        raise ValueError("batch_norm_forward: relu=True needs the compiled kernels "
+                         "(compiled_images(x)) and batch statistics")
     if kernels is not None:  # two passes in one call: the moments, then centring and affine
         mean, var, inv_std = np.empty(c), np.empty(c), np.empty(c, x.dtype)
         if out is None:
@@ -154,7 +166,7 @@ def batch_norm_forward(
         shift = np.zeros(c) if bias is None else bias.astype(np.float64)
         run_ranges(kernels.forward, c, _images(x), scale.astype(np.float64), shift,
                    float(epsilon), x.dtype.type(0), mean, var, inv_std, _images(x_centered),
-                   _images(out))
+                   _images(out), relu)
         _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
         return out, x_centered, inv_std
     centered_rows = _samples(x_centered)
@@ -178,6 +190,9 @@ def batch_norm_forward(
     return out, x_centered, inv_std
 
 
+_NO_RELU = {np.dtype(t): np.zeros((0, 0, 0), t) for t in (np.float32, np.float64)}
+
+
 def _update_moving(moving_mean, moving_var, mean, var, f: float) -> None:
     """``m = m * f + batch * (1 - f)`` for the moving mean and variance, in place."""
     moving_mean *= f
@@ -197,6 +212,7 @@ def batch_norm_backward(
     dbias: Any = None,
     betas: tuple[float, float, float] = (1.0, 1.0, 1.0),
     alloc: Alloc | None = None,
+    relu_output: Any = None,
 ) -> tuple[Any, Any, Any]:
     """Gradients of :func:`batch_norm_forward`.
 
@@ -218,6 +234,8 @@ def batch_norm_backward(
             buffer's contents, ``0.0`` overwrites them (a first write).
         alloc: optional allocator of the work buffer (key ``"bn_dx"``) used when ``dx`` is
             added to.
+        relu_output: the output of a forward with ``relu=True``: ``dy`` is the gradient of
+            that output and counts where it is positive (compiled kernels only).
 
     Returns:
         ``(dx, dscale, dbias)`` (the given buffers where given).
@@ -237,11 +255,14 @@ def batch_norm_backward(
     if dx is None:
         dx = xp.empty_like(dy)
     kernels = None if use_global_stats else _compiled(dy, x_centered, dx)
+    if relu_output is not None and kernels is None:
+        raise ValueError("batch_norm_backward: relu_output needs the compiled kernels")
     if kernels is not None:  # two passes in one call: the sums, then dx
         g_bias, g_scale = np.empty(c), np.empty(c)
         run_ranges(kernels.backward, c, _images(dy), _images(x_centered),
                    scale.astype(np.float64), inv_std, dy.dtype.type(0), g_bias, g_scale,
-                   _images(dx), dx_beta != 0.0)
+                   _images(dx), dx_beta != 0.0,
+                   _images(relu_output) if relu_output is not None else _NO_RELU[dy.dtype])
         return (dx, *_write_param_grads(dscale, dbias, g_scale.astype(dy.dtype),
                                         g_bias.astype(dy.dtype), betas))
     g_bias = _channel_dots(dy)

@@ -17,11 +17,12 @@ OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
 
 
 @njit(**OPTS)
-def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered, y):
+def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered, y, relu):
     """For each channel ``c`` in ``[lo, hi)``, in one call (a thread's channels need no
     other's): the batch mean and variance (``E[x^2] - mean^2``, sums per image row in the
     data's dtype added in float64), ``inv_std = 1/sqrt(var + epsilon)``, then
-    ``centered = x - mean`` and ``y = centered * scale * inv_std + bias``."""
+    ``centered = x - mean`` and ``y = centered * scale * inv_std + bias`` (``max(., 0)`` of it
+    with ``relu``)."""
     m = x.shape[0] * x.shape[2]
     for c in range(lo, hi):
         s = 0.0
@@ -46,18 +47,27 @@ def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered,
         bc = x.dtype.type(bias[c])
         for n in range(x.shape[0]):
             xr, cr, yr = x[n, c], centered[n, c], y[n, c]
-            for i in range(xr.shape[0]):
-                d = xr[i] - mx
-                cr[i] = d
-                yr[i] = d * kc + bc
+            if relu:
+                for i in range(xr.shape[0]):
+                    d = xr[i] - mx
+                    cr[i] = d
+                    yr[i] = max(d * kc + bc, zero)
+            else:
+                for i in range(xr.shape[0]):
+                    d = xr[i] - mx
+                    cr[i] = d
+                    yr[i] = d * kc + bc
 
 
 @njit(**OPTS)
-def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, add):
+def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, add, relu_out):
     """For each channel ``c`` in ``[lo, hi)``, in one call: ``g_bias = sum dy``,
     ``g_scale = sum dy * centered * inv_std`` (float64), then
-    ``dx (+)= k * (dy - g_bias/m - centered * g_scale * inv_std / m)``, ``k = scale*inv_std``."""
+    ``dx (+)= k * (dy - g_bias/m - centered * g_scale * inv_std / m)``, ``k = scale*inv_std``.
+    A ``relu_out`` of the input's shape (an empty one for none) is the output of a relu
+    applied in :func:`forward`: ``dy`` counts where it is positive, as relu's gradient."""
     m = dy.shape[0] * dy.shape[2]
+    relu = relu_out.size > 0
     for c in range(lo, hi):
         s = 0.0
         p = 0.0
@@ -65,10 +75,17 @@ def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, ad
             dr, cr = dy[n, c], centered[n, c]
             rs = zero
             rp = zero
-            for i in range(dr.shape[0]):
-                g = dr[i]
-                rs += g
-                rp += g * cr[i]
+            if relu:
+                yr = relu_out[n, c]
+                for i in range(dr.shape[0]):
+                    g = dr[i] if yr[i] > zero else zero
+                    rs += g
+                    rp += g * cr[i]
+            else:
+                for i in range(dr.shape[0]):
+                    g = dr[i]
+                    rs += g
+                    rp += g * cr[i]
             s += rs
             p += rp
         ic = float(inv_std[c])
@@ -78,9 +95,13 @@ def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, ad
         bc = dy.dtype.type(s / m)
         for n in range(dy.shape[0]):
             dr, cr, xr = dy[n, c], centered[n, c], dx[n, c]
-            if add:
+            if relu:
+                yr = relu_out[n, c]
                 for i in range(dr.shape[0]):
-                    xr[i] += kc * (dr[i] - bc - cr[i] * ac)
+                    g = dr[i] if yr[i] > zero else zero
+                    v = kc * (g - bc - cr[i] * ac)
+                    xr[i] = xr[i] + v if add else v
             else:
                 for i in range(dr.shape[0]):
-                    xr[i] = kc * (dr[i] - bc - cr[i] * ac)
+                    v = kc * (dr[i] - bc - cr[i] * ac)
+                    xr[i] = xr[i] + v if add else v

@@ -416,6 +416,8 @@ IMAGE = [
     image("batch_norm", dict(IMG, bias=False, active_type="tanh"), bn_inputs(40),
           use_weight=True),
     image("batch_norm", dict(), bn_inputs(6), use_weight=True),
+    # relu applied inside the compiled kernels' passes (where numba is installed)
+    image("batch_norm", dict(IMG, active_type="relu"), bn_inputs(40), use_weight=True),
     transposed("batch_norm", dict(IMG), bn_inputs(40)),
     image("cudnn_batch_norm", dict(IMG), bn_inputs(40), use_weight=True),
     image("batch_norm", dict(VOL, img3D=True), bn_inputs(72), use_weight=True),

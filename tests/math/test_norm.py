@@ -231,25 +231,34 @@ def test_batch_norm_and_lrn_match_torch():
 @pytest.mark.skipif(not numba_available(), reason="numba is not installed (sculler[fast])")
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 @pytest.mark.parametrize("add", [False, True])
-def test_compiled_batch_norm_equals_numpy_passes(monkeypatch, dtype, rtol, add):
+@pytest.mark.parametrize("relu", [False, True])
+def test_compiled_batch_norm_equals_numpy_passes(monkeypatch, dtype, rtol, add, relu):
     """The two compiled passes each way (numba) give the NumPy passes' output, moving
-    statistics and gradients; ``add`` checks beta 1 (add into dx) against beta 0."""
+    statistics and gradients; ``add`` checks beta 1 (add into dx) against beta 0; ``relu``
+    the relu applied in the kernels against NumPy's batch norm, then relu and its gradient."""
     rng = np.random.default_rng(9)
     x = (rng.standard_normal((3, 5, 4, 6)) * 2 + 0.5).astype(dtype)
     gamma, beta = rng.standard_normal(5).astype(dtype), rng.standard_normal(5).astype(dtype)
     dy = rng.standard_normal(x.shape).astype(dtype)
 
-    def run():
+    def run(fused):
         mm, mv = np.zeros(5, dtype), np.ones(5, dtype)
-        y, centered, inv_std = batch_norm_forward(x, gamma, beta, mm, mv)
+        y, centered, inv_std = batch_norm_forward(x, gamma, beta, mm, mv, relu=fused)
+        grad = dy
+        if relu and not fused:
+            np.maximum(y, 0, out=y)
+            grad = dy * (y > 0)
         dx = np.full_like(x, 0.25)
         dg, db = np.ones(5, dtype), np.ones(5, dtype)
-        batch_norm_backward(dy, centered, inv_std, gamma, dx=dx, dscale=dg, dbias=db,
-                            betas=(1.0 if add else 0.0, 1.0, 0.0))
+        batch_norm_backward(grad, centered, inv_std, gamma, dx=dx, dscale=dg, dbias=db,
+                            betas=(1.0 if add else 0.0, 1.0, 0.0),
+                            relu_output=y if fused else None)
         return y, mm, mv, dx, dg, db
 
-    compiled = run()
+    compiled = run(relu)
     monkeypatch.setenv("SCULLER_JIT", "0")
-    reference = run()
+    with pytest.raises(ValueError, match="needs the compiled kernels"):
+        batch_norm_forward(x, gamma, beta, np.zeros(5, dtype), np.ones(5, dtype), relu=True)
+    reference = run(False)
     for got, want in zip(compiled, reference):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
