@@ -185,7 +185,7 @@ class ConvLayer(ImageLayer):
     def _use_direct(self, i: int, x) -> bool:
         """Whether input ``i`` convolves on the direct kernels this batch
         (``sculler/math/conv_direct.py``: dilation 1, one group, NumPy arrays, numba
-        installed; with a stride, its input gradient takes the GEMM route)."""
+        installed)."""
         cf = self.confs[i]
         used = self._direct[i] is not None and conv_direct.applicable(
             x, cf["filter_size"], *self._args(i))
@@ -310,19 +310,12 @@ class ConvLayer(ImageLayer):
 
 
     def _direct_backward(self, i: int, dy, w, weight, gx, callback) -> None:
-        """Input ``i``'s filter and input gradients on the direct kernels (a strided
-        convolution's input gradient on the GEMM route)."""
-        direct = self._direct[i]
+        """Input ``i``'s filter and input gradients on the direct kernels."""
         gw = beta_w = None
         if weight.w_grad is not None:
             gw, beta_w = weight.w_grad.reshape(self.w_shapes[i]), self.param_grad_beta(weight)
-        if gx is not None and direct.input_grad_direct:
-            direct.backward(dy, w, gw, beta_w, gx, self.input_grad_beta(i))
-        else:
-            direct.backward(dy, w, gw, beta_w)
-            if gx is not None:
-                conv2d_backward_data(dy, w, gx.shape, *self._args(i), out=gx,
-                                     beta=self.input_grad_beta(i))
+        beta_x = self.input_grad_beta(i) if gx is not None else 0.0
+        self._direct[i].backward(dy, w, gw, beta_w, gx, beta_x)
         if gw is not None:
             weight.parameter.inc_update(callback)
 

@@ -21,8 +21,8 @@ and dropped. The three passes of a convolution all run on this grid:
 Convolutions with "same" padding, dilation 1 and one group take this path
 (:func:`applicable`); everything else, CuPy arrays, and a machine without numba use the GEMM
 route. ``SCULLER_CONV=gemm`` turns the path off (to compare the two). Results equal the GEMM
-route's within float rounding (the sums are reassociated). numba compiles each kernel once per
-process and block size, about a second in all, at the first convolution.
+route's within float rounding (the sums are reassociated). numba compiles the kernels at the
+first convolution (several seconds) and caches the machine code on disk.
 """
 
 from __future__ import annotations
@@ -119,13 +119,11 @@ class DirectConv:
     plane ``(Y % sy, X % sx)`` at ``(Y // sy, X // sx)``), on which tap ``(ky, kx)`` of output
     ``(y, x)`` reads plane ``(ky % sy, kx % sx)`` at ``(y + ky // sy, x + kx // sx)``: the
     same stride-1 kernels with other offsets. The input gradient of a strided convolution is
-    not a convolution of ``dy`` on such a grid; :attr:`input_grad_direct` is False for it and
-    the caller takes the GEMM route."""
+    computed phase by phase of the input (:meth:`_strided_input_grad`)."""
 
     def __init__(self, kernel: tuple[int, int], padding: tuple[int, int],
                  stride: tuple[int, int] = (1, 1)):
         self.kernel, self.padding, self.stride = tuple(kernel), tuple(padding), tuple(stride)
-        self.input_grad_direct = self.stride == (1, 1)
         self._bufs: dict[str, np.ndarray] = {}
         self._geometries: dict[tuple, Geometry] = {}
         self._xflat = None
@@ -161,7 +159,7 @@ class DirectConv:
         (kh, kw), (py, px) = self.kernel, self.padding
         wq, plane, block = self._plane(*in_hw, self.padding, self.stride, out_hw[0])
         dx_pad, dx_wq, dx_row, dx_offs, dx_block, shift = None, 0, 0, None, 0, None
-        if self.input_grad_direct:
+        if self.stride == (1, 1):
             dx_pad = (kh - 1 - py, kw - 1 - px)
             dx_wq, dx_row, dx_block = self._plane(*out_hw, dx_pad, (1, 1), in_hw[0])
             if dx_wq == wq:  # "same" padding: dy's grid is the input's, moved
@@ -194,16 +192,16 @@ class DirectConv:
         """The filter gradient ``grad_w (F, C, kh, kw) = beta_w*grad_w + dw`` (from the input
         kept by the last ``forward``) and the input gradient ``grad_x (N, C, H, W) =
         beta_x*grad_x + dx``, ``dx = conv(pad'(dy), flip(w)^T)`` with ``pad' = k - 1 - pad``
-        (stride 1 only: :attr:`input_grad_direct`); either may be None."""
+        (with a stride, phase by phase: :meth:`_strided_input_grad`); either may be None."""
         g = self._geom
         if g is None or dy.shape[2:] != self._out_shape or dy.shape[0] != self._xflat.shape[1]:
             raise ValueError(f"DirectConv.backward: dy {dy.shape} does not match the output of "
                              "the last forward")
-        if grad_x is not None and not self.input_grad_direct:
-            raise ValueError(f"DirectConv.backward: stride {self.stride} takes the GEMM route "
-                             "for the input gradient (input_grad_direct is False)")
         f, c, kh, kw = w.shape
         n = dy.shape[0]
+        if grad_x is not None and self.stride != (1, 1):
+            self._strided_input_grad(dy, w, grad_x, beta_x)
+            grad_x = None
         dy_grid = None
         if grad_x is not None or (grad_w is not None and g.shift is not None):
             dy_grid = self._buf("dy_pad", (f, n, g.dx_row), dy.dtype)
@@ -218,6 +216,50 @@ class DirectConv:
                        grad_x is not None, g.dx_block)
         if grad_w is not None:
             self._filter_grad(dy, g, dy_grid, grad_w, beta_w)
+
+    def _strided_input_grad(self, dy, w, out, beta: float) -> None:
+        """``out = beta*out + dx`` for a stride ``s``, one stride phase ``(ry, rx)`` of ``dx``
+        at a time: ``dx[s*a + ry, ...]`` only meets the taps ``ky = ky0 + s*j`` with
+        ``ky0 = (ry + pad) % s``, at ``dy`` row ``a + (ry + pad - ky0)/s - j``, so each phase
+        is a stride-1 correlation of ``dy`` with that sub-filter, flipped (and likewise along
+        x): the same kernel, written into the strided view ``out[:, :, ry::sy, rx::sx]``."""
+        f, c, kh, kw = w.shape
+        (sy, sx), (py, px) = self.stride, self.padding
+        n, _, ho, wo = dy.shape
+        h, wd = out.shape[2:]
+        if beta not in (0.0, 1.0):
+            out *= beta
+        for ry in range(sy):
+            for rx in range(sx):
+                view = out[:, :, ry::sy, rx::sx]
+                if view.size == 0:
+                    continue
+                ky0, kx0 = (ry + py) % sy, (rx + px) % sx
+                jy, jx = len(range(ky0, kh, sy)), len(range(kx0, kw, sx))
+                if jy == 0 or jx == 0:  # no tap reaches this phase
+                    if beta == 0.0:
+                        view[...] = 0
+                    continue
+                # dy row a + j' - ty for sub-tap j' (flipped), ty = jy - 1 - (ry + py - ky0)/s
+                ty, tx = jy - 1 - (ry + py - ky0) // sy, jx - 1 - (rx + px - kx0) // sx
+                top, left = max(ty, 0), max(tx, 0)
+                base_y, base_x = top - ty, left - tx
+                ha, wb = view.shape[2:]
+                wq = max(wo + left, wb + jx - 1 + base_x)
+                block = _block(ha * wq)
+                computed = -(-ha * wq // block) * block
+                plane = max((ho + top) * wq, computed + (jy - 1 + base_y) * wq + jx - 1 + base_x)
+                offs = np.array([(j + base_y) * wq + i + base_x for j in range(jy)
+                                 for i in range(jx)], np.int64)
+                sub = w[:, :, ky0::sy, kx0::sx][:, :, ::-1, ::-1].reshape(f, c, jy * jx)
+                wt = filter_blocks(sub.transpose(1, 0, 2),
+                                   self._buf(f"wt{ry}{rx}", (_rows(c) // 4, jy * jx, f, 4),
+                                             w.dtype))
+                zero = self._buf("zero", (_rows(c),), w.dtype)
+                zero[:] = 0
+                grid = self._buf(f"dy{ry}{rx}", (f, n, plane), dy.dtype)
+                run_ranges(_kernels().conv, n, dy, grid, top, left, wq, plane, 1, 1, wt, offs,
+                           zero, view, beta != 0.0, True, block)
 
     def _filter_grad(self, dy, g: Geometry, dy_grid, out, beta: float) -> None:
         f, n = dy.shape[1], dy.shape[0]

@@ -58,14 +58,15 @@ def test_direct_equals_gemm_route(shape, dtype, rtol):
     assert np.abs(gx - 0.5 - gx_ref).max() <= rtol * scale(gx_ref)
 
 
-# (N, C, F, H, W, k, pad, (sy, sx)): the stride splits the input into phase planes
+# (N, C, F, H, W, k, pad, (sy, sx)): the stride splits the input into phase planes (a 1x1
+# kernel at stride 2 reaches one phase of four: the others' dx is zero)
 STRIDED = [(2, 3, 5, 7, 6, 3, 1, (2, 2)), (2, 6, 3, 11, 10, 5, 2, (3, 2)),
            (2, 5, 4, 8, 8, 1, 0, (2, 2)), (1, 2, 6, 9, 13, 3, 0, (1, 2))]
 
 
 @pytest.mark.parametrize("shape", STRIDED)
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_strided_forward_and_filter_gradient(shape, dtype, rtol):
+def test_strided_forward_and_gradients(shape, dtype, rtol):
     n, c, f, h, wd, k, pad, stride = shape
     rng = np.random.RandomState(sum(shape[:-1]))
     x, w = rng.randn(n, c, h, wd).astype(dtype), rng.randn(f, c, k, k).astype(dtype)
@@ -73,16 +74,19 @@ def test_strided_forward_and_filter_gradient(shape, dtype, rtol):
     dy = rng.randn(*y_ref.shape).astype(dtype)
     gw_ref = conv2d_backward_filter(x.astype(np.float64), dy.astype(np.float64), w.shape,
                                     stride, pad, 1)
+    gx_ref = conv2d_backward_data(dy.astype(np.float64), w.astype(np.float64), x.shape,
+                                  stride, pad, 1)
     conv = conv_direct.DirectConv((k, k), (pad, pad), stride)
-    assert not conv.input_grad_direct
     y = np.empty(y_ref.shape, dtype)
     conv.forward(x, w, y)
-    gw = np.empty_like(w)
-    conv.backward(dy, w, gw)
+    gw, gx = np.empty_like(w), np.full_like(x, np.nan)  # every phase of dx is written
+    conv.backward(dy, w, gw, 0.0, gx, 0.0)
     assert np.abs(y - y_ref).max() <= rtol * np.abs(y_ref).max()
     assert np.abs(gw - gw_ref).max() <= rtol * np.abs(gw_ref).max()
-    with pytest.raises(ValueError, match="takes the GEMM route"):
-        conv.backward(dy, w, grad_x=np.empty_like(x))
+    assert np.abs(gx - gx_ref).max() <= rtol * np.abs(gx_ref).max()
+    added = np.ones_like(x)
+    conv.backward(dy, w, grad_x=added, beta_x=1.0)  # and added to, phase by phase
+    assert np.abs(added - 1 - gx_ref).max() <= rtol * np.abs(gx_ref).max()
 
 
 def test_accumulating_forward_and_scaled_gradients():
