@@ -3,6 +3,9 @@ files store host arrays and read back through the backend's array constructor, a
 --use_gpu flags reach init and the gradient check. All on the CPU: "CuPy present, no device"
 is a fake ``cupy`` module put into sys.modules by the test only."""
 
+import os
+import pathlib
+import subprocess
 import sys
 import textwrap
 import types
@@ -225,3 +228,18 @@ def test_distributed_checkpoints_store_host_arrays(tmp_path):
     arrays, meta = load_arrays(str(tmp_path / "c"))
     np.testing.assert_array_equal(arrays["w"], host)
     assert meta == {"step": 1}
+
+
+def test_bench_gpu_without_cuda_says_so_in_one_line_and_exits_0():
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    code = ("import sys, runpy; sys.modules['cupy'] = None; sys.argv = ['bench_gpu.py']; "
+            f"sys.path.insert(0, {str(root / 'bench')!r}); "
+            f"runpy.run_path({str(root / 'bench' / 'bench_gpu.py')!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "bench_gpu: skipped, CUDA/CuPy not available (Sculler: CuPy is not installed; install "
+        "CuPy for your CUDA version: `pip install sculler[gpu-cuda12]` (CUDA 12) or `pip "
+        "install sculler[gpu-cuda13]` (CUDA 13))"]
