@@ -48,6 +48,21 @@ def missing_cuda() -> str | None:
     return None
 
 
+def built_once(make: Callable[[], Callable], warm_up: Callable[[Callable], object],
+               rate: Callable[[Callable], float]) -> Callable[[], float]:
+    """A contender that builds its trainer ``make()`` and warms it up on its first call only,
+    then returns ``rate(trainer)`` (samples/s) on every call."""
+    built: list[Callable] = []
+
+    def measure() -> float:
+        if not built:
+            built.append(make())
+            warm_up(built[0])
+        return rate(built[0])
+
+    return measure
+
+
 def mlp(args) -> dict[str, Callable[[], float]]:
     import bench_mlp
 
@@ -73,21 +88,14 @@ def lstm(args) -> dict[str, Callable[[], float]]:
                 "torch-padded": lambda: bench_lstm.torch_trainer(False, device="cuda"),
                 "torch-packed": lambda: bench_lstm.torch_trainer(True, device="cuda")}
 
-    def timed(make: Callable) -> Callable[[], float]:
-        run = None
+    def rate(run: Callable) -> float:
+        t = time.perf_counter()
+        run(data)
+        return bench_lstm.BATCH * len(data) / (time.perf_counter() - t)
 
-        def rate() -> float:
-            nonlocal run
-            if run is None:
-                run = make()
-                run(data[:2])  # warm-up: buffers, kernel compilation, cuDNN plans
-            t = time.perf_counter()
-            run(data)
-            return bench_lstm.BATCH * len(data) / (time.perf_counter() - t)
-
-        return rate
-
-    return {name: timed(make) for name, make in trainers.items()}
+    # warm-up: buffers, kernel compilation, cuDNN plans
+    return {name: built_once(make, lambda run: run(data[:2]), rate)
+            for name, make in trainers.items()}
 
 
 def seq2seq(args) -> dict[str, Callable[[], float]]:
@@ -101,19 +109,8 @@ def seq2seq(args) -> dict[str, Callable[[], float]]:
     makers = {"sculler": lambda: bench_seq2seq.make_sculler(demo, batches, use_gpu=True),
               "torch": lambda: bench_seq2seq.make_torch(demo, batches, device="cuda")}
 
-    def timed(make: Callable) -> Callable[[], float]:
-        run = None
-
-        def rate() -> float:
-            nonlocal run
-            if run is None:
-                run = make()
-                run(3)  # warm-up
-            return run(n)
-
-        return rate
-
-    return {name: timed(make) for name, make in makers.items()}
+    return {name: built_once(make, lambda run: run(3), lambda run: run(n))
+            for name, make in makers.items()}
 
 
 def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) -> bool:
@@ -129,7 +126,7 @@ def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) 
             except Exception as exc:  # one failing contender must not hide the others
                 failed[who] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc(file=sys.stderr)
-    line = [f"{name}:"]
+    line = []
     for who, r in rates.items():
         line.append(f"{who} FAILED ({failed[who]})" if who in failed
                     else f"{who} {statistics.median(r):,.0f}/s")
@@ -138,7 +135,7 @@ def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) 
         if who != "sculler" and mine and who not in failed:
             ratio = statistics.median(a / b for a, b in zip(mine, theirs))
             line.append(f"sculler/{who} {ratio:.2f}")
-    print("  " + "; ".join(line), flush=True)
+    print(f"  {name}: " + "; ".join(line), flush=True)
     return not failed
 
 
