@@ -22,6 +22,7 @@ def test_too_few_gpus_in_the_cluster_is_one_clear_error():
         check_gpus({"CPU": 16.0, "GPU": 1.0}, 2)
 
 
+@pytest.mark.slow
 def test_use_gpu_follows_init_unless_given(monkeypatch, ray_cluster):
     monkeypatch.setitem(backend._state, "use_gpu", True)  # as init(use_gpu=True) leaves it
     with Cluster(num_trainers=1, num_pservers=1) as cluster:
