@@ -278,10 +278,12 @@ def check_layer_grad(
 def _test_config(config: TestConfig | dict, layer_type: str, caller: str) -> TestConfig:
     if isinstance(config, TestConfig):
         return config
-    if not isinstance(config, dict) or "inputs" not in config:
-        raise ValueError(f"{caller}({layer_type!r}): config must be a TestConfig or a dict "
-                         "with 'inputs', e.g. {'size': 4, 'inputs': [INPUT_DATA(5)]}; got "
-                         f"{config!r}")
+    if not isinstance(config, dict):
+        raise TypeError(f"{caller}({layer_type!r}): config must be a TestConfig or a dict, "
+                        f"got {type(config).__name__}")
+    if "inputs" not in config:
+        raise ValueError(f"{caller}({layer_type!r}): the config dict needs 'inputs', e.g. "
+                         "{'size': 4, 'inputs': [INPUT_DATA(5)]}")
     settings = dict(config)
     return TestConfig(
         layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),
