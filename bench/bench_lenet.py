@@ -32,11 +32,11 @@ def data(batches: int):
     return x, y
 
 
-def bench_sculler(batches: int, warmup: int) -> float:
+def bench_sculler(batches: int, warmup: int, use_gpu: bool = False) -> float:
     import sculler as paddle
 
     paddle.layer.reset_names()
-    paddle.init(seed=0)
+    paddle.init(use_gpu=use_gpu, seed=0)
     img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(784),
                             height=28, width=28)
     lab = paddle.layer.data(name="label", type=paddle.data_type.integer_value(CLASSES))
@@ -61,7 +61,7 @@ def bench_sculler(batches: int, warmup: int) -> float:
     return BATCH * batches / (time.perf_counter() - t)
 
 
-def bench_torch(batches: int, warmup: int) -> float | None:
+def bench_torch(batches: int, warmup: int, device: str = "cpu") -> float | None:
     try:
         import torch
     except ImportError:
@@ -72,11 +72,11 @@ def bench_torch(batches: int, warmup: int) -> float | None:
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
-                          nn.Linear(500, CLASSES))
+                          nn.Linear(500, CLASSES)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3 / BATCH, momentum=0.9)
     x, y = data(batches)
-    xs = torch.from_numpy(x).reshape(batches, BATCH, 1, 28, 28)
-    ys = torch.from_numpy(y).reshape(batches, BATCH)
+    xs = torch.from_numpy(x).reshape(batches, BATCH, 1, 28, 28).to(device)
+    ys = torch.from_numpy(y).reshape(batches, BATCH).to(device)
 
     def step(b):
         opt.zero_grad()
@@ -85,9 +85,13 @@ def bench_torch(batches: int, warmup: int) -> float | None:
 
     for b in range(warmup):
         step(b)
+    if device != "cpu":
+        torch.cuda.synchronize()
     t = time.perf_counter()
     for b in range(batches):
         step(b)
+    if device != "cpu":
+        torch.cuda.synchronize()
     return BATCH * batches / (time.perf_counter() - t)
 
 

@@ -96,11 +96,11 @@ class Cpu:
 
 # ---- contenders: each returns a function that trains on a list of batches ----
 
-def sculler_trainer():
+def sculler_trainer(use_gpu: bool = False):
     import sculler as paddle
 
     paddle.layer.reset_names()
-    paddle.init(seed=0)
+    paddle.init(use_gpu=use_gpu, seed=0)
     words = paddle.layer.data(name="words",
                               type=paddle.data_type.integer_value_sequence(VOCAB))
     label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(CLASSES))
@@ -120,15 +120,17 @@ def sculler_trainer():
     return run
 
 
-def torch_trainer(packed: bool):
+def torch_trainer(packed: bool, device: str = "cpu"):
+    """PyTorch's trainer; on a GPU ``device`` the lengths given to pack_padded_sequence stay
+    on the host (it requires that) and each run waits for the device before returning."""
     import torch
 
     if _THREADS:
         torch.set_num_threads(_THREADS)
     torch.manual_seed(0)
-    emb = torch.nn.Embedding(VOCAB, EMB)
-    lstm = torch.nn.LSTM(EMB, HIDDEN, batch_first=True)
-    fc = torch.nn.Linear(HIDDEN, CLASSES)
+    emb = torch.nn.Embedding(VOCAB, EMB).to(device)
+    lstm = torch.nn.LSTM(EMB, HIDDEN, batch_first=True).to(device)
+    fc = torch.nn.Linear(HIDDEN, CLASSES).to(device)
     params = [*emb.parameters(), *lstm.parameters(), *fc.parameters()]
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
 
@@ -140,7 +142,7 @@ def torch_trainer(packed: bool):
             last = lstm(seq)[1][0][-1]
         else:
             out = lstm(x)[0]
-            last = out[torch.arange(out.shape[0]), lengths - 1]
+            last = out[torch.arange(out.shape[0], device=device), lengths.to(device) - 1]
         loss = torch.nn.functional.cross_entropy(fc(last), labels)
         opt.zero_grad()
         loss.backward()
@@ -149,7 +151,10 @@ def torch_trainer(packed: bool):
     def run(batches):
         for batch in batches:
             ids, lengths, labels = padded(batch)
-            step(torch.from_numpy(ids), torch.from_numpy(lengths), torch.from_numpy(labels))
+            step(torch.from_numpy(ids).to(device), torch.from_numpy(lengths),
+                 torch.from_numpy(labels).to(device))
+        if device != "cpu":
+            torch.cuda.synchronize()
 
     return run
 

@@ -32,11 +32,12 @@ import sculler as paddle
 CONFIGS = [((784, 128, 64, 10), 128), ((784, 1024, 1024, 10), 256)]
 
 
-def bench_sculler(sizes, batch, batches, tuples=False):
+def bench_sculler(sizes, batch, batches, tuples=False, use_gpu=False):
     """The v2 trainer fed ``ArrayBatch`` views of one (batch, 784) array and its labels, or
-    with ``tuples`` the per-sample tuples ``paddle.batch`` would yield."""
+    with ``tuples`` the per-sample tuples ``paddle.batch`` would yield (on the GPU with
+    ``use_gpu``; the trainer reads each batch's cost back, so the clock sees finished work)."""
     paddle.layer.reset_names()
-    paddle.init(seed=0)
+    paddle.init(use_gpu=use_gpu, seed=0)
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(sizes[0]))
     y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(sizes[-1]))
     h = x
@@ -120,7 +121,7 @@ def bench_numpy(sizes, batch, batches, like_trainer=False):
     return batch * batches / (time.perf_counter() - t)
 
 
-def bench_torch(sizes, batch, batches):
+def bench_torch(sizes, batch, batches, device="cpu"):
     try:
         import torch
     except ImportError:
@@ -129,15 +130,25 @@ def bench_torch(sizes, batch, batches):
     layers = []
     for a, b in zip(sizes, sizes[1:]):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1])
+    model = torch.nn.Sequential(*layers[:-1]).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
-    X = torch.rand(batch, sizes[0])
-    Y = torch.randint(0, sizes[-1], (batch,))
-    t = time.perf_counter()
-    for _ in range(batches):
+    X = torch.rand(batch, sizes[0], device=device)
+    Y = torch.randint(0, sizes[-1], (batch,), device=device)
+
+    def step():
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(X), Y, reduction="sum").backward()
         opt.step()
+
+    if device != "cpu":
+        for _ in range(5):  # warm-up: cuBLAS handles, kernel selection
+            step()
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(batches):
+        step()
+    if device != "cpu":
+        torch.cuda.synchronize()
     return batch * batches / (time.perf_counter() - t)
 
 

@@ -39,10 +39,10 @@ def cpu_times() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def make_sculler(demo, batches):
+def make_sculler(demo, batches, use_gpu=False):
     paddle = demo.paddle
     paddle.layer.reset_names()
-    paddle.init(seed=0)
+    paddle.init(use_gpu=use_gpu, seed=0)
     cost = demo.seq2seq(is_generating=False, word_dim=WORD, enc_size=ENC, dec_size=DEC)
     params = paddle.parameters.create(cost)
     trainer = paddle.trainer.SGD(cost=cost, parameters=params,
@@ -58,8 +58,9 @@ def make_sculler(demo, batches):
     return run
 
 
-def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
-    """run(n) of the PyTorch twin of the demo's model, with the given sizes."""
+def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC, device="cpu"):
+    """run(n) of the PyTorch twin of the demo's model, with the given sizes, on ``device``
+    (pack_padded_sequence takes its lengths on the host; the rest lives on the device)."""
     import torch
     from torch import nn
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -84,7 +85,8 @@ def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
             packed = pack_padded_sequence(self.src_emb(src), src_len, batch_first=True,
                                           enforce_sorted=False)
             enc, _ = pad_packed_sequence(self.enc(packed)[0], batch_first=True)
-            mask = torch.arange(enc.shape[1])[None, :] < src_len[:, None]
+            mask = (torch.arange(enc.shape[1], device=enc.device)[None, :]
+                    < src_len.to(enc.device)[:, None])
             proj = self.proj(enc)
             h = torch.tanh(self.boot(enc[:, 0, enc_size:]))
             words = self.trg_emb(trg)
@@ -99,7 +101,7 @@ def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
                 loss = loss + (nll * (t < trg_len)).sum()
             return loss
 
-    model = Seq2Seq()
+    model = Seq2Seq().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
 
     def pad(seqs):
@@ -113,7 +115,8 @@ def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
         src, src_len = pad([s for s, _, _ in b])
         trg, trg_len = pad([t for _, t, _ in b])
         nxt, _ = pad([n for _, _, n in b])
-        tensors.append((src, src_len, trg, nxt, trg_len))
+        tensors.append((src.to(device), src_len, trg.to(device), nxt.to(device),
+                        trg_len.to(device)))
 
     def run(n):
         t = time.perf_counter()
@@ -121,6 +124,8 @@ def make_torch(demo, batches, word_dim=WORD, enc_size=ENC, dec_size=DEC):
             opt.zero_grad()
             model(*args).backward()
             opt.step()
+        if device != "cpu":
+            torch.cuda.synchronize()
         return sum(len(b) for b in batches[:n]) / (time.perf_counter() - t)
 
     return run

@@ -40,13 +40,62 @@ def xp() -> types.ModuleType:
     return np
 
 
+INSTALL_GPU = ("install CuPy for your CUDA version: `pip install sculler[gpu-cuda12]` (CUDA 12) "
+               "or `pip install sculler[gpu-cuda13]` (CUDA 13)")
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why arrays cannot go to a GPU here (no CuPy, or no usable CUDA device), or None.
+
+    CuPy imports without a GPU, so its presence alone proves nothing: the CUDA runtime must
+    also report at least one device."""
+    cupy = _cupy()
+    if cupy is None:
+        return f"CuPy is not installed; {INSTALL_GPU}"
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as e:  # CUDARuntimeError, or a driver that cannot load
+        return (f"CuPy is installed but CUDA reports no usable device "
+                f"({type(e).__name__}: {e}); check the NVIDIA driver, or {INSTALL_GPU}")
+    if count < 1:
+        return "CuPy is installed but CUDA reports 0 devices; check the NVIDIA driver"
+    return None
+
+
+def require_gpu(what: str) -> None:
+    """Raise one RuntimeError naming ``what`` and what is missing when no GPU can be used."""
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"{what} needs a CUDA GPU through CuPy: {reason}")
+
+
 def use_gpu(flag: bool = True) -> None:
-    """Allocate new arrays on the GPU (needs ``pip install sculler[gpu]``)."""
-    if flag and _cupy() is None:
-        raise RuntimeError(
-            "use_gpu=True needs CuPy; install it with `pip install sculler[gpu]`"
-        )
+    """Allocate new arrays on the GPU; never falls back to the CPU silently (see
+    :func:`require_gpu`)."""
+    if flag:
+        require_gpu("use_gpu=True")
     _state["use_gpu"] = bool(flag)
+
+
+def gpu_enabled() -> bool:
+    """Whether new arrays are allocated on the GPU."""
+    return bool(_state["use_gpu"])
+
+
+@contextlib.contextmanager
+def device(gpu: bool) -> Iterator[None]:
+    """Temporarily allocate new arrays on the GPU (``gpu=True``) or the CPU."""
+    old = _state["use_gpu"]
+    use_gpu(gpu)
+    try:
+        yield
+    finally:
+        _state["use_gpu"] = old
+
+
+def to_device(a: Any) -> Any:
+    """``a`` as an array of the current device (:func:`xp`); host arrays are copied once."""
+    return xp().asarray(a)
 
 
 def get_default_dtype() -> np.dtype:

@@ -241,7 +241,18 @@ def load_parameters(path: str) -> Any:
         raise UserError(f"{path}: not a parameter tar ({exc})") from exc
 
 
+def check_gpu_flag(args: argparse.Namespace) -> None:
+    """``--use_gpu`` without CuPy or a CUDA device stops before any work, saying what is
+    missing and how to install it (never a silent CPU run)."""
+    from sculler import backend
+
+    reason = backend.gpu_unavailable_reason() if args.use_gpu else None
+    if reason is not None:
+        raise UserError(f"sculler {args.command} --use_gpu: {reason}")
+
+
 def train_command(args: argparse.Namespace) -> int:
+    check_gpu_flag(args)
     parsed, names = run_script(args.config, args.config_args)
     if parsed is None and not all(k in names for k in V2_GLOBALS) and callable(
             names.get("main")):
@@ -251,16 +262,17 @@ def train_command(args: argparse.Namespace) -> int:
 
 def run_main(main_fn: Callable, args: argparse.Namespace) -> int:
     """Run a script's own ``main()``, passing the CLI options its signature accepts. Given
-    options it does not accept: --num_passes, --checkpoint and --logdir are errors (the run
-    would not do what was asked), the others a warning."""
+    options it does not accept: --num_passes, --checkpoint, --logdir and --use_gpu are errors
+    (the run would not do what was asked), the others a warning."""
     wanted = {"num_passes": args.num_passes, "seed": args.seed, "checkpoint": args.checkpoint,
               "logdir": args.logdir, "save_dir": args.save_dir,
-              "show_progress": False if args.no_progress else None}
+              "show_progress": False if args.no_progress else None,
+              "use_gpu": True if args.use_gpu else None}
     accepted = inspect.signature(main_fn).parameters
     takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
     given = {k: v for k, v in wanted.items() if v is not None}
     ignored = [k for k in given if k not in accepted and not takes_any]
-    refused = [k for k in ignored if k in ("num_passes", "checkpoint", "logdir")]
+    refused = [k for k in ignored if k in ("num_passes", "checkpoint", "logdir", "use_gpu")]
     if refused:
         raise UserError(f"{args.config}: its main() does not accept "
                         f"{', '.join('--' + k for k in refused)} (its parameters: "
@@ -283,7 +295,7 @@ def train_program(program: dict, args: argparse.Namespace) -> int:
     a parameter tar per pass)."""
     import sculler as paddle
 
-    paddle.init(seed=1 if args.seed is None else args.seed)
+    paddle.init(use_gpu=args.use_gpu, seed=1 if args.seed is None else args.seed)
     topology, test_reader = program["topology"], program["test_reader"]
     parameters = paddle.parameters.create(topology)
     trainer = paddle.trainer.SGD(cost=topology, parameters=parameters,
@@ -442,6 +454,7 @@ def check_grad_command(args: argparse.Namespace) -> int:
     """Gradient-check a registered layer type on dense inputs of the given widths."""
     import runpy
 
+    check_gpu_flag(args)
     from sculler.testing import INPUT_DATA, GradientCheckError, check_layer_grad
 
     for spec in args.module or []:
@@ -452,7 +465,8 @@ def check_grad_command(args: argparse.Namespace) -> int:
     config = {"size": args.size, "active_type": args.act,
               "inputs": [INPUT_DATA(w) for w in parse_widths(args.inputs)]}
     try:
-        report = check_layer_grad(config, args.type, args.batch_size, use_weight=args.use_weight)
+        report = check_layer_grad(config, args.type, args.batch_size, use_weight=args.use_weight,
+                                  use_gpu=args.use_gpu)
     except GradientCheckError as err:
         print(f"FAILED: {err}")
         return 1
@@ -497,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="checkpoint file: resumed from when it exists, saved every pass")
     train.add_argument("--logdir", default=None, help="write TensorBoard scalars here")
     train.add_argument("--no_progress", action="store_true", help="no progress bar")
+    train.add_argument("--use_gpu", action="store_true",
+                       help="train on a CUDA GPU through CuPy (pip install "
+                       "sculler[gpu-cuda12] or sculler[gpu-cuda13])")
     for name, text in (("infer", "predictions of a trained model for rows of a .npy/.csv"),
                        ("export", "write a trained model as ONNX")):
         p = with_config(name, text)
@@ -526,6 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--use_weight", action="store_true",
                        help="weight the checked output sum randomly (needed when the outputs "
                        "sum to a constant, as softmax's do)")
+    check.add_argument("--use_gpu", action="store_true",
+                       help="run the check with the layer's parameters and inputs on a CUDA GPU")
     check.add_argument("--module", action="append",
                        help="a module or .py file that registers the layer (repeatable)")
     return parser

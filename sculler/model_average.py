@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_device
+
 __all__ = ["ModelAverage"]
 
 _SHIFT_EVERY = 16384
@@ -230,4 +232,4 @@ class ModelAverage:
             setattr(self, name, value)
         self._done.update(done)
         for key, i, arr in sums:
-            self._sums.setdefault(key, [None, None, None])[i] = arr
+            self._sums.setdefault(key, [None, None, None])[i] = to_device(arr)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import get_array_module, to_device
 from sculler.math import optim as K
 from sculler.math import parallel
 from sculler.model_average import ModelAverage
@@ -579,7 +579,8 @@ class Optimizer:
             self.model_average.apply_state(average)
         for attr, value in counters.items():
             setattr(self, attr, value)
-        for key, name, arr in states:
+        for key, name, host in states:
+            arr = to_device(host)  # checked on the host, kept on the device chosen at init
             st = self._states.setdefault(key, {})
             old = st.get(name)
             if old is not None and old.shape == arr.shape and old.dtype == arr.dtype:

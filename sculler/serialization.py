@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import to_device, to_numpy
 from sculler.eager.tensor import Tensor
 from sculler.fileio import (
     CHECKPOINT_FORMAT,
@@ -79,8 +79,7 @@ def _decode(node: dict, f: Any, return_numpy: bool) -> Any:
         arr = f.get_tensor(node["tensor"])
         if return_numpy:
             return arr
-        t = Tensor(arr, stop_gradient=node["stop_gradient"], name=node["name"])
-        return t
+        return Tensor(to_device(arr), stop_gradient=node["stop_gradient"], name=node["name"])
     if "ndarray" in node:
         return f.get_tensor(node["ndarray"])
     if "value" in node:

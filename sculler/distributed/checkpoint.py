@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_numpy
 from sculler.fileio import atomic_write
 
 
@@ -25,7 +26,7 @@ def save_arrays(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) 
     """Arrays and a JSON-able ``meta`` dict into one safetensors file, atomically."""
     from safetensors.numpy import save
 
-    tensors = {k: np.asarray(v, order="C") for k, v in arrays.items()}
+    tensors = {k: np.asarray(to_numpy(v), order="C") for k, v in arrays.items()}
     write_atomic(path, save(tensors, metadata={"sculler_dist": json.dumps(meta)}))
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler import backend
 from sculler import event as E
 from sculler.core.evaluator import metrics_of
 from sculler.distributed.master import Master
@@ -98,6 +99,24 @@ def check_repeatable(reader: Callable[[], Iterable[Any]], compared: int = 3) -> 
                 "call) or shuffle the data on disk between runs")
     return count
 
+def trainer_actor_options(use_gpu: bool) -> dict[str, Any]:
+    """Ray options of a trainer actor: no whole CPU (all roles fit on a small machine), not
+    restarted (its task goes to another trainer), and one GPU of its own with ``use_gpu``."""
+    options: dict[str, Any] = {"max_restarts": 0, "num_cpus": 0}
+    if use_gpu:
+        options["num_gpus"] = 1
+    return options
+
+
+def check_gpus(resources: dict[str, float], num_trainers: int) -> None:
+    """Ray would wait forever for GPUs the cluster does not have: say so instead."""
+    have = float(resources.get("GPU", 0))
+    if have < num_trainers:
+        raise ValueError(f"Cluster(use_gpu=True): {num_trainers} trainers need one GPU each but "
+                         f"the Ray cluster has {have:g} GPUs; use fewer trainers, add GPU "
+                         "nodes, or use_gpu=False")
+
+
 class Cluster:
     """Parameter-server training on a Ray cluster.
 
@@ -114,12 +133,15 @@ class Cluster:
         batches_per_task: batches in one task (default: about 4 tasks per trainer a pass).
         max_staleness: async: drop pushes computed on parameters older than this many
             versions (default ``max(1, 1.5 * num_trainers)``, PaddlePaddle's ratio).
+        use_gpu: each trainer actor asks Ray for one GPU and computes there (default: what
+            ``init(use_gpu=...)`` chose); parameter servers stay on the CPU.
     """
 
     def __init__(self, num_trainers: int = 2, num_pservers: int = 2, mode: str = "sync",
                  address: str | None = None, checkpoint_dir: str | None = None,
                  checkpoint_every: int = 100, rpc_timeout_s: float = 60.0,
-                 batches_per_task: int | None = None, max_staleness: int | None = None):
+                 batches_per_task: int | None = None, max_staleness: int | None = None,
+                 use_gpu: bool | None = None):
         for name, value in (("num_trainers", num_trainers), ("num_pservers", num_pservers),
                             ("checkpoint_every", checkpoint_every)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -134,6 +156,7 @@ class Cluster:
         self.batches_per_task = batches_per_task
         self.max_staleness = (max(1, int(1.5 * num_trainers)) if max_staleness is None
                               else int(max_staleness))
+        self.use_gpu = backend.gpu_enabled() if use_gpu is None else bool(use_gpu)
         self._ray = ray = import_ray()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
@@ -211,9 +234,11 @@ class Cluster:
         self.master = ray.remote(_actor(Master)).options(max_restarts=-1, num_cpus=0).remote(
             self.timeout, self.checkpoint_dir, uuid.uuid4().hex)
         trainer_cls = ray.remote(_actor(TrainerWorker))
-        self.trainers = [trainer_cls.options(max_restarts=0, num_cpus=0).remote(
+        if self.use_gpu:
+            check_gpus(ray.cluster_resources(), self.num_trainers)
+        self.trainers = [trainer_cls.options(**trainer_actor_options(self.use_gpu)).remote(
             t, mc, topology.data_type(), feeding, reader, smap, self.shards, self.master,
-            frozen, self.timeout) for t in range(self.num_trainers)]
+            frozen, self.timeout, use_gpu=self.use_gpu) for t in range(self.num_trainers)]
         for s, shard in enumerate(self.shards):  # the processes start meanwhile
             values = {n: parameters.get(n) for n in smap.dense_on(s)}
             for name in smap.sparse:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler import backend
+from sculler.backend import to_numpy
 from sculler.core.evaluator import create_evaluator
 from sculler.core.layer import PASS_TRAIN
 from sculler.core.model_config import ModelConfig
@@ -73,12 +75,16 @@ class TrainerWorker:
         frozen: names of parameters not updated.
         rpc_timeout_s: deadline of every remote call.
         capacity: initial rows of a local sparse table.
+        use_gpu: compute on this process's GPU (CuPy); values come from and gradients go to
+            the parameter servers as host arrays.
     """
 
     def __init__(self, trainer_id: int, config: ModelConfig, data_types: Any, feeding: Any,
                  reader: Callable[[], Iterable[Any]], shard_map: ShardMap, shards: list[Any],
                  master: Any, frozen: Iterable[str] = (), rpc_timeout_s: float = 60.0,
-                 capacity: int = 1024) -> None:
+                 capacity: int = 1024, use_gpu: bool = False) -> None:
+        if use_gpu:
+            backend.use_gpu(True)  # raises naming what is missing on this node
         self.trainer_id = trainer_id
         self.base_config = config
         self.feeder = DataFeeder(data_types, feeding, reuse_buffers=True)
@@ -188,10 +194,10 @@ class TrainerWorker:
         for s, (version, dense, sparse) in enumerate(replies):
             versions.append(version)
             for name, value in dense.items():
-                np.copyto(params[name].value, value)
+                params[name].value[...] = backend.to_device(value)
                 nbytes += value.nbytes
             for name, part in sparse.items():
-                params[name].value[splits[name][s][0]] = part
+                params[name].value[splits[name][s][0]] = backend.to_device(part)
                 nbytes += part.nbytes
         return versions, nbytes
 
@@ -220,13 +226,14 @@ class TrainerWorker:
             if p.name in self.frozen or p.config.is_static or p.grad is None:
                 continue
             if p.name in self.map.sparse:
-                local = p.touched_rows_array()
+                local = to_numpy(p.touched_rows_array())
                 global_rows = rows[p.name][local]
                 for s, (pos, local_on_shard) in enumerate(self.map.split_rows(global_rows)):
                     if pos.size:
-                        pushes[s]["sparse"][p.name] = (local_on_shard, p.grad[local[pos]])
+                        pushes[s]["sparse"][p.name] = (local_on_shard,
+                                                       to_numpy(p.grad[local[pos]]))
             else:
-                pushes[self.map.dense_owner[p.name]]["dense"][p.name] = p.grad
+                pushes[self.map.dense_owner[p.name]]["dense"][p.name] = to_numpy(p.grad)
         return pushes
 
 

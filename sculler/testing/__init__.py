@@ -17,6 +17,7 @@ from sculler.testing.grad_check import (
     InputDef,
     TestConfig,
     check_layer_grad,
+    compare_devices,
 )
 from sculler.testing.network_check import check_network_grad, random_argument
 
@@ -24,7 +25,8 @@ __all__ = [
     "INPUT_DATA", "INPUT_DATA_TARGET", "INPUT_HASSUB_SEQUENCE_DATA", "INPUT_LABEL",
     "INPUT_SEQUENCE_DATA", "INPUT_SEQUENCE_LABEL", "INPUT_SPARSE_FLOAT_VALUE_DATA",
     "INPUT_SPARSE_NON_VALUE_DATA", "GradCheckReport", "GradientCheckError", "InputDef",
-    "TestConfig", "check_grad", "check_layer_grad", "check_network_grad", "check_pylayer_grad",
+    "TestConfig", "check_grad", "check_layer_grad", "check_network_grad",
+    "compare_devices", "check_pylayer_grad",
     "random_argument",
 ]
 

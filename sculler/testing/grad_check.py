@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sculler import backend
+from sculler.backend import get_array_module, to_numpy
 from sculler.core.argument import Argument
 from sculler.core.builder import ModelBuilder
 from sculler.core.layer import PASS_GC
@@ -191,9 +192,13 @@ class _Harness:
         self.layer = self.net.get_layer("test_layer")
 
     def inputs(self, batch: int) -> list[Argument]:
+        """Random inputs made on the host, then copied to the current device (as the data
+        feeder does: dense values and ids; sequence offsets stay on the host)."""
         if self.config.make_inputs is not None:
-            return self.config.make_inputs(batch, self.rng)
-        return [make_input(d, batch, self.rng, self.trans) for d in self.config.inputs]
+            args = self.config.make_inputs(batch, self.rng)
+        else:
+            args = [make_input(d, batch, self.rng, self.trans) for d in self.config.inputs]
+        return [_on_device(a) for a in args]
 
     def run(self, net: Network, args: list[Argument], weight) -> tuple[np.ndarray, dict]:
         """Forward + backward with dJ/dy = weight; returns (output, gradients)."""
@@ -220,6 +225,7 @@ def check_layer_grad(
     rtol: float = 1e-6,
     max_elements: int = 300,
     seed: int = 1,
+    use_gpu: bool = False,
 ) -> GradCheckReport:
     """Check a layer's backward against finite differences, in float64.
 
@@ -231,6 +237,8 @@ def check_layer_grad(
         use_weight: weight the output sum randomly (needed when outputs sum to a constant).
         eps, rtol: finite-difference step and the largest allowed relative error.
         max_elements: check at most this many (random) elements of each tensor.
+        use_gpu: run with the parameters and inputs on a CUDA GPU (CuPy); without one this
+            raises RuntimeError saying what is missing.
 
     Returns a :class:`GradCheckReport`; raises :class:`GradientCheckError` naming the layer,
     the input or parameter, the worst element and both values when ``rtol`` is exceeded.
@@ -239,16 +247,10 @@ def check_layer_grad(
 
         check_layer_grad(TestConfig({"size": 4, "active_type": "tanh"}, [INPUT_DATA(5)]), "fc")
     """
-    if isinstance(config, dict):
-        if "inputs" not in config:
-            raise ValueError(f"check_layer_grad({layer_type!r}): the config dict needs "
-                             "'inputs', e.g. {'size': 4, 'inputs': [INPUT_DATA(5)]}")
-        settings = dict(config)
-        config = TestConfig(
-            layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),
-            make_inputs=settings.pop("make_inputs", None),
-        )
-    with backend.default_dtype(np.float64):
+    config = _test_config(config, layer_type, "check_layer_grad")
+    if use_gpu:
+        backend.require_gpu(f"check_layer_grad({layer_type!r}, use_gpu=True)")
+    with backend.default_dtype(np.float64), backend.device(use_gpu):
         model = build_test_model(config, layer_type)
         if ModelConfig.from_json(model.to_json()) != model:
             raise GradientCheckError(f"{layer_type}: config does not survive a JSON round trip")
@@ -259,7 +261,7 @@ def check_layer_grad(
         out = h.net.forward(args, PASS_GC)[0].value
         weight = _weights(h.rng, out.shape, use_weight)
         out, analytic = h.run(h.net, args, weight)
-        again = h.net.forward(args, PASS_GC)[0].value
+        out, again = to_numpy(out), to_numpy(h.net.forward(args, PASS_GC)[0].value)
         if not np.array_equal(out, again):
             raise GradientCheckError(
                 f"layer test_layer ({layer_type}): forward is not deterministic "
@@ -273,8 +275,35 @@ def check_layer_grad(
     return GradCheckReport(layer_type, errors)
 
 
+def _test_config(config: TestConfig | dict, layer_type: str, caller: str) -> TestConfig:
+    if isinstance(config, TestConfig):
+        return config
+    if not isinstance(config, dict):
+        raise TypeError(f"{caller}({layer_type!r}): config must be a TestConfig or a dict, "
+                        f"got {type(config).__name__}")
+    if "inputs" not in config:
+        raise ValueError(f"{caller}({layer_type!r}): the config dict needs 'inputs', e.g. "
+                         "{'size': 4, 'inputs': [INPUT_DATA(5)]}")
+    settings = dict(config)
+    return TestConfig(
+        layer=settings, inputs=settings.pop("inputs"), bias=settings.pop("bias", None),
+        make_inputs=settings.pop("make_inputs", None),
+    )
+
+
+def _on_device(arg: Argument) -> Argument:
+    """``arg`` with its dense value and its ids on the current device (no copy on the CPU)."""
+    if isinstance(arg.value, np.ndarray):
+        arg.value = backend.to_device(arg.value)
+    if isinstance(arg.ids, np.ndarray):
+        arg.ids = backend.to_device(arg.ids)
+    return arg
+
+
 def _weights(rng, shape, use_weight: bool):
-    return rng.uniform(0.1, 1.0, size=shape) if use_weight else np.ones(shape)
+    """dJ/dy, drawn on the host (the same numbers on every device) then put on the device."""
+    host = rng.uniform(0.1, 1.0, size=shape) if use_weight else np.ones(shape)
+    return backend.to_device(host)
 
 
 def _value_of(h: _Harness, key: str):
@@ -286,14 +315,14 @@ def _value_of(h: _Harness, key: str):
 
 def _objective(h: _Harness, args, weight) -> float:
     out = h.net.forward(args, PASS_GC)[0].value
-    return float(np.sum(out * weight))
+    return float(get_array_module(out).sum(out * weight))
 
 
 def _compare(h, key, value, grad, args, weight, eps, rtol, max_elements, layer_type) -> float:
     n = value.size
     picks = np.arange(n) if n <= max_elements else h.rng.choice(n, max_elements, replace=False)
     numeric = numeric_grad(lambda: _objective(h, args, weight), value, eps, picks)
-    analytic = grad.reshape(-1)[picks]
+    analytic = to_numpy(grad).reshape(-1)[picks]
     errs = np.abs(analytic - numeric) / np.maximum(
         np.maximum(np.abs(analytic), np.abs(numeric)), 1e-3)
     k = int(errs.argmax())
@@ -313,8 +342,8 @@ def _check_reuse(h: _Harness, small_args, args, use_weight: bool) -> None:
     fresh = Network(h.model, _copy_params(h.params), data_gradients=True)
     h.run(h.net, small_args, _output_weight(h, small_args, use_weight))
     weight = _output_weight(h, args, use_weight)
-    out_full, grads_full = h.run(h.net, args, weight)
-    ref_out, ref_grads = h.run(fresh, args, weight)
+    out_full, grads_full = _host(h.run(h.net, args, weight))
+    ref_out, ref_grads = _host(h.run(fresh, args, weight))
     if out_full.shape != ref_out.shape or not np.allclose(out_full, ref_out, rtol=1e-12,
                                                           atol=1e-12):
         raise GradientCheckError(
@@ -327,6 +356,12 @@ def _check_reuse(h: _Harness, small_args, args, use_weight: bool) -> None:
                 f"layer test_layer ({h.layer.type_name}): gradient of {key} after a smaller "
                 "batch differs from a fresh network's; buffers are not reset between batches"
             )
+
+
+def _host(result: tuple) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A :meth:`_Harness.run` result with every array copied to the host."""
+    out, grads = result
+    return to_numpy(out), {k: to_numpy(g) for k, g in grads.items()}
 
 
 def _output_weight(h: _Harness, args, use_weight: bool):
@@ -342,3 +377,75 @@ def _copy_params(params: ParameterSet) -> ParameterSet:
         q = fresh.create(p.config, owner=params.owner(name), dtype=p.value.dtype)
         q.value[...] = p.value
     return fresh
+
+
+DEVICE_RTOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-5}
+
+
+def compare_devices(
+    config: TestConfig | dict,
+    layer_type: str,
+    batch_size: int = 10,
+    trans: bool = False,
+    use_weight: bool = False,
+    *,
+    dtype: Any = np.float64,
+    rtol: float | None = None,
+    seed: int = 1,
+) -> GradCheckReport:
+    """Run a layer's forward and backward on the CPU and on the GPU and compare them.
+
+    Both runs get the same parameters (the CPU's, copied), the same inputs and the same
+    ``dJ/dy``; the output and every input and parameter gradient must agree to ``rtol``
+    (default 1e-10 in float64, 1e-5 in float32), element-wise as
+    ``|gpu - cpu| / max(|gpu|, |cpu|, 1e-3)``. PaddlePaddle checks every layer on both
+    devices the same way. Needs CuPy and a CUDA device (RuntimeError otherwise).
+
+    Returns a :class:`GradCheckReport` of the worst relative difference per tensor
+    (``"output"``, ``"input 0 (...)"``, ``"parameter ..."``); raises
+    :class:`GradientCheckError` naming the layer and the tensor when one differs.
+    """
+    config = _test_config(config, layer_type, "compare_devices")
+    dt = np.dtype(dtype)
+    if dt not in DEVICE_RTOL:
+        raise TypeError(f"compare_devices({layer_type!r}): dtype must be float32 or float64, "
+                        f"got {dt}")
+    rtol = DEVICE_RTOL[dt] if rtol is None else float(rtol)
+    backend.require_gpu(f"compare_devices({layer_type!r})")
+    with backend.default_dtype(dt):
+        model = build_test_model(config, layer_type)
+        with backend.device(False):
+            cpu = _Harness(model, config, trans, seed)
+            args = cpu.inputs(batch_size)
+            weight = _output_weight(cpu, args, use_weight)
+            cpu_out, cpu_grads = _host(cpu.run(cpu.net, args, weight))
+        with backend.device(True):
+            gpu = _Harness(model, config, trans, seed)
+            for name in cpu.params:
+                gpu.params[name].value[...] = backend.to_device(cpu.params[name].value)
+            gpu_out, gpu_grads = _host(gpu.run(gpu.net, [_on_device(_host_copy(a))
+                                                         for a in args],
+                                               backend.to_device(to_numpy(weight))))
+    errors = {"output": _relative_difference(gpu_out, cpu_out)}
+    errors.update({key: _relative_difference(gpu_grads[key], g) for key, g in cpu_grads.items()})
+    for key, err in errors.items():
+        if not err <= rtol:
+            raise GradientCheckError(
+                f"layer test_layer ({layer_type}): {key} differs between the GPU and the CPU "
+                f"in {dt}: relative difference {err:.3g} > {rtol:g}")
+    return GradCheckReport(layer_type, errors)
+
+
+def _host_copy(arg: Argument) -> Argument:
+    """A copy of a host ``arg`` to be moved to another device (the original stays put)."""
+    return Argument(value=arg.value, ids=arg.ids, seq_starts=arg.seq_starts,
+                    sub_seq_starts=arg.sub_seq_starts)
+
+
+def _relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Worst ``|a - b| / max(|a|, |b|, 1e-3)``; a shape mismatch is infinitely different."""
+    if a.shape != b.shape:
+        return float("inf")
+    if a.size == 0:
+        return 0.0
+    return float((np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)), 1e-3)).max())

@@ -17,18 +17,16 @@ def init(use_gpu: bool = False, trainer_count: int = 1, seed: int | None = None,
     """Set up the v2 runtime (``paddle.init``).
 
     ``seed`` makes parameter initialisation (and shuffles drawn from NumPy's and Python's
-    global generators) reproducible. ``use_gpu=True`` needs CuPy. Other PaddlePaddle flags
+    global generators) reproducible. ``use_gpu=True`` needs CuPy and a
+    CUDA device, else it raises a RuntimeError (never a silent CPU run). Other PaddlePaddle flags
     (``log_period``, ``port``, ...) are accepted and recorded; they do not change behaviour.
     """
     if isinstance(trainer_count, bool) or not isinstance(trainer_count, int) or trainer_count < 1:
         raise ValueError(f"trainer_count must be a positive int, got {trainer_count!r}")
-    if use_gpu:
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            raise ValueError("init(use_gpu=True) needs CuPy, which is not installed") from None
     from sculler import backend
 
+    if use_gpu:
+        backend.require_gpu("init(use_gpu=True)")
     backend.use_gpu(bool(use_gpu))
     if seed is not None:
         seed = integer(seed, "init(seed=...)", minimum=0)

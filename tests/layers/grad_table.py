@@ -34,6 +34,7 @@ from sculler.testing import (
     GradCheckReport,
     InputDef,
     check_layer_grad,
+    compare_devices,
 )
 from sculler.testing.pylayer_check import TanhPyLayer
 from sculler.testing.sequences import dense, lengths, seq_arg
@@ -84,11 +85,22 @@ def _describe(d: InputDef) -> str:
     return text
 
 
-def run_row(row: Row) -> GradCheckReport:
-    """``check_layer_grad`` on one row (raises ``GradientCheckError`` past ``RTOL``)."""
-    config = {**row.settings, "inputs": row.inputs, "make_inputs": row.make_inputs}
-    return check_layer_grad(config, row.layer_type, row.batch_size, use_weight=row.use_weight,
-                            rtol=RTOL, **row.check)
+def _config(row: Row) -> dict[str, Any]:
+    return {**row.settings, "inputs": row.inputs, "make_inputs": row.make_inputs}
+
+
+def run_row(row: Row, use_gpu: bool = False) -> GradCheckReport:
+    """``check_layer_grad`` on one row (raises ``GradientCheckError`` past ``RTOL``), on the
+    GPU with ``use_gpu``."""
+    return check_layer_grad(_config(row), row.layer_type, row.batch_size,
+                            use_weight=row.use_weight, rtol=RTOL, use_gpu=use_gpu, **row.check)
+
+
+def compare_row(row: Row, dtype: Any) -> GradCheckReport:
+    """``compare_devices`` on one row: its output and gradients on the GPU equal the CPU's."""
+    placement = {k: v for k, v in row.check.items() if k in ("trans", "seed")}
+    return compare_devices(_config(row), row.layer_type, row.batch_size,
+                           use_weight=row.use_weight, dtype=dtype, **placement)
 
 
 def proj(kind: str, **attrs: Any) -> dict[str, Any]:

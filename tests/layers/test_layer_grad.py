@@ -1,5 +1,7 @@
 """Every row of the gradient-check table (tests/layers/grad_table.py) through one harness, and
-a check that every registered layer type has a row there.
+a check that every registered layer type has a row there. Under the ``gpu`` marker every row
+also runs on the GPU and in CPU/GPU comparison mode (float64 and float32); elsewhere those are
+skipped with the reason "CUDA/CuPy not available".
 
 That the check catches a wrong backward (a missing activation derivative, a weight gradient
 off by 1%, a transposed weight gradient) is tested in tests/core/test_broken_layer.py.
@@ -9,9 +11,11 @@ import importlib.util
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 import sculler.core.layer as layer_module
+from sculler import backend
 from sculler.core.layer import Layer, get_layer_class, layer_types, register_layer
 
 
@@ -38,6 +42,28 @@ def test_layer_gradient(row):
     if row.compared is not None:
         assert len(report.errors) == row.compared, sorted(report.errors)
     assert report.max_error < table.RTOL
+
+
+NO_GPU = backend.gpu_unavailable_reason() is not None
+needs_gpu = pytest.mark.skipif(NO_GPU, reason="CUDA/CuPy not available")
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("row", table.CASES, ids=[row.id for row in table.CASES])
+def test_layer_gradient_on_gpu(row):
+    report = table.run_row(row, use_gpu=True)
+    assert report.errors, "the check compared no gradient"
+    assert report.max_error < table.RTOL
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("row", table.CASES, ids=[row.id for row in table.CASES])
+def test_layer_same_on_gpu_and_cpu(row, dtype):
+    report = table.compare_row(row, dtype)
+    assert "output" in report.errors and len(report.errors) > 1, sorted(report.errors)
 
 
 def built_in_layer_types() -> list[str]:
