@@ -86,34 +86,41 @@ def test_updates_decline_and_leave_arrays_alone(idle_cpu):
         np.testing.assert_array_equal(a, b)
 
 
+def get_threads() -> int:
+    """The thread count of NumPy's own OpenBLAS (SciPy may have loaded a second one)."""
+    from threadpoolctl import threadpool_info
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+    return max(i["num_threads"] for i in threadpool_info()
+               if i["user_api"] == "blas" and (i.get("filepath") or "").startswith(root)
+               and "numpy" in os.path.basename(os.path.dirname(i["filepath"])))
+
+
+def _record_axpy_threads(monkeypatch) -> list[int]:
+    """The BLAS thread count at each float32 ``axpy`` call, appended as they run."""
+    seen: list[int] = []
+    axpy = openblas.routine("axpy", np.float32)
+    monkeypatch.setitem(openblas._found, ("axpy", "f"),
+                        lambda *a: (seen.append(get_threads()), axpy(*a)))
+    return seen
+
+
 @needs_blas
 @pytest.mark.parametrize("kernel", ["heavy_ball", "momentum_step"])
 def test_a_busy_machine_gives_the_same_values_on_one_thread(monkeypatch, kernel):
     """The machine's load picks the BLAS thread count, never the kernel: a busy machine
     runs the same calls on one thread (and restores the count), with identical values."""
-    from threadpoolctl import threadpool_info
-
     from sculler.math import parallel
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
-
-    def get_threads():  # NumPy's own OpenBLAS (SciPy may have loaded a second one)
-        return max(i["num_threads"] for i in threadpool_info()
-                   if i["user_api"] == "blas" and (i.get("filepath") or "").startswith(root)
-                   and "numpy" in os.path.basename(os.path.dirname(i["filepath"])))
 
     if get_threads() < 2:
         pytest.skip("one BLAS thread: nothing to lower")
-    seen = []
-    axpy = openblas.routine("axpy", np.float32)
-    monkeypatch.setitem(openblas._found, ("axpy", "f"),
-                        lambda *a: (seen.append(get_threads()), axpy(*a)))
+    seen = _record_axpy_threads(monkeypatch)
     step = getattr(openblas, kernel)
     extra = () if kernel == "heavy_ball" else (0.01,)
     results = {}
     for idle in (True, False):
         monkeypatch.setattr(parallel, "_cpu_to_spare", lambda idle=idle: idle)
-        w, g, v = _arrays(openblas.MIN_ELEMENTS * 3, np.float32)
+        w, g, v = _arrays(openblas.THREADED_ELEMENTS + 3, np.float32)
         threads = get_threads()
         for _ in range(3):
             assert step(w, g, v, 0.05, 0.9, *extra)
@@ -122,6 +129,21 @@ def test_a_busy_machine_gives_the_same_values_on_one_thread(monkeypatch, kernel)
     assert seen[-1] == 1
     for a, b in zip(results[True], results[False]):
         np.testing.assert_array_equal(a, b)
+
+
+@needs_blas
+def test_a_cache_sized_update_runs_on_one_thread_even_when_idle(idle_cpu, monkeypatch):
+    """Below THREADED_ELEMENTS waking the pool costs more than it saves: one thread, with the
+    count restored after; from THREADED_ELEMENTS on an idle machine the pool is used."""
+    threads = get_threads()
+    if threads < 2:
+        pytest.skip("one BLAS thread: nothing to lower")
+    seen = _record_axpy_threads(monkeypatch)
+    for n in (openblas.THREADED_ELEMENTS - 1, openblas.THREADED_ELEMENTS):
+        w, g, m = _arrays(n, np.float32)
+        assert openblas.momentum_step(w, g, m, 0.05, 0.9, 0.0)
+        assert get_threads() == threads
+    assert seen == [1, threads]
 
 
 @needs_blas
