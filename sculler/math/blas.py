@@ -9,14 +9,18 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import parallel
+from sculler.math.cblas import gemm_accumulate
 from sculler.math.workspace import constant_array
 
 
 def gemm(a, b, out, beta: float = 0.0, scratch=None):
-    """``out = a @ b + beta * out``; ``scratch`` (shape of ``out``) holds ``a @ b`` when
-    ``beta != 0`` so that nothing is allocated on the hot path."""
+    """``out = a @ b + beta * out``: on NumPy's OpenBLAS in one call when ``beta != 0``
+    (:func:`sculler.math.cblas.gemm_accumulate`), else ``scratch`` (shape of ``out``)
+    holds ``a @ b`` so that nothing is allocated on the hot path."""
     if beta == 0.0 and type(out) is np.ndarray:
         return np.matmul(a, b, out=out)
+    if type(out) is np.ndarray and gemm_accumulate(a, b, out, beta):
+        return out
     xp = get_array_module(out)
     if beta == 0.0:
         return xp.matmul(a, b, out=out)

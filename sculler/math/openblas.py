@@ -9,26 +9,25 @@ below :data:`THREADED_ELEMENTS` stay on one thread, which is faster for vectors 
 ``axpy`` was tried first: SciPy ships a second OpenBLAS whose worker thread keeps spinning
 after a threaded call and took a core from the next GEMM.)
 
-The routines are looked up once, through threadpoolctl, among the 64-bit-integer symbols
-of NumPy's bundled OpenBLAS (``scipy_cblas_saxpy64_``, ``cblas_saxpy64_``, the ``axpby``
-and the ``d`` forms); with any other BLAS behind NumPy the functions here return False and
-the caller uses the NumPy kernels of :mod:`sculler.math.optim`. Whether an update takes this
-path depends only on the arrays, never on the machine's load, so a run's values do not change
-with what else runs: while other processes leave no CPU idle the calls run on one BLAS thread
-(:func:`sculler.math.blas.blas_threads_while_busy`). The values equal the NumPy kernels' up to
-a rounding (BLAS may fuse a multiply into the add).
+The routines are looked up once by :func:`sculler.math.cblas.routine`; with any other BLAS
+behind NumPy the functions here return False and the caller uses the NumPy kernels of
+:mod:`sculler.math.optim`. Whether an update takes this path depends only on the arrays, never
+on the machine's load, so a run's values do not change with what else runs: while other
+processes leave no CPU idle the calls run on one BLAS thread
+(:func:`sculler.math.blas.blas_threads_while_busy`). The values equal the NumPy kernels' up to a
+rounding (BLAS may fuse a multiply into the add).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 from typing import Any
 
 import numpy as np
 
 from sculler.math.blas import blas_threads, blas_threads_while_busy
+from sculler.math.cblas import numpy_openblas, routine
 
 # below this many elements the NumPy kernel is as fast (OpenBLAS splits axpy from 10k)
 MIN_ELEMENTS = 1 << 16
@@ -36,50 +35,6 @@ MIN_ELEMENTS = 1 << 16
 # and waking the other threads costs more than they save (109k float32 elements, the
 # 784-128-64-10 MLP's momentum step: 33 us on one thread, 44 us on two)
 THREADED_ELEMENTS = 1 << 19
-_SYMBOLS = ("scipy_cblas_{}64_", "cblas_{}64_")
-_found: dict[tuple[str, str], Any] = {}
-
-
-def _numpy_openblas() -> ctypes.CDLL | None:
-    """NumPy's own OpenBLAS library (the one its GEMMs run on), or None."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return None
-    numpy_dir = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
-    for info in threadpool_info():
-        path = info.get("filepath") or ""
-        if info.get("internal_api") == "openblas" and os.path.basename(
-                os.path.dirname(path)) in ("numpy.libs", ".dylibs") and path.startswith(
-                numpy_dir):
-            try:
-                return ctypes.CDLL(path)
-            except OSError:
-                return None
-    return None
-
-
-def routine(name: str, dtype: np.dtype) -> Any:
-    """NumPy's OpenBLAS ``cblas_?axpy`` (``name`` 'axpy': ``f(n, a, x, 1, y, 1)`` does
-    ``y += a*x``) or ``cblas_?axpby`` ('axpby': ``f(n, a, x, 1, b, y, 1)`` does
-    ``y = a*x + b*y``) for float32 ('f') or float64 ('d') vectors at the given addresses;
-    None where NumPy's BLAS has no such 64-bit-integer symbol."""
-    char = np.dtype(dtype).char
-    key = (name, char)
-    if key not in _found:
-        lib = _numpy_openblas() if char in "fd" else None
-        fn = None
-        for pattern in _SYMBOLS if lib is not None else ():
-            fn = getattr(lib, pattern.format(("s" if char == "f" else "d") + name), None)
-            if fn is not None:
-                real = ctypes.c_float if char == "f" else ctypes.c_double
-                fn.restype = None
-                fn.argtypes = ([ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64]
-                               + ([real] if name == "axpby" else [])
-                               + [ctypes.c_void_p, ctypes.c_int64])
-                break
-        _found[key] = fn
-    return _found[key]
 
 
 def _vectors(*arrays: Any) -> tuple[Any, Any] | None:
@@ -174,7 +129,7 @@ def shorten_thread_spin() -> bool:
     if _spin["set"] or "OPENBLAS_THREAD_TIMEOUT" in os.environ:
         return False
     _spin["set"] = True
-    lib = _numpy_openblas()
+    lib = numpy_openblas()
     read_env = getattr(lib, "openblas_read_env", None)
     shutdown = getattr(lib, "blas_thread_shutdown_", None)
     if read_env is None or shutdown is None:

@@ -11,12 +11,12 @@ import pytest
 
 import sculler as paddle
 from sculler import optimizer as O
-from sculler.math import openblas
+from sculler.math import cblas, openblas
 from sculler.math import optim as K
 
 
 def _have(dtype) -> bool:
-    return None not in (openblas.routine("axpy", dtype), openblas.routine("axpby", dtype))
+    return None not in (cblas.routine("axpy", dtype), cblas.routine("axpby", dtype))
 
 
 needs_blas = pytest.mark.skipif(not _have(np.float32),
@@ -99,8 +99,8 @@ def get_threads() -> int:
 def _record_axpy_threads(monkeypatch) -> list[int]:
     """The BLAS thread count at each float32 ``axpy`` call, appended as they run."""
     seen: list[int] = []
-    axpy = openblas.routine("axpy", np.float32)
-    monkeypatch.setitem(openblas._found, ("axpy", "f"),
+    axpy = cblas.routine("axpy", np.float32)
+    monkeypatch.setitem(cblas._found, ("axpy", "f"),
                         lambda *a: (seen.append(get_threads()), axpy(*a)))
     return seen
 
@@ -227,8 +227,8 @@ def test_shorten_thread_spin_once_and_gemm_still_right(monkeypatch):
     assert openblas.shorten_thread_spin() is False
     monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
     changed = openblas.shorten_thread_spin()
-    assert changed is (openblas._numpy_openblas() is not None
-                       and hasattr(openblas._numpy_openblas(), "blas_thread_shutdown_"))
+    assert changed is (cblas.numpy_openblas() is not None
+                       and hasattr(cblas.numpy_openblas(), "blas_thread_shutdown_"))
     assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ
     assert openblas.shorten_thread_spin() is False  # once only
     np.testing.assert_array_equal(a @ a, before)
