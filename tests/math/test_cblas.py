@@ -29,7 +29,7 @@ def _operand(rng, rows, cols, dtype, transposed):
 @pytest.mark.parametrize("beta", [1.0, 0.5])
 def test_accumulating_gemm_matches_two_passes_and_leaves_scratch(dtype, trans_a, trans_b, beta):
     rng = np.random.default_rng(0)
-    m, k, n = 37, 19, 300
+    m, k, n = 128, 19, 300  # an output of at least ACCUMULATE_MIN_ELEMENTS
     a, b = _operand(rng, m, k, dtype, trans_a), _operand(rng, k, n, dtype, trans_b)
     out = rng.standard_normal((m, n)).astype(dtype)
     expected = beta * out.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
@@ -54,17 +54,21 @@ def test_accumulating_gemm_is_bit_identical_to_two_passes_for_a_thin_product():
 
 def test_refused_arrays_are_left_alone():
     rng = np.random.default_rng(2)
-    a, b = _operand(rng, 6, 4, np.float32, False), _operand(rng, 4, 5, np.float32, False)
-    out = rng.standard_normal((6, 5)).astype(np.float32)
+    m, n = 128, cblas.ACCUMULATE_MIN_ELEMENTS // 128
+    a, b = _operand(rng, m, 4, np.float32, False), _operand(rng, 4, n, np.float32, False)
+    out = rng.standard_normal((m, n)).astype(np.float32)
     before = out.copy()
-    big = rng.standard_normal((8, 8)).astype(np.float32)
-    for args in ((a, b.astype(np.float64), out),  # dtypes differ
+    big = rng.standard_normal((2 * m, 2 * m)).astype(np.float32)
+    small = out[:, :-1].copy()
+    for args in ((a, b[:, :-1], small),  # too small to gain from one call
+                 (a, b.astype(np.float64), out),  # dtypes differ
                  (a.astype(np.int32), b.astype(np.int32), out.astype(np.int32)),
                  (a, b[:3], out),  # inner sizes differ
                  (a, b, np.asfortranarray(out)),  # out not C-contiguous
                  (a[:, ::2], b[::2], out),  # strided operand
                  (a[:0], b, out[:0])):  # empty
         assert not cblas.gemm_accumulate(*args, 1.0)
+    np.testing.assert_array_equal(small, before[:, :-1])
     overlap = big.copy()
     assert not cblas.gemm_accumulate(overlap[:, :4], overlap[:4], overlap, 1.0)
     np.testing.assert_array_equal(out, before)
