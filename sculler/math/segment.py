@@ -26,8 +26,10 @@ __all__ = [
 
 
 def lengths(starts) -> np.ndarray:
-    """Rows per segment, ``(n,)``."""
-    return np.diff(np.asarray(starts, dtype=np.int64))
+    """Rows per segment, ``(n,)``: ``starts[1:] - starts[:-1]`` (one ufunc call; ``np.diff``'s
+    Python wrapper costs 3x as much, and a recurrent group asks for lengths every step)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    return starts[1:] - starts[:-1]
 
 
 def starts_from_lengths(lens) -> np.ndarray:
