@@ -4,8 +4,7 @@ itself links.
 NumPy has no fused multiply-add, so a momentum step (v1's ``m = mu*m - lr*g;  w += m`` or
 2.x's ``v = mu*v + g;  w -= lr*v``) makes four passes over each parameter, on one core.
 OpenBLAS's ``axpby`` and ``axpy`` make it two, each split over the threads of the pool NumPy's
-GEMMs already use: on a 1.86M-element float32 run 0.43 ms against NumPy's 1.18-1.67 ms. Runs
-below :data:`THREADED_ELEMENTS` stay on one thread, which is faster for vectors in cache. (SciPy's
+GEMMs already use: on a 1.86M-element float32 run 0.43 ms against NumPy's 1.18-1.67 ms. (SciPy's
 ``axpy`` was tried first: SciPy ships a second OpenBLAS whose worker thread keeps spinning
 after a threaded call and took a core from the next GEMM.)
 
@@ -20,21 +19,16 @@ rounding (BLAS may fuse a multiply into the add).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
 import numpy as np
 
-from sculler.math.blas import blas_threads, blas_threads_while_busy
+from sculler.math.blas import blas_threads_while_busy
 from sculler.math.cblas import numpy_openblas, routine
 
 # below this many elements the NumPy kernel is as fast (OpenBLAS splits axpy from 10k)
 MIN_ELEMENTS = 1 << 16
-# below this many elements one BLAS thread is faster than the pool: the vectors sit in cache
-# and waking the other threads costs more than they save (109k float32 elements, the
-# 784-128-64-10 MLP's momentum step: 33 us on one thread, 44 us on two)
-THREADED_ELEMENTS = 1 << 19
 
 
 def _vectors(*arrays: Any) -> tuple[Any, Any] | None:
@@ -52,12 +46,6 @@ def _vectors(*arrays: Any) -> tuple[Any, Any] | None:
     return None if axpby is None or axpy is None else (axpby, axpy)
 
 
-def _threads_for(n: int) -> contextlib.AbstractContextManager:
-    """The BLAS threads for an elementwise routine over ``n`` elements: one below
-    :data:`THREADED_ELEMENTS`, else the pool while the machine has a CPU to spare."""
-    return blas_threads(1) if n < THREADED_ELEMENTS else blas_threads_while_busy()
-
-
 def axpby(a: float, x: np.ndarray, b: float, y: np.ndarray) -> bool:
     """``y = a*x + b*y`` in one BLAS pass (NumPy makes three: ``y *= b``, ``t = a*x``,
     ``y += t``): the decaying averages of the adaptive optimizers. False, with nothing
@@ -65,7 +53,7 @@ def axpby(a: float, x: np.ndarray, b: float, y: np.ndarray) -> bool:
     found = _vectors(y, x)
     if found is None:
         return False
-    with _threads_for(y.size):
+    with blas_threads_while_busy():
         found[0](y.size, a, x.ctypes.data, 1, b, y.ctypes.data, 1)
     return True
 
@@ -80,7 +68,7 @@ def momentum_step(value: np.ndarray, grad: np.ndarray, mom: np.ndarray | None, l
         return False
     axpby, axpy = found
     n, w_at, g_at = value.size, value.ctypes.data, grad.ctypes.data
-    with _threads_for(n):
+    with blas_threads_while_busy():
         if mom is None:
             axpby(n, -lr, g_at, 1, 1.0 - lr * decay, w_at, 1)
             return True
@@ -102,7 +90,7 @@ def heavy_ball(value: np.ndarray, grad: np.ndarray, velocity: np.ndarray, lr: fl
         return False
     axpby, axpy = found
     n, v_at = value.size, velocity.ctypes.data
-    with _threads_for(n):
+    with blas_threads_while_busy():
         axpby(n, 1.0, grad.ctypes.data, 1, momentum, v_at, 1)
         axpy(n, -lr, v_at, 1, value.ctypes.data, 1)
     return True

@@ -120,7 +120,7 @@ def test_a_busy_machine_gives_the_same_values_on_one_thread(monkeypatch, kernel)
     results = {}
     for idle in (True, False):
         monkeypatch.setattr(parallel, "_cpu_to_spare", lambda idle=idle: idle)
-        w, g, v = _arrays(openblas.THREADED_ELEMENTS + 3, np.float32)
+        w, g, v = _arrays(openblas.MIN_ELEMENTS * 3, np.float32)
         threads = get_threads()
         for _ in range(3):
             assert step(w, g, v, 0.05, 0.9, *extra)
@@ -129,21 +129,6 @@ def test_a_busy_machine_gives_the_same_values_on_one_thread(monkeypatch, kernel)
     assert seen[-1] == 1
     for a, b in zip(results[True], results[False]):
         np.testing.assert_array_equal(a, b)
-
-
-@needs_blas
-def test_a_cache_sized_update_runs_on_one_thread_even_when_idle(idle_cpu, monkeypatch):
-    """Below THREADED_ELEMENTS waking the pool costs more than it saves: one thread, with the
-    count restored after; from THREADED_ELEMENTS on an idle machine the pool is used."""
-    threads = get_threads()
-    if threads < 2:
-        pytest.skip("one BLAS thread: nothing to lower")
-    seen = _record_axpy_threads(monkeypatch)
-    for n in (openblas.THREADED_ELEMENTS - 1, openblas.THREADED_ELEMENTS):
-        w, g, m = _arrays(n, np.float32)
-        assert openblas.momentum_step(w, g, m, 0.05, 0.9, 0.0)
-        assert get_threads() == threads
-    assert seen == [1, threads]
 
 
 @needs_blas
