@@ -198,22 +198,29 @@ class SGD:
                        leave=False)
         total_cost = 0.0
         samples = 0
+        # with no handler and no progress bar nobody reads the per-batch events and metrics:
+        # they are not built (the pass's evaluators still see every batch)
+        report = handler is not E._ignore or bar is not None
         try:
             for batch_id, data_batch in enumerate(batches):
                 if batch_id < skip:
                     continue
-                handler(E.BeginIteration(pass_id, batch_id))
+                if report:
+                    handler(E.BeginIteration(pass_id, batch_id))
                 cost_sum = self._forward_backward(feeder.convert(data_batch), pass_id, batch_id)
-                handler(E.EndForwardBackward(pass_id, batch_id))
+                if report:
+                    handler(E.EndForwardBackward(pass_id, batch_id))
                 n = len(data_batch)
                 self._updating = True
                 self._update(frozen)
                 self.optimizer.finish_batch(n)
                 self._next_batch = batch_id + 1
                 self._updating = False
-                metrics = self._eval_batch()
+                metrics = self._eval_batch(report)
                 total_cost += cost_sum
                 samples += n
+                if not report:
+                    continue
                 cost = cost_sum / n
                 if bar is not None:
                     shown = {k: f"{v:.4g}" for k, v in metrics.items()}
@@ -262,9 +269,9 @@ class SGD:
                 dense.append((p.name, p.value, p.grad, p.config))
         opt.update_dense(dense)
 
-    def _eval_batch(self) -> dict[str, float]:
+    def _eval_batch(self, report: bool = True) -> dict[str, float] | None:
         """Add the batch to the pass's evaluators; the batch's own metrics come from a second
-        set restarted every batch (printing evaluators run once)."""
+        set restarted every batch (printing evaluators run once), returned when ``report``."""
         layers = self.network.layers
         for bev, pev in zip(self._batch_evals, self._pass_evals):
             if bev.additive and type(pev) is type(bev):  # evaluate once, add to the pass
@@ -274,10 +281,10 @@ class SGD:
                 pev.count += bev.count
                 continue
             pev.eval_batch(layers)
-            if bev.reports_value:
+            if report and bev.reports_value:
                 bev.start()
                 bev.eval_batch(layers)
-        return metrics_of(self._batch_evals)
+        return metrics_of(self._batch_evals) if report else None
 
     # ------------------------------------------------------------------ testing
     def _averaged(self) -> contextlib.AbstractContextManager:
