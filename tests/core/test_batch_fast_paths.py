@@ -239,3 +239,56 @@ def test_pass_error_is_the_sum_of_the_batches_evaluated_once(monkeypatch):
     want = sum(e * n for e, n in zip(seen["batches"], sizes)) / sum(sizes)
     assert seen["pass"] == pytest.approx(want, abs=1e-12)
     assert any(0 < e < 1 for e in seen["batches"])  # the figures are not all trivial
+
+
+def _train_classifier(monkeypatch, handler, X, y) -> dict:
+    """The parameters after 2 passes of ``_trainer``'s classifier over 8-sample batches."""
+    from sculler.minibatch import array_batches
+
+    trainer = _trainer(monkeypatch, [])
+    trainer.train(array_batches(X, y, batch_size=8), num_passes=2, event_handler=handler,
+                  show_progress=False)
+    params = trainer.parameters
+    return {name: params.get(name).copy() for name in params.names()}
+
+
+def test_no_handler_builds_no_batch_events_and_trains_the_same(monkeypatch, caplog):
+    """train() without an event handler or progress bar builds no per-batch events or batch
+    metrics (nobody reads them), yet trains the same and its pass evaluators see every
+    batch."""
+    import logging
+
+    from sculler import event
+
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(40, 4).astype(np.float32), rng.randint(0, 3, 40)
+    pass_metrics = []
+
+    def handler(e):
+        if isinstance(e, event.EndPass):
+            pass_metrics.append(e.metrics)
+
+    with_handler = _train_classifier(monkeypatch, handler, X, y)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a per-batch event was built with no one to read it")
+
+    for name in ("BeginIteration", "EndForwardBackward", "EndIteration"):
+        monkeypatch.setattr(event, name, refuse)
+    with caplog.at_level(logging.INFO, logger="sculler.trainer"):
+        quiet = _train_classifier(monkeypatch, None, X, y)
+    for name, value in with_handler.items():
+        np.testing.assert_array_equal(quiet[name], value)
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pass ")]
+    assert len(logged) == 2 and len(pass_metrics) == 2
+    for line, metrics in zip(logged, pass_metrics):
+        assert metrics and str(metrics) in line  # the same pass metrics, every batch counted
+
+
+def test_a_handler_still_gets_every_batch_event(monkeypatch):
+    rng = np.random.RandomState(1)
+    X, y = rng.rand(24, 4).astype(np.float32), rng.randint(0, 3, 24)
+    seen = []
+    _train_classifier(monkeypatch, lambda e: seen.append(type(e).__name__), X, y)
+    per_batch = [n for n in seen if n in ("BeginIteration", "EndForwardBackward", "EndIteration")]
+    assert per_batch == ["BeginIteration", "EndForwardBackward", "EndIteration"] * 6
