@@ -259,14 +259,17 @@ class SGD:
         opt = self.optimizer
         dense = []
         for p in self._ready:
-            if p.name in frozen or p.config.is_static or p.grad is None:
+            if p.name in frozen or p.config.is_static:
+                continue
+            grad = p.grad  # (a property: read once)
+            if grad is None:
                 continue
             if p.config.sparse_update:
                 rows = p.touched_rows_array()
                 if rows.size:
-                    opt.update(p.name, p.value, p.grad[rows], config=p.config, rows=rows)
+                    opt.update(p.name, p.value, grad[rows], config=p.config, rows=rows)
             else:
-                dense.append((p.name, p.value, p.grad, p.config))
+                dense.append((p.name, p.value, grad, p.config))
         opt.update_dense(dense)
 
     def _eval_batch(self, report: bool = True) -> dict[str, float] | None:
