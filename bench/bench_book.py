@@ -20,7 +20,8 @@ Sculler is fed per-sample tuples through ``paddle.batch``, as v2 programs are; P
 ready tensor slices. Each contender runs with ``BENCH_THREADS`` threads (default 2). The two
 contenders of a model alternate ``--rounds`` times after a warm-up; the line per model gives
 the medians and the median of the round-by-round ratios, with the other processes' load
-from /proc/stat (``bench/_load.py``; above 5 % marked UNRELIABLE). ``--quick`` runs two
+from /proc/stat (``bench/_load.py``; above 5 % marked UNRELIABLE). Each model runs in a
+process of its own. ``--quick`` runs two
 batches per round, once: it checks that everything runs, its figures mean nothing.
 
 Run: ``PYTHONPATH=. python bench/bench_book.py [--batches N] [--rounds R] [--only NAME]``
@@ -33,6 +34,8 @@ import math
 import os
 import pathlib
 import statistics
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("BENCH_THREADS", "2")
@@ -329,16 +332,27 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--only", choices=sorted(MODELS), action="append",
                     help="run only this model (repeatable)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true",
                     help="two batches, one round, one warm-up batch: checks the script runs; "
                          "the figures mean nothing")
     args = ap.parse_args()
     if args.quick:
         args.batches, args.rounds, args.warmup = 2, 1, 1
-    print(f"book models, {os.environ['BENCH_THREADS']} threads each, {os.cpu_count()} CPUs "
-          "(samples/s)", flush=True)
-    for name in args.only or MODELS:
-        bench_model(name, args.batches, args.rounds, args.warmup)
+    if not args.child:
+        print(f"book models, {os.environ['BENCH_THREADS']} threads each, {os.cpu_count()} CPUs "
+              "(samples/s)", flush=True)
+    names = args.only or list(MODELS)
+    if len(names) == 1:
+        bench_model(names[0], args.batches, args.rounds, args.warmup)
+        return
+    # one process a model, as a program trains one: a model's first steps change process-wide
+    # state (OpenBLAS's thread spin once convolutions run, PyTorch's warmed thread pool), and
+    # the next model would inherit it
+    for name in names:
+        subprocess.run([sys.executable, __file__, "--only", name, "--batches", str(args.batches),
+                        "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--child"],
+                       check=True)
 
 
 if __name__ == "__main__":
