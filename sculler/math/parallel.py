@@ -240,14 +240,32 @@ def run(fn: Callable[..., Any], arrays: Sequence[Any], *args: Any) -> None:
                  for lo, hi in zip(bounds, bounds[1:])])
 
 
-def run_ranges(fn: Callable[..., Any], n: int, *args: Any) -> None:
-    """``fn(lo, hi, *args)`` over ``[0, n)`` cut into one range per thread (when a CPU is
-    free): for compiled kernels that release the GIL and loop over independent jobs, so that
-    they share this module's workers instead of starting a thread pool of their own (two
-    pools that spin while they wait take the CPUs from each other)."""
+def run_ranges(fn: Callable[..., Any], n: int, *args: Any, chunks: int = 4) -> None:
+    """``fn(lo, hi, *args)`` over ``[0, n)``, on this module's workers when a CPU is free: for
+    compiled kernels that release the GIL and loop over independent jobs, so that they share
+    these workers instead of starting a thread pool of their own (two pools that spin while
+    they wait take the CPUs from each other).
+
+    The range is cut into ``chunks`` pieces per thread, which the caller and the workers take
+    in turn until none is left: a worker that wakes late (tens of microseconds on an idle
+    virtual CPU) takes fewer, and the caller does not wait for it at the end."""
     k = threads() if n > 1 and cpu_to_spare() else 1
-    bounds = _bounds(n, k)
-    _run_pieces([(fn, (lo, hi) + args) for lo, hi in zip(bounds, bounds[1:])])
+    if k == 1:
+        fn(0, n, *args)
+        return
+    bounds = _bounds(n, min(n, k * chunks))
+    pieces = iter(list(zip(bounds, bounds[1:])))
+    claim = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with claim:
+                piece = next(pieces, None)
+            if piece is None:
+                return
+            fn(piece[0], piece[1], *args)
+
+    _run_pieces([(drain, ())] * k)
 
 
 def _bounds(n: int, k: int) -> list[int]:
