@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.attr import ExtraLayerAttribute
 from sculler.backend import get_array_module
 from sculler.core.expression import (
@@ -16,6 +18,10 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
+from sculler.math.jit import numba_available
+from sculler.math.parallel import run_ranges
+
+_EMPTY = {np.dtype(t): np.zeros(0, t) for t in (np.float32, np.float64)}
 
 
 @register_layer("concat")
@@ -55,6 +61,21 @@ class AddtoLayer(Layer):
     shortcut sum feeds the next convolution)."""
 
     first_write = True
+    _relu_kernels = None
+
+    def _compiled_relu(self, values, out):
+        """The compiled sum-and-relu kernels (:mod:`sculler.math.sum_kernels`) for two
+        C-contiguous NumPy float inputs, no bias and a fusable relu; else None."""
+        if (len(values) != 2 or self.bias is not None or not self.fusable_activation("relu")
+                or not numba_available()):
+            return None
+        for a in (*values, out):
+            if (type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64)
+                    or not a.flags.c_contiguous):
+                return None
+        from sculler.math import sum_kernels  # noqa: PLC0415
+
+        return sum_kernels
 
     @classmethod
     def infer_size(cls, config, inputs):
@@ -70,12 +91,19 @@ class AddtoLayer(Layer):
         return sizes.pop()
 
     def forward(self, pass_type: str) -> None:
-        """The sum in one pass per input: ``x_0 + x_1`` straight into the output buffer."""
+        """The sum in one pass per input: ``x_0 + x_1`` straight into the output buffer (and
+        through a relu in the same pass on the compiled kernels: :meth:`_compiled_relu`)."""
         super().forward(pass_type)
         out = self.reserve_output(self.check_same_batch(), self.size)
         for i in range(len(self.inputs)):
             self.check_input_width(i, self.size)
         values = [self.get_input_value(i) for i in range(len(self.inputs))]
+        self._relu_kernels = self._compiled_relu(values, out)
+        if self._relu_kernels is not None:
+            run_ranges(self._relu_kernels.add_relu, out.size, values[0].reshape(-1),
+                       values[1].reshape(-1), out.reshape(-1))
+            self.forward_activation(applied=True)
+            return
         if len(values) == 1:
             out[...] = values[0]
         else:
@@ -88,6 +116,19 @@ class AddtoLayer(Layer):
     def backward(self, callback=None) -> None:
         """First write (``first_write``): an input gradient not yet written in this pass is
         overwritten with a copy, so the network need not zero it."""
+        if self._relu_kernels is not None and not self.grad_is_preact:
+            self.backward_activation(applied=True)
+            grads = [self.get_input_grad(i) for i in range(2)]
+            betas = [self.input_grad_beta(i) if g is not None else 0.0
+                     for i, g in enumerate(grads)]
+            if grads[0] is None:
+                grads, betas = grads[::-1], betas[::-1]
+            if grads[0] is not None:
+                second = grads[1].reshape(-1) if grads[1] is not None else _EMPTY[grads[0].dtype]
+                run_ranges(self._relu_kernels.relu_grad_into, grads[0].size,
+                           self.output.value.reshape(-1), self.output.grad.reshape(-1),
+                           grads[0].reshape(-1), betas[0] != 0.0, second, betas[1] != 0.0)
+            return
         self.backward_activation()
         self.backward_bias(callback)
         grad = self.output.grad

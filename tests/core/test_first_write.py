@@ -177,3 +177,33 @@ def test_legacy_consumer_keeps_zeroed_buffers(monkeypatch):
     net.forward({"x": Argument(np.ones((2, 3), np.float32))}, "train")
     net.backward(output_grads={"c": np.full((2, 3), 2.0, np.float32)})
     np.testing.assert_allclose(net.get_layer("a").output.grad, 2.0)
+
+
+def test_compiled_residual_sum_equals_numpy(monkeypatch):
+    """addto(relu) of two inputs on the compiled pass (numba) gives NumPy's gradients of every
+    parameter and of the data, a repeated input (the second sum reads its input twice)
+    included."""
+    from sculler.math.jit import numba_available
+
+    if not numba_available():
+        pytest.skip("numba is not installed (sculler[fast])")
+    b = ModelBuilder()
+    b.add_layer(LayerConfig("x", "data", size=5))
+    b.add_layer(LayerConfig("label", "data", size=3))
+    b.add_layer(LayerConfig("h", "fc", size=5, inputs=[InputConfig("x")]))
+    b.add_layer(LayerConfig("s1", "addto", active_type="relu",
+                            inputs=[InputConfig("x"), InputConfig("h")]), bias_attr=False)
+    b.add_layer(LayerConfig("s2", "addto", active_type="relu",
+                            inputs=[InputConfig("s1"), InputConfig("s1")]), bias_attr=False)
+    b.add_layer(LayerConfig("out", "fc", size=3, active_type="softmax",
+                            inputs=[InputConfig("s2")]))
+    b.add_layer(LayerConfig("cost", "multi-class-cross-entropy",
+                            inputs=[InputConfig("out"), InputConfig("label")]))
+    config = b.build(["cost"])
+    batches = feeds(2, np.random.RandomState(4))
+    _, compiled = gradients(config, batches, True, monkeypatch, data_gradients=True)
+    monkeypatch.setenv("SCULLER_JIT", "0")
+    _, reference = gradients(config, batches, True, monkeypatch, data_gradients=True)
+    for name, g in reference.items():
+        assert np.abs(g).max() > 0, name
+        np.testing.assert_allclose(compiled[name], g, rtol=1e-5, atol=1e-6)

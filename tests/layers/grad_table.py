@@ -138,6 +138,8 @@ BASIC = [
     basic("concat", dict(), [INPUT_SEQUENCE_DATA(3), INPUT_SEQUENCE_DATA(2)]),
     basic("addto", dict(), [INPUT_DATA(4), INPUT_DATA(4)]),
     basic("addto", dict(bias=True, active_type="relu"), [INPUT_DATA(4), INPUT_DATA(4)]),
+    # two inputs, a relu and no bias: one compiled pass each way (where numba is installed)
+    basic("addto", dict(active_type="relu"), [INPUT_DATA(6), INPUT_DATA(6)]),
     basic("addto", dict(drop_rate=0.5), [INPUT_DATA(6)]),
     basic("addto", dict(active_type="sequence_softmax"), [INPUT_SEQUENCE_DATA(1)],
           use_weight=True),
