@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from sculler.attr import ExtraLayerAttribute
 from sculler.backend import get_array_module
 from sculler.core.expression import (
@@ -18,10 +16,8 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
-from sculler.math.jit import numba_available
+from sculler.math.jit import absent, compilable
 from sculler.math.parallel import run_ranges
-
-_EMPTY = {np.dtype(t): np.zeros(0, t) for t in (np.float32, np.float64)}
 
 
 @register_layer("concat")
@@ -67,12 +63,9 @@ class AddtoLayer(Layer):
         """The compiled sum-and-relu kernels (:mod:`sculler.math.sum_kernels`) for two
         C-contiguous NumPy float inputs, no bias and a fusable relu; else None."""
         if (len(values) != 2 or self.bias is not None or not self.fusable_activation("relu")
-                or not numba_available()):
+                or not compilable(*values, out)
+                or not all(a.flags.c_contiguous for a in (*values, out))):
             return None
-        for a in (*values, out):
-            if (type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64)
-                    or not a.flags.c_contiguous):
-                return None
         from sculler.math import sum_kernels  # noqa: PLC0415
 
         return sum_kernels
@@ -124,7 +117,8 @@ class AddtoLayer(Layer):
             if grads[0] is None:
                 grads, betas = grads[::-1], betas[::-1]
             if grads[0] is not None:
-                second = grads[1].reshape(-1) if grads[1] is not None else _EMPTY[grads[0].dtype]
+                second = (grads[1].reshape(-1) if grads[1] is not None
+                          else absent(grads[0].dtype, 1))
                 run_ranges(self._relu_kernels.relu_grad_into, grads[0].size,
                            self.output.value.reshape(-1), self.output.grad.reshape(-1),
                            grads[0].reshape(-1), betas[0] != 0.0, second, betas[1] != 0.0)

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sculler.math.jit import numba_available
+from sculler.math.jit import compilable, numba_available
 from sculler.math.openblas import shorten_thread_spin
 from sculler.math.parallel import run_ranges
 
@@ -54,9 +54,9 @@ def applicable(x: Any, kernel: tuple[int, int], stride, padding, dilation, group
     (no unfolded copies), while LeNet's unpadded 5x5 ones ran 0.8x (a quarter to a third of
     the computed positions fall past the output's width, and the GEMM route's batch-last
     unfolding suits those small maps); the kernels themselves handle any padding up to k-1."""
-    return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and groups == 1
-            and min(stride) >= 1 and tuple(dilation) == (1, 1)
-            and all(2 * p == k - 1 for p, k in zip(padding, kernel)) and available())
+    return (groups == 1 and min(stride) >= 1 and tuple(dilation) == (1, 1)
+            and all(2 * p == k - 1 for p, k in zip(padding, kernel))
+            and compilable(x) and available())
 
 
 def _block(positions: int) -> int:

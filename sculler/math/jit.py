@@ -5,6 +5,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import numpy as np
+
+from sculler.math.workspace import constant_array
 
 _state: dict[str, bool] = {}
 
@@ -21,3 +26,18 @@ def numba_available() -> bool:
         else:
             _state["numba"] = True
     return _state["numba"]
+
+
+def compilable(*arrays: Any) -> bool:
+    """Whether the compiled kernels take these arrays: numba is available and each one is a
+    NumPy float32 or float64 array (CuPy arrays and other dtypes keep the ``xp`` code)."""
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64):
+            return False
+    return numba_available()
+
+
+def absent(dtype: Any, ndim: int) -> np.ndarray:
+    """An empty read-only array standing for "none" in a compiled call (numba compiles one
+    signature for an array argument that may be missing): made once per dtype and rank."""
+    return constant_array(("absent", np.dtype(dtype).str, ndim), np.zeros, (0,) * ndim, dtype)

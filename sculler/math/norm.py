@@ -23,7 +23,7 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math.blas import ones_vector
-from sculler.math.jit import numba_available
+from sculler.math.jit import absent, compilable
 from sculler.math.parallel import run_ranges
 from sculler.math.workspace import Alloc, work_array
 
@@ -78,10 +78,7 @@ def compiled_images(*arrays: Any) -> bool:
 def _compiled(*arrays: Any):
     """The compiled kernels (:mod:`sculler.math.norm_kernels`) when every array is a NumPy
     float image ``(N, C, H, W)`` and numba is installed, else None (the NumPy passes)."""
-    for a in arrays:
-        if type(a) is not np.ndarray or a.ndim != 4 or a.dtype not in (np.float32, np.float64):
-            return None
-    if not numba_available():
+    if not compilable(*arrays) or any(a.ndim != 4 for a in arrays):
         return None
     from sculler.math import norm_kernels  # noqa: PLC0415
 
@@ -190,9 +187,6 @@ def batch_norm_forward(
     return out, x_centered, inv_std
 
 
-_NO_RELU = {np.dtype(t): np.zeros((0, 0, 0), t) for t in (np.float32, np.float64)}
-
-
 def _update_moving(moving_mean, moving_var, mean, var, f: float) -> None:
     """``m = m * f + batch * (1 - f)`` for the moving mean and variance, in place."""
     moving_mean *= f
@@ -262,7 +256,7 @@ def batch_norm_backward(
         run_ranges(kernels.backward, c, _images(dy), _images(x_centered),
                    scale.astype(np.float64), inv_std, dy.dtype.type(0), g_bias, g_scale,
                    _images(dx), dx_beta != 0.0,
-                   _images(relu_output) if relu_output is not None else _NO_RELU[dy.dtype])
+                   _images(relu_output) if relu_output is not None else absent(dy.dtype, 3))
         return (dx, *_write_param_grads(dscale, dbias, g_scale.astype(dy.dtype),
                                         g_bias.astype(dy.dtype), betas))
     g_bias = _channel_dots(dy)
