@@ -76,6 +76,14 @@ def _kernels():
     return conv_kernels
 
 
+def _span(positions: int, last_tap: int) -> tuple[int, int]:
+    """(block, reach) for ``positions`` output positions on a grid: the register block
+    (:func:`_block`) and how far into a row its last block's farthest tap (``last_tap`` past
+    the position) reads."""
+    block = _block(positions)
+    return block, -(-positions // block) * block + last_tap
+
+
 def filter_blocks(w, out):
     """Filters ``w (F, C, T)`` as the conv kernel reads them: ``out[F // 4, T, C, 4]``,
     zero past ``F`` (the four weights of a register block in one cache line)."""
@@ -109,6 +117,28 @@ class Geometry(NamedTuple):
     dx_offs: np.ndarray | None
     dx_block: int
     shift: int | None  # where dy's grid is the input's, moved by this much (else None)
+    # a strided input gradient, per stride phase (ry, rx): its layout of dy, or None where
+    # no tap reaches the phase (see DirectConv._strided_input_grad)
+    phases: tuple = ()
+
+
+class Phase(NamedTuple):
+    """One stride phase of a strided input gradient: the sub-filter's taps
+    ``w[:, :, ky0::sy, kx0::sx]`` (``jy x jx`` of them), and ``dy`` laid ``top``/``left`` in on a
+    grid of width ``wq`` and ``plane`` long, read at ``offs``."""
+
+    ry: int
+    rx: int
+    ky0: int
+    kx0: int
+    jy: int
+    jx: int
+    top: int
+    left: int
+    wq: int
+    plane: int
+    offs: np.ndarray
+    block: int
 
 
 class DirectConv:
@@ -142,9 +172,8 @@ class DirectConv:
         taps of the last block of positions."""
         (kh, kw), (sy, sx) = self.kernel, stride
         hq, wq = -(-(h + 2 * pad[0]) // sy), -(-(w + 2 * pad[1]) // sx)
-        block = _block(out_rows * wq)
-        computed = -(-out_rows * wq // block) * block
-        return wq, max(hq * wq, computed + (kh - 1) // sy * wq + (kw - 1) // sx), block
+        block, reach = _span(out_rows * wq, (kh - 1) // sy * wq + (kw - 1) // sx)
+        return wq, max(hq * wq, reach), block
 
     def _offsets(self, wq: int, plane: int, stride) -> np.ndarray:
         (kh, kw), (sy, sx) = self.kernel, stride
@@ -168,8 +197,37 @@ class DirectConv:
             dx_offs = self._offsets(dx_wq, dx_row, (1, 1))
         geom = self._geometries[key] = Geometry(
             wq, plane, self._offsets(wq, plane, self.stride), block, dx_pad, dx_wq, dx_row,
-            dx_offs, dx_block, shift)
+            dx_offs, dx_block, shift,
+            () if self.stride == (1, 1) else self._phases(in_hw, out_hw))
         return geom
+
+    def _phases(self, in_hw, out_hw) -> tuple:
+        """The :class:`Phase` of each stride phase of ``dx`` (None where no tap reaches it,
+        nor where the phase is empty). ``dx[s*a + ry, ...]`` only meets the taps
+        ``ky = ky0 + s*j`` with ``ky0 = (ry + pad) % s``, at ``dy`` row
+        ``a + (ry + pad - ky0)/s - j``: with the sub-filter flipped (``j' = jy - 1 - j``) the
+        row is ``a + j' - ty``, ``ty = jy - 1 - (ry + pad - ky0)/s``; likewise along x."""
+        (kh, kw), (sy, sx), (py, px) = self.kernel, self.stride, self.padding
+        (h, w), (ho, wo) = in_hw, out_hw
+        phases = []
+        for ry in range(sy):
+            for rx in range(sx):
+                ha, wb = len(range(ry, h, sy)), len(range(rx, w, sx))
+                ky0, kx0 = (ry + py) % sy, (rx + px) % sx
+                jy, jx = len(range(ky0, kh, sy)), len(range(kx0, kw, sx))
+                if ha * wb == 0 or jy * jx == 0:
+                    phases.append(None)
+                    continue
+                ty, tx = jy - 1 - (ry + py - ky0) // sy, jx - 1 - (rx + px - kx0) // sx
+                top, left = max(ty, 0), max(tx, 0)
+                base_y, base_x = top - ty, left - tx
+                wq = max(wo + left, wb + jx - 1 + base_x)
+                block, reach = _span(ha * wq, (jy - 1 + base_y) * wq + jx - 1 + base_x)
+                offs = np.array([(j + base_y) * wq + i + base_x for j in range(jy)
+                                 for i in range(jx)], np.int64)
+                phases.append(Phase(ry, rx, ky0, kx0, jy, jx, top, left, wq,
+                                    max((ho + top) * wq, reach), offs, block))
+        return tuple(phases)
 
     def forward(self, x, w, out, bias=None, accumulate: bool = False) -> None:
         """``out (N, F, Ho, Wo)`` (+)= conv(x, w) + bias, ``w`` shaped ``(F, C, kh, kw)``."""
@@ -218,65 +276,46 @@ class DirectConv:
             self._filter_grad(dy, g, dy_grid, grad_w, beta_w)
 
     def _strided_input_grad(self, dy, w, out, beta: float) -> None:
-        """``out = beta*out + dx`` for a stride ``s``, one stride phase ``(ry, rx)`` of ``dx``
-        at a time: ``dx[s*a + ry, ...]`` only meets the taps ``ky = ky0 + s*j`` with
-        ``ky0 = (ry + pad) % s``, at ``dy`` row ``a + (ry + pad - ky0)/s - j``, so each phase
-        is a stride-1 correlation of ``dy`` with that sub-filter, flipped (and likewise along
-        x): the same kernel, written into the strided view ``out[:, :, ry::sy, rx::sx]``."""
-        f, c, kh, kw = w.shape
-        (sy, sx), (py, px) = self.stride, self.padding
-        n, _, ho, wo = dy.shape
-        h, wd = out.shape[2:]
+        """``out = beta*out + dx`` for a stride, one stride phase of ``dx`` at a time (the
+        phases of :meth:`_phases`): each is a stride-1 correlation of ``dy`` with its
+        sub-filter, flipped, on the same kernel, written into the strided view
+        ``out[:, :, ry::sy, rx::sx]``."""
+        f, c = w.shape[:2]
+        (sy, sx), n = self.stride, dy.shape[0]
         if beta not in (0.0, 1.0):
             out *= beta
+        zero = self._buf("zero", (_rows(c),), w.dtype)
+        zero[:] = 0
         for ry in range(sy):
             for rx in range(sx):
+                ph = self._geom.phases[ry * sx + rx]
                 view = out[:, :, ry::sy, rx::sx]
-                if view.size == 0:
-                    continue
-                ky0, kx0 = (ry + py) % sy, (rx + px) % sx
-                jy, jx = len(range(ky0, kh, sy)), len(range(kx0, kw, sx))
-                if jy == 0 or jx == 0:  # no tap reaches this phase
+                if ph is None:  # no tap reaches this phase
                     if beta == 0.0:
                         view[...] = 0
                     continue
-                # dy row a + j' - ty for sub-tap j' (flipped), ty = jy - 1 - (ry + py - ky0)/s
-                ty, tx = jy - 1 - (ry + py - ky0) // sy, jx - 1 - (rx + px - kx0) // sx
-                top, left = max(ty, 0), max(tx, 0)
-                base_y, base_x = top - ty, left - tx
-                ha, wb = view.shape[2:]
-                wq = max(wo + left, wb + jx - 1 + base_x)
-                block = _block(ha * wq)
-                computed = -(-ha * wq // block) * block
-                plane = max((ho + top) * wq, computed + (jy - 1 + base_y) * wq + jx - 1 + base_x)
-                offs = np.array([(j + base_y) * wq + i + base_x for j in range(jy)
-                                 for i in range(jx)], np.int64)
-                sub = w[:, :, ky0::sy, kx0::sx][:, :, ::-1, ::-1].reshape(f, c, jy * jx)
-                wt = filter_blocks(sub.transpose(1, 0, 2),
-                                   self._buf(f"wt{ry}{rx}", (_rows(c) // 4, jy * jx, f, 4),
+                sub = w[:, :, ph.ky0::sy, ph.kx0::sx][:, :, ::-1, ::-1]
+                wt = filter_blocks(sub.reshape(f, c, ph.jy * ph.jx).transpose(1, 0, 2),
+                                   self._buf(f"wt{ry}{rx}", (_rows(c) // 4, ph.jy * ph.jx, f, 4),
                                              w.dtype))
-                zero = self._buf("zero", (_rows(c),), w.dtype)
-                zero[:] = 0
-                grid = self._buf(f"dy{ry}{rx}", (f, n, plane), dy.dtype)
-                run_ranges(_kernels().conv, n, dy, grid, top, left, wq, plane, 1, 1, wt, offs,
-                           zero, view, beta != 0.0, True, block)
+                grid = self._buf(f"dy{ry}{rx}", (f, n, ph.plane), dy.dtype)
+                run_ranges(_kernels().conv, n, dy, grid, ph.top, ph.left, ph.wq, ph.plane, 1, 1,
+                           wt, ph.offs, zero, view, beta != 0.0, True, ph.block)
 
     def _filter_grad(self, dy, g: Geometry, dy_grid, out, beta: float) -> None:
         f, n = dy.shape[1], dy.shape[0]
         f4, xflat = _rows(f), self._xflat
         length = xflat.shape[2]
         sums = self._buf("dw", (f4, out.shape[1], out[0, 0].size), dy.dtype)
-        if g.shift is not None and f4 == f:
-            # the input gradient's padded dy, moved: images end to end, one long row
-            dyg, shift = dy_grid.reshape(f, 1, n * length), g.shift
-            xflat, positions = xflat.reshape(xflat.shape[0], 1, n * length), n * length
-            positions -= int(g.offs.max())
-        elif self.stride == (1, 1):
-            dyg, shift = self._buf("dy", (f4, n, length), dy.dtype), 0
-            run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, length, 1, 1)
-            dyg = dyg.reshape(f4, 1, n * length)
-            xflat, positions = xflat.reshape(xflat.shape[0], 1, n * length), n * length
-            positions -= int(g.offs.max())
+        if self.stride == (1, 1):
+            if g.shift is not None and f4 == f:  # the input gradient's padded dy, moved
+                dyg, shift = dy_grid, g.shift
+            else:  # dy on the input's grid
+                dyg, shift = self._buf("dy", (f4, n, length), dy.dtype), 0
+                run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, length, 1, 1)
+            # images end to end, one long row
+            dyg, xflat = dyg.reshape(f4, 1, n * length), xflat.reshape(-1, 1, n * length)
+            positions = n * length - int(g.offs.max())
         else:  # dy on the output grid of the phase planes, image by image
             positions, shift = dy.shape[2] * g.wq, 0
             dyg = self._buf("dy", (f4, n, positions), dy.dtype)
