@@ -34,7 +34,7 @@ import numpy as np
 
 from sculler.math.jit import compilable, numba_available
 from sculler.math.openblas import shorten_thread_spin
-from sculler.math.parallel import run_ranges
+from sculler.math.parallel import run_ranges, threads
 
 BLOCKS = (32, 48, 64, 80, 96)  # positions per register block (4 * BL / 16 <= 24 vectors)
 
@@ -306,7 +306,8 @@ class DirectConv:
         f, n = dy.shape[1], dy.shape[0]
         f4, xflat = _rows(f), self._xflat
         length = xflat.shape[2]
-        sums = self._buf("dw", (f4, out.shape[1], out[0, 0].size), dy.dtype)
+        pieces = 2 * threads()  # each thread's share in a few pieces, taken in turn
+        sums = self._buf("dw", (pieces, f4, out.shape[1], out[0, 0].size), dy.dtype)
         if self.stride == (1, 1):
             if g.shift is not None and f4 == f:  # the input gradient's padded dy, moved
                 dyg, shift = dy_grid, g.shift
@@ -320,10 +321,11 @@ class DirectConv:
             positions, shift = dy.shape[2] * g.wq, 0
             dyg = self._buf("dy", (f4, n, positions), dy.dtype)
             run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, positions, 1, 1)
-        run_ranges(_kernels().filter_grad, xflat.shape[0], xflat, dyg, shift, g.offs, positions,
-                   sums, dy.dtype.type(0))
+        run_ranges(_kernels().filter_grad, pieces, xflat, dyg, shift, g.offs, positions, sums,
+                   dy.dtype.type(0), chunks=1)
+        total = np.sum(sums, axis=0, out=self._buf("dw_total", sums.shape[1:], dy.dtype))
         if beta == 0.0:
-            out[...] = sums[:f].reshape(out.shape)
+            out[...] = total[:f].reshape(out.shape)
         else:
             out *= beta
-            out += sums[:f].reshape(out.shape)
+            out += total[:f].reshape(out.shape)

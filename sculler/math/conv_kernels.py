@@ -142,62 +142,75 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
 
 @njit(**OPTS)
 def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
-    """sums[f, c, t] = sum_{n, q < positions} dyg[f, n, shift + q] * xflat[c, n, q + offs[t]]
-    for the channels ``[lo, hi)``, ``dyg`` zero at the dropped positions (``shift`` lets the
-    input gradient's padded ``dy`` serve where its grid is the input's, moved). A stride-1
+    """sums[p, f, c, t] = sum_{(n, q) in piece p} dyg[f, n, shift + q] * xflat[c, n, q + offs[t]]
+    for the pieces ``[lo, hi)`` of ``sums.shape[0]`` equal pieces of the ``n * positions``
+    image positions (the caller adds the pieces up), ``dyg`` zero at the dropped positions
+    (``shift`` lets the input gradient's padded ``dy`` serve where its grid is the input's,
+    moved). Cutting the positions, not the channels, lets each thread read its share of ``x``
+    and ``dy`` once: a thread given some of the channels would stream all of ``dy``. A stride-1
     caller passes the batch as one row (images end to end: the taps that run into the next
     image's grid meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a
     pass, twelve sums held in vector registers, over chunks of QB positions: a chunk of ``dy``
     stays in the cache while every channel and filter block passes over it. ``zero`` is of
     the arrays' dtype (a float64 sum of float32 products would keep LLVM from vectorizing)."""
-    n_img = xflat.shape[1]
+    channels = xflat.shape[0]
+    n_pieces, total = sums.shape[0], xflat.shape[1] * positions
+    for p in range(lo, hi):
+        sums[p] = 0
+        start, stop = total * p // n_pieces, total * (p + 1) // n_pieces
+        while start < stop:
+            n = start // positions
+            q_lo = start - n * positions
+            q_hi = min(positions, q_lo + stop - start)
+            for q0 in range(q_lo, q_hi, QB):
+                for c in range(channels):
+                    _filter_grad_chunk(xflat[c, n], dyg, n, shift, offs, q0,
+                                       min(QB, q_hi - q0), sums[p, :, c], zero)
+            start += q_hi - q_lo
+
+
+@njit(**OPTS)
+def _filter_grad_chunk(xs, dyg, n, shift, offs, q0, qn, out, zero):
+    """out[f, t] += sum_{q0 <= q < q0 + qn} dyg[f, n, shift + q] * xs[q + offs[t]] (one
+    channel's row ``xs``)."""
     taps = offs.shape[0]
-    n_fb = dyg.shape[0] // FB
-    for c in range(lo, hi):
-        sums[:, c] = 0
-    for n in range(n_img):
-        for q0 in range(0, positions, QB):
-            qn = min(QB, positions - q0)
-            for c in range(lo, hi):
-                xs = xflat[c, n]
-                out = sums[:, c]
-                for f0 in range(0, n_fb * FB, FB):
-                    d0 = dyg[f0, n, shift + q0:shift + q0 + qn]
-                    d1 = dyg[f0 + 1, n, shift + q0:shift + q0 + qn]
-                    d2 = dyg[f0 + 2, n, shift + q0:shift + q0 + qn]
-                    d3 = dyg[f0 + 3, n, shift + q0:shift + q0 + qn]
-                    for t0 in range(0, taps, 3):
-                        ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
-                        xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
-                        xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
-                        xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
-                        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = zero
-                        for q in range(qn):
-                            va, vb, vc = xa[q], xb[q], xc[q]
-                            e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
-                            a0 += e0 * va
-                            a1 += e1 * va
-                            a2 += e2 * va
-                            a3 += e3 * va
-                            b0 += e0 * vb
-                            b1 += e1 * vb
-                            b2 += e2 * vb
-                            b3 += e3 * vb
-                            c0 += e0 * vc
-                            c1 += e1 * vc
-                            c2 += e2 * vc
-                            c3 += e3 * vc
-                        out[f0, ta] += a0
-                        out[f0 + 1, ta] += a1
-                        out[f0 + 2, ta] += a2
-                        out[f0 + 3, ta] += a3
-                        if t0 + 1 < taps:
-                            out[f0, tb] += b0
-                            out[f0 + 1, tb] += b1
-                            out[f0 + 2, tb] += b2
-                            out[f0 + 3, tb] += b3
-                        if t0 + 2 < taps:
-                            out[f0, tc] += c0
-                            out[f0 + 1, tc] += c1
-                            out[f0 + 2, tc] += c2
-                            out[f0 + 3, tc] += c3
+    for f0 in range(0, dyg.shape[0] // FB * FB, FB):
+        d0 = dyg[f0, n, shift + q0:shift + q0 + qn]
+        d1 = dyg[f0 + 1, n, shift + q0:shift + q0 + qn]
+        d2 = dyg[f0 + 2, n, shift + q0:shift + q0 + qn]
+        d3 = dyg[f0 + 3, n, shift + q0:shift + q0 + qn]
+        for t0 in range(0, taps, 3):
+            ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
+            xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
+            xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
+            xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
+            a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = zero
+            for q in range(qn):
+                va, vb, vc = xa[q], xb[q], xc[q]
+                e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
+                a0 += e0 * va
+                a1 += e1 * va
+                a2 += e2 * va
+                a3 += e3 * va
+                b0 += e0 * vb
+                b1 += e1 * vb
+                b2 += e2 * vb
+                b3 += e3 * vb
+                c0 += e0 * vc
+                c1 += e1 * vc
+                c2 += e2 * vc
+                c3 += e3 * vc
+            out[f0, ta] += a0
+            out[f0 + 1, ta] += a1
+            out[f0 + 2, ta] += a2
+            out[f0 + 3, ta] += a3
+            if t0 + 1 < taps:
+                out[f0, tb] += b0
+                out[f0 + 1, tb] += b1
+                out[f0 + 2, tb] += b2
+                out[f0 + 3, tb] += b3
+            if t0 + 2 < taps:
+                out[f0, tc] += c0
+                out[f0 + 1, tc] += c1
+                out[f0 + 2, tc] += c2
+                out[f0 + 3, tc] += c3
