@@ -125,7 +125,7 @@ class BatchNormLayer(ImageLayer):
         # a relu is applied (and its gradient taken) in the compiled kernels' passes
         self._relu_fused = (not self._global() and compiled_images(x)
                             and self.fusable_activation("relu"))
-        _, self._x_centered, self._inv_std = batch_norm_forward(
+        _, self._mean, self._inv_std = batch_norm_forward(
             x, self.weights[0].w.reshape(-1), bias, mean, var, self._global(),
             float(self.attr("moving_average_fraction", 0.9)), float(self.attr("epsilon", 1e-5)),
             out=self.output_image(), alloc=self.scratch, relu=self._relu_fused,
@@ -149,9 +149,9 @@ class BatchNormLayer(ImageLayer):
                  self.param_grad_beta(self.bias) if has_bias else 0.0)
         if dx is None:  # an input without a gradient: dx is computed anyway, into scratch
             dx = self.scratch("bn_dx", dy.shape)
-        batch_norm_backward(dy, self._x_centered, self._inv_std, scale.w.reshape(-1),
-                            self._global(), dx=dx, dscale=dscale, dbias=dbias, betas=betas,
-                            alloc=self.scratch,
+        batch_norm_backward(dy, self.input_image(0), self._mean, self._inv_std,
+                            scale.w.reshape(-1), self._global(), dx=dx, dscale=dscale,
+                            dbias=dbias, betas=betas, alloc=self.scratch,
                             relu_output=self.output_image() if relu_grad else None)
         if has_bias:
             self.bias.parameter.inc_update(callback)

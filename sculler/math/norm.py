@@ -110,13 +110,14 @@ def batch_norm_forward(
     ``m = m * f + batch * (1 - f)``. With ``use_global_stats=True`` (inference, or Paddle's
     ``use_global_stats``) the moving statistics are used and left untouched.
 
-    Four passes over the data: the channel sums, ``x - mean`` (kept for the
-    backward), the sums of its squares (batched dot products) and ``y = (x - mean) *
-    (scale * inv_std) + bias`` (two broadcast passes); nothing batch-sized is allocated when
-    ``out`` and ``alloc`` are given. With numba (``sculler[fast]``) a training batch of NumPy
-    images takes two compiled passes instead (:mod:`sculler.math.norm_kernels`: the mean and
-    the mean square per channel, then ``x - mean`` and ``y`` together), the variance being
-    ``E[x^2] - mean^2`` summed in float64.
+    Four passes over the data: the channel sums, ``x - mean`` (into a work buffer), the sums
+    of its squares (batched dot products) and ``y = (x - mean) * (scale * inv_std) + bias``
+    (two broadcast passes); nothing batch-sized is allocated when ``out`` and ``alloc`` are
+    given. With numba (``sculler[fast]``) a training batch of NumPy images takes two compiled
+    passes instead (:mod:`sculler.math.norm_kernels`: the mean and the mean square per
+    channel, then ``y``), the variance being ``E[x^2] - mean^2`` summed in float64. ``x -
+    mean`` is not kept for the backward, which recomputes it from ``x``: one batch-sized
+    write fewer, to memory that is cold by then.
 
     Args:
         x: ``(N, C, H, W)`` or ``(N, C)`` input.
@@ -126,14 +127,15 @@ def batch_norm_forward(
         moving_average_fraction: ``f`` above.
         epsilon: added to the variance.
         out: optional buffer shaped like ``x`` that ``y`` is written to.
-        alloc: optional allocator of the ``x - mean`` buffer (key ``"bn_centered"``, see
-            :func:`sculler.math.workspace.work_array`), e.g. a layer's ``scratch``.
+        alloc: optional allocator of the ``x - mean`` work buffer (key ``"bn_centered"``,
+            see :func:`sculler.math.workspace.work_array`), e.g. a layer's ``scratch``.
         relu: write ``max(y, 0)`` in the same pass; only where :func:`compiled_images` says
             the kernels run, with batch statistics (ValueError otherwise).
 
     Returns:
-        ``(y, x_centered, inv_std)``: output, ``x - mean`` and ``1/sqrt(var + eps)``
-        (``(C,)``); keep the last two for :func:`batch_norm_backward`.
+        ``(y, mean, inv_std)``: the output, the mean it subtracted and
+        ``1/sqrt(var + eps)`` (both ``(C,)``); keep the last two, and ``x`` unchanged, for
+        :func:`batch_norm_backward`.
 
     Example:
         >>> import numpy as np
@@ -151,40 +153,45 @@ def batch_norm_forward(
             raise ValueError(f"batch norm: {name} has shape {v.shape}, expected ({c},)")
     if out is not None and out.shape != x.shape:
         raise ValueError(f"batch_norm_forward: out has shape {out.shape}, expected {x.shape}")
-    x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
     kernels = None if use_global_stats else _compiled(x)
     if relu and kernels is None:
         raise ValueError("batch_norm_forward: relu=True needs the compiled kernels "
                          "(compiled_images(x)) and batch statistics")
-    if kernels is not None:  # two passes in one call: the moments, then centring and affine
+    if kernels is not None:  # two passes in one call: the moments, then y
         mean, var, inv_std = np.empty(c), np.empty(c), np.empty(c, x.dtype)
         if out is None:
             out = np.empty_like(x)
         shift = np.zeros(c) if bias is None else bias.astype(np.float64)
         run_ranges(kernels.forward, c, _images(x), scale.astype(np.float64), shift,
-                   float(epsilon), x.dtype.type(0), mean, var, inv_std, _images(x_centered),
-                   _images(out), relu)
+                   float(epsilon), x.dtype.type(0), mean, var, inv_std, _images(out), relu)
         _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
-        return out, x_centered, inv_std
-    centered_rows = _samples(x_centered)
+        return out, mean, inv_std
+    x_centered = work_array(alloc, "bn_centered", x.shape, x.dtype)
     if use_global_stats:
-        mean = moving_mean
+        mean = moving_mean.astype(x.dtype)  # a copy: the moving mean may change before backward
         var = xp.maximum(moving_var, 0)
-        xp.subtract(_samples(x), _channel_row(mean.astype(x.dtype), x), out=centered_rows)
+        _center(x, mean, x_centered)
     else:
         m = x.size // c
         mean = _channel_dots(x) / m
-        xp.subtract(_samples(x), _channel_row(mean, x), out=centered_rows)
+        _center(x, mean, x_centered)
         var = _channel_dots(x_centered, x_centered) / m
         _update_moving(moving_mean, moving_var, mean, var, moving_average_fraction)
     inv_std = (1.0 / xp.sqrt(var + epsilon)).astype(x.dtype)
     if out is None:
         out = xp.empty_like(x)
     y = _samples(out)
-    xp.multiply(centered_rows, _channel_row((scale * inv_std).astype(x.dtype), x), out=y)
+    xp.multiply(_samples(x_centered), _channel_row((scale * inv_std).astype(x.dtype), x), out=y)
     if bias is not None:
         y += _channel_row(bias, x)
-    return out, x_centered, inv_std
+    return out, mean, inv_std
+
+
+def _center(x, mean, out):
+    """``out = x - mean`` per channel (``mean`` as :func:`batch_norm_forward` returns it, so
+    that the backward's recomputation equals the forward's values)."""
+    get_array_module(x).subtract(_samples(x), _channel_row(mean, x), out=_samples(out))
+    return out
 
 
 def _update_moving(moving_mean, moving_var, mean, var, f: float) -> None:
@@ -197,7 +204,8 @@ def _update_moving(moving_mean, moving_var, mean, var, f: float) -> None:
 
 def batch_norm_backward(
     dy: Any,
-    x_centered: Any,
+    x: Any,
+    mean: Any,
     inv_std: Any,
     scale: Any,
     use_global_stats: bool = False,
@@ -210,24 +218,25 @@ def batch_norm_backward(
 ) -> tuple[Any, Any, Any]:
     """Gradients of :func:`batch_norm_forward`.
 
-    With ``x_hat = x_centered * inv_std``: ``dbias = sum(dy)``, ``dscale = sum(dy * x_hat)``;
+    With ``x_hat = (x - mean) * inv_std``: ``dbias = sum(dy)``, ``dscale = sum(dy * x_hat)``;
     with batch statistics ``dx = scale * inv_std * (dy - mean(dy) - x_hat * mean(dy *
     x_hat))``, with global statistics (constants) ``dx = scale * inv_std * dy``. Sums and
     means run over all axes but the channel one. ``x_hat`` is never formed: its factor
-    ``inv_std`` goes into the per-channel coefficients. Five passes over the data with batch
-    statistics: the two sums, then ``dx`` in three broadcast passes and a subtraction (one
-    more to add into a ``dx`` that keeps its contents).
+    ``inv_std`` goes into the per-channel coefficients. Six passes over the data with batch
+    statistics: ``x - mean``, the two sums, then ``dx`` in three broadcast passes and a
+    subtraction (one more to add into a ``dx`` that keeps its contents); two compiled ones.
 
     Args:
         dy: output gradient, shaped like the input.
-        x_centered, inv_std: as returned by the forward.
+        x: the forward's input, unchanged since.
+        mean, inv_std: as returned by the forward.
         scale: ``(C,)`` gamma.
         use_global_stats: must match the forward.
         dx, dscale, dbias: optional buffers the gradients are written to.
         betas: for ``dx``, ``dscale`` and ``dbias``: ``1.0`` adds the gradient to the
             buffer's contents, ``0.0`` overwrites them (a first write).
-        alloc: optional allocator of the work buffer (key ``"bn_dx"``) used when ``dx`` is
-            added to.
+        alloc: optional allocator of the work buffers (keys ``"bn_centered"``, and
+            ``"bn_dx"`` used when ``dx`` is added to).
         relu_output: the output of a forward with ``relu=True``: ``dy`` is the gradient of
             that output and counts where it is positive (compiled kernels only).
 
@@ -237,7 +246,7 @@ def batch_norm_backward(
     xp = get_array_module(dy)
     _check_bn_input(dy)
     c = dy.shape[1]
-    for buf, shape, name in ((dx, dy.shape, "dx"), (dscale, (c,), "dscale"),
+    for buf, shape, name in ((dx, dy.shape, "dx"), (x, dy.shape, "x"), (dscale, (c,), "dscale"),
                              (dbias, (c,), "dbias")):
         if buf is not None and buf.shape != shape:
             raise ValueError(f"batch_norm_backward: {name} has shape {buf.shape}, "
@@ -248,17 +257,18 @@ def batch_norm_backward(
     dx_beta = betas[0] if dx is not None else 0.0
     if dx is None:
         dx = xp.empty_like(dy)
-    kernels = None if use_global_stats else _compiled(dy, x_centered, dx)
+    kernels = None if use_global_stats else _compiled(dy, x, dx)
     if relu_output is not None and kernels is None:
         raise ValueError("batch_norm_backward: relu_output needs the compiled kernels")
     if kernels is not None:  # two passes in one call: the sums, then dx
         g_bias, g_scale = np.empty(c), np.empty(c)
-        run_ranges(kernels.backward, c, _images(dy), _images(x_centered),
+        run_ranges(kernels.backward, c, _images(dy), _images(x), mean.astype(np.float64),
                    scale.astype(np.float64), inv_std, dy.dtype.type(0), g_bias, g_scale,
                    _images(dx), dx_beta != 0.0,
                    _images(relu_output) if relu_output is not None else absent(dy.dtype, 3))
         return (dx, *_write_param_grads(dscale, dbias, g_scale.astype(dy.dtype),
                                         g_bias.astype(dy.dtype), betas))
+    x_centered = _center(x, mean, work_array(alloc, "bn_centered", x.shape, x.dtype))
     g_bias = _channel_dots(dy)
     g_scale = _channel_dots(dy, x_centered) * inv_std
     k = _channel_row(scale * inv_std, dy)

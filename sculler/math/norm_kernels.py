@@ -1,11 +1,12 @@
 """Compiled batch-norm passes for NumPy images (``pip install sculler[fast]``): see
 :func:`sculler.math.norm.batch_norm_forward`, which takes them where numba is installed.
 
-NumPy needs four to five passes over the data for each direction of a training batch norm
-(sums, centring, sums of squares, two broadcast passes); these kernels make two: the per-channel
-sums in one read, then one pass that writes the results, both in one call over a range of
-channels (``x`` viewed as ``(N, C, H*W)``), which ``sculler.math.parallel.run_ranges`` splits
-over its workers. Sums are taken per image row in the data's dtype and added in float64.
+NumPy needs four to five passes over the data for each direction of a training batch norm (sums,
+centring, sums of squares, two broadcast passes); these kernels make two: the per-channel sums
+in one read, then one pass that writes the results (``x - mean`` is recomputed where it is
+needed, never stored), both in one call over a range of channels (``x`` viewed as ``(N, C,
+H*W)``), which ``sculler.math.parallel.run_ranges`` splits over its workers. Sums are taken per
+image row in the data's dtype and added in float64.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
 
 
 @njit(**OPTS)
-def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered, y, relu):
+def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, y, relu):
     """For each channel ``c`` in ``[lo, hi)``, in one call (a thread's channels need no
     other's): the batch mean and variance (``E[x^2] - mean^2``, sums per image row in the
     data's dtype added in float64), ``inv_std = 1/sqrt(var + epsilon)``, then
-    ``centered = x - mean`` and ``y = centered * scale * inv_std + bias`` (``max(., 0)`` of it
-    with ``relu``)."""
+    ``y = (x - mean) * scale * inv_std + bias`` (``max(., 0)`` of it with ``relu``). Nothing
+    else is written: the backward recomputes ``x - mean`` from ``x``, which costs less than
+    storing it (a batch-sized write to memory that is cold by then)."""
     m = x.shape[0] * x.shape[2]
     for c in range(lo, hi):
         s = 0.0
@@ -46,33 +48,31 @@ def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, centered,
         kc = x.dtype.type(scale[c] * ic)
         bc = x.dtype.type(bias[c])
         for n in range(x.shape[0]):
-            xr, cr, yr = x[n, c], centered[n, c], y[n, c]
+            xr, yr = x[n, c], y[n, c]
             if relu:
                 for i in range(xr.shape[0]):
-                    d = xr[i] - mx
-                    cr[i] = d
-                    yr[i] = max(d * kc + bc, zero)
+                    yr[i] = max((xr[i] - mx) * kc + bc, zero)
             else:
                 for i in range(xr.shape[0]):
-                    d = xr[i] - mx
-                    cr[i] = d
-                    yr[i] = d * kc + bc
+                    yr[i] = (xr[i] - mx) * kc + bc
 
 
 @njit(**OPTS)
-def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, add, relu_out):
-    """For each channel ``c`` in ``[lo, hi)``, in one call: ``g_bias = sum dy``,
-    ``g_scale = sum dy * centered * inv_std`` (float64), then
-    ``dx (+)= k * (dy - g_bias/m - centered * g_scale * inv_std / m)``, ``k = scale*inv_std``.
+def backward(lo, hi, dy, x, mean, scale, inv_std, zero, g_bias, g_scale, dx, add, relu_out):
+    """For each channel ``c`` in ``[lo, hi)``, in one call, with ``d = x - mean`` (as the
+    forward computed it, in the data's dtype): ``g_bias = sum dy``,
+    ``g_scale = sum dy * d * inv_std`` (float64), then
+    ``dx (+)= k * (dy - g_bias/m - d * g_scale * inv_std / m)``, ``k = scale*inv_std``.
     A ``relu_out`` of the input's shape (an empty one for none) is the output of a relu
     applied in :func:`forward`: ``dy`` counts where it is positive, as relu's gradient."""
     m = dy.shape[0] * dy.shape[2]
     relu = relu_out.size > 0
     for c in range(lo, hi):
+        mx = x.dtype.type(mean[c])
         s = 0.0
         p = 0.0
         for n in range(dy.shape[0]):
-            dr, cr = dy[n, c], centered[n, c]
+            dr, xr = dy[n, c], x[n, c]
             rs = zero
             rp = zero
             if relu:
@@ -80,12 +80,12 @@ def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, ad
                 for i in range(dr.shape[0]):
                     g = dr[i] if yr[i] > zero else zero
                     rs += g
-                    rp += g * cr[i]
+                    rp += g * (xr[i] - mx)
             else:
                 for i in range(dr.shape[0]):
                     g = dr[i]
                     rs += g
-                    rp += g * cr[i]
+                    rp += g * (xr[i] - mx)
             s += rs
             p += rp
         ic = float(inv_std[c])
@@ -94,14 +94,14 @@ def backward(lo, hi, dy, centered, scale, inv_std, zero, g_bias, g_scale, dx, ad
         ac = dy.dtype.type(p * ic * ic / m)
         bc = dy.dtype.type(s / m)
         for n in range(dy.shape[0]):
-            dr, cr, xr = dy[n, c], centered[n, c], dx[n, c]
+            dr, xr, gr = dy[n, c], x[n, c], dx[n, c]
             if relu:
                 yr = relu_out[n, c]
                 for i in range(dr.shape[0]):
                     g = dr[i] if yr[i] > zero else zero
-                    v = kc * (g - bc - cr[i] * ac)
-                    xr[i] = xr[i] + v if add else v
+                    v = kc * (g - bc - (xr[i] - mx) * ac)
+                    gr[i] = gr[i] + v if add else v
             else:
                 for i in range(dr.shape[0]):
-                    v = kc * (dr[i] - bc - cr[i] * ac)
-                    xr[i] = xr[i] + v if add else v
+                    v = kc * (dr[i] - bc - (xr[i] - mx) * ac)
+                    gr[i] = gr[i] + v if add else v
