@@ -8,6 +8,7 @@ and convolved by the same thread, from its cache)."""
 from __future__ import annotations
 
 import numba
+import numpy as np
 from numba import literally, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -35,39 +36,60 @@ def stack_array(typingctx, size, dtype):
 def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, accumulate,
          compute, bl):
     """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`), then,
-    when ``compute``, :func:`conv_image` into ``out`` with ``bl`` positions a register block
-    (one of ``conv_direct.BLOCKS``, each compiled as its own specialisation: the stack array
-    needs literal sizes, written out as ``FB * bl`` with ``FB`` = 4)."""
+    when ``compute``, :func:`conv_image` into a grid of sums (one image's, reused: it stays in
+    the cache) with ``bl`` positions a register block (one of ``conv_direct.BLOCKS``, each
+    compiled as its own specialisation: the stack array needs literal sizes, written out as
+    ``FB * bl`` with ``FB`` = 4), and :func:`store_image` of those sums into ``out``."""
+    span = (out.shape[2] * wq + bl - 1) // bl * bl if compute else 0
+    sums = np.empty((w.shape[0] * FB, span), grid.dtype)
     for n in range(lo, hi):
         pad_image(src, grid, n, top, left, wq, plane, sy, sx)
         if not compute:
             continue
         if bl == 32:
-            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 32, 128)
+            conv_image(n, grid, w, offs, bias, sums, 32, 128)
         elif bl == 48:
-            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 48, 192)
+            conv_image(n, grid, w, offs, bias, sums, 48, 192)
         elif bl == 64:
-            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 64, 256)
+            conv_image(n, grid, w, offs, bias, sums, 64, 256)
         elif bl == 80:
-            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 80, 320)
+            conv_image(n, grid, w, offs, bias, sums, 80, 320)
         else:
-            conv_image(n, grid, w, offs, bias, out, wq, accumulate, 96, 384)
+            conv_image(n, grid, w, offs, bias, sums, 96, 384)
+        store_image(sums, out, n, wq, accumulate)
 
 
 @njit(**OPTS)
-def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
-    """out[n, f, y, x] (+)= bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] *
-    xflat[c, n, y*wp + x + offs[t]] (``w`` blocked by :func:`conv_direct.filter_blocks`, rows
-    past ``out``'s channels zero), a block of FB filters by ``bl`` positions at a time (each
-    tap a contiguous 1-D slice of a channel's row: a 2-D slice's unknown inner stride would
-    keep LLVM from vectorizing). ``bl`` and ``size`` (``FB * bl``) are compile-time
+def store_image(sums, out, n, wq, accumulate):
+    """out[n, f, y, :] (+)= sums[f, y*wq : y*wq + width]: one image's sums, computed on the
+    grid, without the positions past the output's width (row by row, vectorized)."""
+    for f in range(out.shape[1]):
+        for y in range(out.shape[2]):
+            src = sums[f, y * wq:y * wq + out.shape[3]]
+            dst = out[n, f, y]
+            if accumulate:
+                for x in range(dst.shape[0]):
+                    dst[x] += src[x]
+            else:
+                for x in range(dst.shape[0]):
+                    dst[x] = src[x]
+
+
+@njit(**OPTS)
+def conv_image(n, xflat, w, offs, bias, sums, bl, size):
+    """sums[f, p] = bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] * xflat[c, n, p + offs[t]]
+    for every grid position ``p`` of whole blocks (``w`` blocked by
+    :func:`conv_direct.filter_blocks`, rows past the filters zero), a block of FB filters by
+    ``bl`` positions at a time (each tap a contiguous 1-D slice of a channel's row: a 2-D
+    slice's unknown inner stride would keep LLVM from vectorizing). The block is stored whole
+    (constant indices: the sums stay in vector registers); :func:`store_image` then drops the
+    positions past the output's width. ``bl`` and ``size`` (``FB * bl``) are compile-time
     constants: one specialisation each."""
     literally(bl)
     literally(size)
     channels = xflat.shape[0]
     taps = offs.shape[0]
-    n_out, h, wo = out.shape[1], out.shape[2], out.shape[3]
-    n_blk = (h * wp + bl - 1) // bl
+    n_blk = sums.shape[1] // bl
     acc = numba.carray(stack_array(size, xflat.dtype), (FB, bl))
     for fb in range(w.shape[0]):
         f0 = fb * FB
@@ -88,20 +110,10 @@ def conv_image(n, xflat, w, offs, bias, out, wp, accumulate, bl, size):
                         acc[1, i] += w1 * v
                         acc[2, i] += w2 * v
                         acc[3, i] += w3 * v
-            y = p0 // wp  # one division a block: the positions then step along the rows
-            x = p0 - y * wp
-            for i in range(bl):
-                if y < h and x < wo:
-                    for k in range(FB):
-                        if f0 + k < n_out:
-                            if accumulate:
-                                out[n, f0 + k, y, x] += acc[k, i]
-                            else:
-                                out[n, f0 + k, y, x] = acc[k, i]
-                x += 1
-                if x == wp:
-                    x = 0
-                    y += 1
+            for k in range(FB):
+                dst = sums[f0 + k, p0:p0 + bl]
+                for i in range(bl):
+                    dst[i] = acc[k, i]
 
 
 @njit(**OPTS)
