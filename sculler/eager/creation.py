@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_default_dtype, xp
+from sculler.backend import (
+    get_default_dtype,
+    gpu_enabled,
+    is_gpu_array,
+    to_gpu,
+    to_numpy,
+    xp,
+)
+from sculler.eager.device import wants_gpu
 from sculler.eager.tensor import Tensor
 
 _rng: list = [None]  # created on first use: numpy.random is not imported until needed
@@ -59,11 +67,14 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
     """A new tensor holding a copy of ``data`` (Python scalars/lists, ndarrays, Tensors).
 
     Python floats become the default float dtype, Python ints int64; ndarrays keep their
-    dtype unless ``dtype`` is given.
+    dtype unless ``dtype`` is given. ``place`` (``paddle.CPUPlace()``, ``paddle.CUDAPlace(0)``
+    or "cpu", "gpu", "gpu:N") is where the copy goes; None means the device ``set_device``
+    chose.
     """
+    gpu = gpu_enabled() if place is None else wants_gpu(place, "to_tensor(place=...)")
     if isinstance(data, Tensor):
         arr = data._array.copy()
-    elif hasattr(data, "__array_namespace__") and not isinstance(data, np.ndarray):
+    elif is_gpu_array(data):
         arr = data.copy()
     else:
         try:
@@ -76,10 +87,10 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
                             "list of equal lengths or an ndarray")
         if not isinstance(data, np.ndarray | np.generic) and arr.dtype.kind == "f":
             arr = arr.astype(get_default_dtype())
-        if xp() is not np:
-            arr = xp().asarray(arr)
     if dtype is not None:
         arr = arr.astype(convert_dtype(dtype), copy=False)
+    if gpu != is_gpu_array(arr):
+        arr = to_gpu(arr, "to_tensor") if gpu else to_numpy(arr)
     t = Tensor._from_array(arr)
     t.stop_gradient = stop_gradient
     return t

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import get_array_module, is_gpu_array, to_numpy
 from sculler.eager import engine
+from sculler.eager.device import Place, place_of
 
 _name_ids = itertools.count()
 _new = object.__new__
@@ -38,7 +39,8 @@ class Tensor:
     def __init__(self, array: Any, stop_gradient: bool = True, name: str | None = None) -> None:
         if isinstance(array, Tensor):
             array = array._array
-        self._array = array if hasattr(array, "__array_namespace__") else np.asarray(array)
+        self._array = array if type(array) is np.ndarray or is_gpu_array(array) else np.asarray(
+            array)
         self.stop_gradient = stop_gradient
         self.grad = None
         self._node = None
@@ -98,8 +100,9 @@ class Tensor:
         return self._node is None
 
     @property
-    def place(self) -> str:
-        return "Place(gpu)" if get_array_module(self._array) is not np else "Place(cpu)"
+    def place(self) -> Place:
+        """Where the data lives: ``Place(cpu)`` or ``Place(gpu:N)``."""
+        return place_of(self._array)
 
     # --- conversion -------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -196,9 +199,6 @@ class Tensor:
             raise ValueError(
                 f"set_value got shape {list(a.shape)}, expected {self.shape}")
         self._array[...] = a
-
-    def cpu(self) -> Tensor:
-        return self
 
 
 class Parameter(Tensor):
