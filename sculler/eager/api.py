@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_device_of
 from sculler.eager import device
 from sculler.eager.creation import (
     arange,
@@ -133,7 +134,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
             garrs.append(np.ones_like(o._array) if isinstance(o._array, np.ndarray)
                          else o._array * 0 + 1)
         else:
-            garrs.append(g._array if isinstance(g, Tensor) else np.asarray(g))
+            garrs.append(g._array if isinstance(g, Tensor)
+                         else to_device_of(np.asarray(g), o._array))
     capture = {id(x): [x, None] for x in ins}
     run_backward(outs, garrs, builtins.bool(retain_graph), capture)
     result = []

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import (
+    get_array_module,
     get_default_dtype,
     gpu_enabled,
     is_gpu_array,
@@ -96,8 +97,11 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
     return t
 
 
-def _filled(shape: Any, value: Any, dtype: Any) -> Tensor:
-    return Tensor._from_array(xp().full(_shape(shape), value, dtype=convert_dtype(dtype)))
+def _filled(shape: Any, value: Any, dtype: Any, like: Tensor | None = None) -> Tensor:
+    """A tensor of ``shape`` filled with ``value``, on ``like``'s device (else the device
+    ``set_device`` chose)."""
+    module = xp() if like is None else get_array_module(like._array)
+    return Tensor._from_array(module.full(_shape(shape), value, dtype=convert_dtype(dtype)))
 
 
 def zeros(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
@@ -113,15 +117,18 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, name: str | None = None
 
 
 def zeros_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, 0, dtype or x.dtype)
+    """Zeros of x's shape on x's device."""
+    return _filled(x.shape, 0, dtype or x.dtype, x)
 
 
 def ones_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, 1, dtype or x.dtype)
+    """Ones of x's shape on x's device."""
+    return _filled(x.shape, 1, dtype or x.dtype, x)
 
 
 def full_like(x: Tensor, fill_value: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, fill_value, dtype or x.dtype)
+    """``fill_value`` in x's shape on x's device."""
+    return _filled(x.shape, fill_value, dtype or x.dtype, x)
 
 
 def eye(num_rows: int, num_columns: int | None = None, dtype: Any = None,
@@ -144,8 +151,10 @@ def linspace(start: float, stop: float, num: int, dtype: Any = None,
     return Tensor._from_array(xp().linspace(start, stop, num).astype(convert_dtype(dtype)))
 
 
-def _random(values: np.ndarray) -> Tensor:
-    return Tensor._from_array(xp().asarray(values))
+def _random(values: np.ndarray, like: Tensor | None = None) -> Tensor:
+    """Host samples on ``like``'s device (else the device ``set_device`` chose)."""
+    module = xp() if like is None else get_array_module(like._array)
+    return Tensor._from_array(module.asarray(values))
 
 
 def randn(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
@@ -183,8 +192,11 @@ def randperm(n: int, dtype: Any = "int64", name: str | None = None) -> Tensor:
 
 
 def randn_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return randn(x.shape, dtype or x.dtype)
+    """Standard normal samples of x's shape on x's device."""
+    return _random(get_rng().standard_normal(x.shape).astype(convert_dtype(dtype or x.dtype)),
+                   x)
 
 
 def rand_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return rand(x.shape, dtype or x.dtype)
+    """Uniform samples in [0, 1) of x's shape on x's device."""
+    return _random(get_rng().random(x.shape).astype(convert_dtype(dtype or x.dtype)), x)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.backend import (
     current_gpu,
     gpu_enabled,
@@ -149,6 +151,21 @@ def wants_gpu(value: Any, what: str) -> bool:
                          "Sculler uses one device, CuPy's current one: select another before "
                          "importing your model with cupy.cuda.Device(N).use()")
     return True
+
+
+def check_same_device(op: str, *arrays: Any) -> None:
+    """One clear error when an op is given arrays on two devices (a NumPy array and a CuPy
+    array): Sculler never copies between the host and the GPU implicitly. Python numbers
+    and NumPy scalars go with either. Ops call this only where the operands' types differ,
+    so the common case costs one type comparison."""
+    on_gpu = [is_gpu_array(a) for a in arrays]
+    on_host = [isinstance(a, np.ndarray) for a in arrays]
+    if any(on_gpu) and any(on_host):
+        where = ", ".join(f"input {i} on {place_of(a)}" for i, a in enumerate(arrays)
+                          if on_gpu[i] or on_host[i])
+        raise ValueError(f"{op}: the inputs are on different devices ({where}); move one "
+                         "with Tensor.cuda() or Tensor.cpu(), or create both after "
+                         "paddle.set_device(...)")
 
 
 def set_device(device: str) -> Place:

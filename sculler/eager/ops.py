@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module, get_default_dtype, is_gpu_array, to_gpu, to_numpy
-from sculler.eager.device import CUDAPlace, place_of, wants_gpu
+from sculler.eager.device import CUDAPlace, check_same_device, wants_gpu
 from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
 from sculler.math import activation as act
@@ -111,21 +111,6 @@ def _as_tensor(x: Any, what: str = "x") -> Tensor:
 
 
 _NUMBERS = frozenset((int, float, bool))
-
-
-def check_same_device(op: str, *arrays: Any) -> None:
-    """One clear error when an op is given arrays on two devices (a NumPy array and a CuPy
-    array): Sculler never copies between the host and the GPU implicitly. Python numbers
-    and NumPy scalars go with either. Ops call this only where the operands' types differ,
-    so the common case costs one type comparison."""
-    on_gpu = [is_gpu_array(a) for a in arrays]
-    on_host = [isinstance(a, np.ndarray) for a in arrays]
-    if any(on_gpu) and any(on_host):
-        where = ", ".join(f"input {i} on {place_of(a)}" for i, a in enumerate(arrays)
-                          if on_gpu[i] or on_host[i])
-        raise ValueError(f"{op}: the inputs are on different devices ({where}); move one "
-                         "with Tensor.cuda() or Tensor.cpu(), or create both after "
-                         "paddle.set_device(...)")
 
 
 def _unbroadcast(g: Any, shape: tuple) -> Any:

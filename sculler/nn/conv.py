@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sculler.eager.ops import _make, check_same_device
+from sculler.eager.device import check_same_device
+from sculler.eager.ops import _make
 from sculler.eager.tensor import Tensor
 from sculler.math import conv as K
 from sculler.math import pool as P

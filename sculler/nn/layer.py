@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_default_dtype, is_gpu_array, to_gpu, to_numpy
+from sculler.backend import get_default_dtype, is_gpu_array, to_device_of, to_gpu, to_numpy
 from sculler.eager.creation import convert_dtype
 from sculler.eager.device import wants_gpu
 from sculler.eager.tensor import Parameter, Tensor
@@ -180,7 +180,8 @@ class Layer:
 
     def set_state_dict(self, state_dict: dict, use_structured_name: bool = True
                        ) -> tuple[list[str], list[str]]:
-        """Copy values (Tensors or ndarrays) into the parameters in place.
+        """Copy values (Tensors or ndarrays) into the parameters in place, each onto its
+        parameter's device.
 
         Returns ``(missing_keys, unexpected_keys)``; a shape mismatch raises ValueError.
         """
@@ -197,7 +198,7 @@ class Layer:
             if tuple(arr.shape) != tuple(target._array.shape):
                 raise ValueError(f"set_state_dict: {key!r} has shape {list(arr.shape)} in "
                                  f"the state dict but {target.shape} in the layer")
-            target._array[...] = arr
+            target._array[...] = to_device_of(arr, target._array)
         return missing, unexpected
 
     set_dict = set_state_dict

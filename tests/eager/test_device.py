@@ -387,3 +387,26 @@ def test_layer_to_gpu_mid_training_moves_parameters_and_optimizer_state(make_opt
         np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
     model.to("cpu")
     assert all(type(p._array) is np.ndarray for p in model.parameters())
+
+
+@pytest.mark.gpu
+def test_like_creation_follows_the_tensor_and_host_data_is_copied_onto_its_device():
+    cupy = _cupy()
+    x = paddle.to_tensor([[1.0, 2.0]], place="gpu", stop_gradient=False)  # device: cpu
+    for t in (paddle.zeros_like(x), paddle.ones_like(x), paddle.full_like(x, 3.0),
+              paddle.randn_like(x), paddle.rand_like(x)):
+        assert isinstance(t._array, cupy.ndarray) and t.shape == [1, 2]
+    (x * 2.0).backward(np.array([[1.0, 3.0]]))
+    assert isinstance(x.grad._array, cupy.ndarray)
+    np.testing.assert_allclose(x.grad.numpy(), [[2.0, 6.0]])
+    with pytest.raises(ValueError, match=r"backward: the inputs are on different devices"):
+        (x * 2.0).backward(paddle.to_tensor([[1.0, 1.0]]))
+    y = paddle.to_tensor([0.0, 0.0], place="gpu")
+    y.set_value(np.array([4.0, 5.0]))
+    assert isinstance(y._array, cupy.ndarray)
+    np.testing.assert_array_equal(y.numpy(), [4.0, 5.0])
+    model = _model().to("gpu")
+    host_state = {k: v.numpy() * 0 + 1 for k, v in model.state_dict().items()}
+    model.set_state_dict(host_state)
+    assert all(isinstance(p._array, cupy.ndarray) and float(p.numpy().min()) == 1.0
+               for p in model.parameters())
