@@ -148,8 +148,8 @@ def wants_gpu(value: Any, what: str) -> bool:
     current = current_gpu()
     if place.gpu_device_id() != current:
         raise ValueError(f"{what}: {place} is not the current CUDA device (gpu:{current}); "
-                         "Sculler uses one device, CuPy's current one: select another before "
-                         "importing your model with cupy.cuda.Device(N).use()")
+                         "Sculler uses one device, CuPy's current one: select another with "
+                         "cupy.cuda.Device(N).use() before creating tensors")
     return True
 
 
@@ -159,7 +159,7 @@ def check_same_device(op: str, *arrays: Any) -> None:
     and NumPy scalars go with either. Ops call this only where the operands' types differ,
     so the common case costs one type comparison."""
     on_gpu = [is_gpu_array(a) for a in arrays]
-    on_host = [isinstance(a, np.ndarray) for a in arrays]
+    on_host = [isinstance(a, np.ndarray) and not gpu for a, gpu in zip(arrays, on_gpu)]
     if any(on_gpu) and any(on_host):
         where = ", ".join(f"input {i} on {place_of(a)}" for i, a in enumerate(arrays)
                           if on_gpu[i] or on_host[i])

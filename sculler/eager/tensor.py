@@ -39,8 +39,9 @@ class Tensor:
     def __init__(self, array: Any, stop_gradient: bool = True, name: str | None = None) -> None:
         if isinstance(array, Tensor):
             array = array._array
-        self._array = array if type(array) is np.ndarray or is_gpu_array(array) else np.asarray(
-            array)
+        if type(array) is not np.ndarray and not is_gpu_array(array):
+            array = np.asarray(array)
+        self._array = array
         self.stop_gradient = stop_gradient
         self.grad = None
         self._node = None
