@@ -98,6 +98,34 @@ def to_device(a: Any) -> Any:
     return xp().asarray(a)
 
 
+def is_gpu_array(a: Any) -> bool:
+    """Whether ``a`` is a CuPy (device) array; NumPy arrays, NumPy scalars and Python numbers
+    are not."""
+    return type(a).__module__.startswith("cupy")
+
+
+def current_gpu() -> int:
+    """The index of CuPy's current CUDA device (the one new device arrays go to); call
+    :func:`require_gpu` first."""
+    return int(_cupy().cuda.runtime.getDevice())
+
+
+def to_gpu(a: Any, what: str = "copying to the GPU") -> Any:
+    """``a`` as an array of the current CUDA device: a host array is copied there once, a
+    device array there already is returned as it is. Without CuPy, :func:`require_gpu`'s
+    error naming ``what``."""
+    cupy = _cupy()
+    if cupy is None:
+        require_gpu(what)
+    return cupy.asarray(a)
+
+
+def to_device_of(a: Any, like: Any) -> Any:
+    """``a`` on the device ``like`` lives on (host or GPU), copied only when it is not there:
+    how state made for an array follows that array to another device."""
+    return _cupy().asarray(a) if is_gpu_array(like) else to_numpy(a)
+
+
 def get_default_dtype() -> np.dtype:
     """The float dtype of new parameters and buffers (float32 unless changed)."""
     return _state["dtype"]
@@ -124,6 +152,6 @@ def default_dtype(dtype: Any) -> Iterator[None]:
 
 def to_numpy(a: Any) -> np.ndarray:
     """Bring an array to host memory as a numpy array."""
-    if type(a).__module__.startswith("cupy"):
+    if is_gpu_array(a):
         return a.get()
     return np.asarray(a)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_device
+from sculler.backend import get_array_module, is_gpu_array, to_device, to_device_of
 from sculler.math import optim as K
 from sculler.math import parallel
 from sculler.model_average import ModelAverage
@@ -296,7 +296,8 @@ class Optimizer:
     def _buffer(self, key: str, name: str, like: Any) -> Any:
         """A scratch array shaped like ``like``, kept between calls (never in state_dict)."""
         buf = self._scratch.get((key, name))
-        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+        if (buf is None or buf.shape != like.shape or buf.dtype != like.dtype
+                or type(buf) is not type(like)):
             buf = self._scratch[(key, name)] = get_array_module(like).empty_like(like)
         return buf
 
@@ -604,6 +605,7 @@ class Optimizer:
             self.gradient_clipping_threshold)
         grads = []
         for p in params:
+            self._follow_device(p.name, p._array)
             if modifies:
                 g = self._buffer(p.name, "grad", p._array)
                 g[...] = p.grad._array
@@ -622,6 +624,15 @@ class Optimizer:
             if not self._eager_update(p.name, p._array, g, lr_now * float(mult)):
                 self.update(p.name, p._array, g, _EagerParamConfig(mult))
         self._batches += 1
+
+    def _follow_device(self, key: str, value: Any) -> None:
+        """Move ``key``'s state to the device ``value`` is on, where they differ: a parameter
+        moved by ``Layer.to`` is the same object on another device, its moments go with it."""
+        st = self._states.get(key)
+        if st:
+            for name, arr in st.items():
+                if type(arr) is not type(value) and is_gpu_array(arr) != is_gpu_array(value):
+                    st[name] = to_device_of(arr, value)
 
     def _eager_update(self, key: str, value: Any, grad: Any, lr: float) -> bool:
         """A faster equivalent of ``update`` for one eager parameter (``lr``: the scheduled

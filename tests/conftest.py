@@ -25,6 +25,20 @@ def _untracked() -> set[str] | None:
             if p and not any(part.endswith(CACHES) for part in pathlib.PurePath(p).parts)}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped with the reason "CUDA/CuPy not available" where CuPy
+    sees no CUDA device (every such test, without a skip decorator of its own)."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_tests:
+        return
+    from sculler.backend import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is not None:
+        skip = pytest.mark.skip(reason="CUDA/CuPy not available")
+        for item in gpu_tests:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def checkout_stays_clean():
     before = _untracked()

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_device_of
+from sculler.eager import device
 from sculler.eager.creation import (
     arange,
     eye,
@@ -28,6 +30,14 @@ from sculler.eager.creation import (
     uniform,
     zeros,
     zeros_like,
+)
+from sculler.eager.device import (
+    CPUPlace,
+    CUDAPinnedPlace,
+    CUDAPlace,
+    get_device,
+    is_compiled_with_cuda,
+    set_device,
 )
 from sculler.eager.engine import is_grad_enabled, no_grad, run_backward, set_grad_enabled
 from sculler.eager.ops import (
@@ -124,7 +134,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
             garrs.append(np.ones_like(o._array) if isinstance(o._array, np.ndarray)
                          else o._array * 0 + 1)
         else:
-            garrs.append(g._array if isinstance(g, Tensor) else np.asarray(g))
+            garrs.append(g._array if isinstance(g, Tensor)
+                         else to_device_of(np.asarray(g), o._array))
     capture = {id(x): [x, None] for x in ins}
     run_backward(outs, garrs, builtins.bool(retain_graph), capture)
     result = []
@@ -141,14 +152,15 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
 
 
 __all__ = [
-    'Parameter', 'Tensor', 'abs', 'add', 'arange', 'argmax', 'argmin', 'assign', 'bool',
-    'cast', 'clip', 'clone', 'concat', 'divide', 'equal', 'exp', 'eye', 'flatten',
-    'float16', 'float32', 'float64', 'full', 'full_like', 'gather', 'grad', 'greater_equal',
-    'greater_than', 'int32', 'int64', 'int8', 'is_grad_enabled', 'less_equal', 'less_than',
+    'CPUPlace', 'CUDAPinnedPlace', 'CUDAPlace', 'Parameter', 'Tensor', 'abs', 'add', 'arange',
+    'argmax', 'argmin', 'assign', 'bool', 'cast', 'clip', 'clone', 'concat', 'device',
+    'divide', 'equal', 'exp', 'eye', 'flatten', 'float16', 'float32', 'float64', 'full',
+    'full_like', 'gather', 'get_device', 'grad', 'greater_equal', 'greater_than', 'int32',
+    'int64', 'int8', 'is_compiled_with_cuda', 'is_grad_enabled', 'less_equal', 'less_than',
     'linspace', 'log', 'log_softmax', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum',
     'mm', 'multiply', 'neg', 'no_grad', 'normal', 'not_equal', 'ones', 'ones_like', 'pow',
     'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'randperm', 'reciprocal', 'relu',
-    'reshape', 'scale', 'seed', 'set_grad_enabled', 'sigmoid', 'softmax', 'split', 'sqrt',
-    'square', 'squeeze', 'stack', 'subtract', 'sum', 't', 'tanh', 'to_tensor', 'transpose',
-    'uint8', 'uniform', 'unsqueeze', 'where', 'zeros', 'zeros_like',
+    'reshape', 'scale', 'seed', 'set_device', 'set_grad_enabled', 'sigmoid', 'softmax', 'split',
+    'sqrt', 'square', 'squeeze', 'stack', 'subtract', 'sum', 't', 'tanh', 'to_tensor',
+    'transpose', 'uint8', 'uniform', 'unsqueeze', 'where', 'zeros', 'zeros_like',
 ]

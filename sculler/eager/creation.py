@@ -12,7 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_default_dtype, xp
+from sculler.backend import (
+    get_array_module,
+    get_default_dtype,
+    gpu_enabled,
+    is_gpu_array,
+    to_gpu,
+    to_numpy,
+    xp,
+)
+from sculler.eager.device import wants_gpu
 from sculler.eager.tensor import Tensor
 
 _rng: list = [None]  # created on first use: numpy.random is not imported until needed
@@ -59,11 +68,14 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
     """A new tensor holding a copy of ``data`` (Python scalars/lists, ndarrays, Tensors).
 
     Python floats become the default float dtype, Python ints int64; ndarrays keep their
-    dtype unless ``dtype`` is given.
+    dtype unless ``dtype`` is given. ``place`` (``paddle.CPUPlace()``, ``paddle.CUDAPlace(0)``
+    or "cpu", "gpu", "gpu:N") is where the copy goes; None means the device ``set_device``
+    chose.
     """
+    gpu = gpu_enabled() if place is None else wants_gpu(place, "to_tensor(place=...)")
     if isinstance(data, Tensor):
         arr = data._array.copy()
-    elif hasattr(data, "__array_namespace__") and not isinstance(data, np.ndarray):
+    elif is_gpu_array(data):
         arr = data.copy()
     else:
         try:
@@ -76,17 +88,20 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
                             "list of equal lengths or an ndarray")
         if not isinstance(data, np.ndarray | np.generic) and arr.dtype.kind == "f":
             arr = arr.astype(get_default_dtype())
-        if xp() is not np:
-            arr = xp().asarray(arr)
     if dtype is not None:
         arr = arr.astype(convert_dtype(dtype), copy=False)
+    if gpu != is_gpu_array(arr):
+        arr = to_gpu(arr, "to_tensor") if gpu else to_numpy(arr)
     t = Tensor._from_array(arr)
     t.stop_gradient = stop_gradient
     return t
 
 
-def _filled(shape: Any, value: Any, dtype: Any) -> Tensor:
-    return Tensor._from_array(xp().full(_shape(shape), value, dtype=convert_dtype(dtype)))
+def _filled(shape: Any, value: Any, dtype: Any, like: Tensor | None = None) -> Tensor:
+    """A tensor of ``shape`` filled with ``value``, on ``like``'s device (else the device
+    ``set_device`` chose)."""
+    module = xp() if like is None else get_array_module(like._array)
+    return Tensor._from_array(module.full(_shape(shape), value, dtype=convert_dtype(dtype)))
 
 
 def zeros(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
@@ -102,15 +117,18 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, name: str | None = None
 
 
 def zeros_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, 0, dtype or x.dtype)
+    """Zeros of x's shape on x's device."""
+    return _filled(x.shape, 0, dtype or x.dtype, x)
 
 
 def ones_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, 1, dtype or x.dtype)
+    """Ones of x's shape on x's device."""
+    return _filled(x.shape, 1, dtype or x.dtype, x)
 
 
 def full_like(x: Tensor, fill_value: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    return _filled(x.shape, fill_value, dtype or x.dtype)
+    """``fill_value`` in x's shape on x's device."""
+    return _filled(x.shape, fill_value, dtype or x.dtype, x)
 
 
 def eye(num_rows: int, num_columns: int | None = None, dtype: Any = None,
@@ -133,8 +151,10 @@ def linspace(start: float, stop: float, num: int, dtype: Any = None,
     return Tensor._from_array(xp().linspace(start, stop, num).astype(convert_dtype(dtype)))
 
 
-def _random(values: np.ndarray) -> Tensor:
-    return Tensor._from_array(xp().asarray(values))
+def _random(values: np.ndarray, like: Tensor | None = None) -> Tensor:
+    """Host samples on ``like``'s device (else the device ``set_device`` chose)."""
+    module = xp() if like is None else get_array_module(like._array)
+    return Tensor._from_array(module.asarray(values))
 
 
 def randn(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
@@ -172,8 +192,11 @@ def randperm(n: int, dtype: Any = "int64", name: str | None = None) -> Tensor:
 
 
 def randn_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return randn(x.shape, dtype or x.dtype)
+    """Standard normal samples of x's shape on x's device."""
+    return _random(get_rng().standard_normal(x.shape).astype(convert_dtype(dtype or x.dtype)),
+                   x)
 
 
 def rand_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return rand(x.shape, dtype or x.dtype)
+    """Uniform samples in [0, 1) of x's shape on x's device."""
+    return _random(get_rng().random(x.shape).astype(convert_dtype(dtype or x.dtype)), x)

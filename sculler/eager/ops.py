@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, get_default_dtype
+from sculler.backend import get_array_module, get_default_dtype, is_gpu_array, to_gpu, to_numpy
+from sculler.eager.device import CUDAPlace, check_same_device, wants_gpu
 from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
 from sculler.math import activation as act
@@ -109,6 +110,9 @@ def _as_tensor(x: Any, what: str = "x") -> Tensor:
     raise TypeError(f"{what} must be a Tensor or array-like, got {type(x).__name__}")
 
 
+_NUMBERS = frozenset((int, float, bool))
+
+
 def _unbroadcast(g: Any, shape: tuple) -> Any:
     """Sum ``g`` over the axes that broadcasting added or stretched to reach ``shape``."""
     if g.shape == shape:
@@ -133,17 +137,21 @@ def _operand(v: Any) -> tuple[Any, bool]:
     return _arr(v), False
 
 
-def _binary(x: Any, y: Any, f: Any, ga: Any, gb: Any,
+def _binary(op: str, x: Any, y: Any, f: Any, ga: Any, gb: Any,
             fresh: tuple[bool, bool] = (True, True)) -> Tensor:
     """``f(a, b)`` of two operands (Tensors, arrays or Python scalars) with broadcasting.
 
-    ``f`` is a NumPy ufunc (large arrays are split over threads, see :func:`_ew`) or any
-    function of two arrays; ``ga(g, a, b, out)`` / ``gb(...)`` give the gradients before
-    they are summed back to each operand's shape. ``fresh``: whether each returns a new
-    array (not ``g`` itself), which the engine may then keep as a leaf's gradient.
+    ``op`` names the op in errors. ``f`` is a NumPy ufunc (large arrays are split over
+    threads, see :func:`_ew`) or any function of two arrays; ``ga(g, a, b, out)`` /
+    ``gb(...)`` give the gradients before they are summed back to each operand's shape.
+    ``fresh``: whether each returns a new array (not ``g`` itself), which the engine may then
+    keep as a leaf's gradient.
     """
     a, rx = _operand(x)
     b, ry = _operand(y)
+    ta, tb = type(a), type(b)
+    if ta is not tb and ta not in _NUMBERS and tb not in _NUMBERS:
+        check_same_device(op, a, b)
     if type(f) is not _ufunc:
         out = f(a, b)
     elif (type(a) is not _ndarray or a.size < parallel.PARALLEL_MIN_ELEMENTS) and (
@@ -192,17 +200,17 @@ def _times_a(g: Any, a: Any, b: Any, o: Any) -> Any:
 # --- arithmetic ----------------------------------------------------------------------
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x + y`` with broadcasting."""
-    return _binary(x, y, np.add, _pass, _pass, (False, False))
+    return _binary("add", x, y, np.add, _pass, _pass, (False, False))
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x - y`` with broadcasting."""
-    return _binary(x, y, np.subtract, _pass, _negated, (False, True))
+    return _binary("subtract", x, y, np.subtract, _pass, _negated, (False, True))
 
 
 def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x * y``; d/dx = y, d/dy = x."""
-    return _binary(x, y, np.multiply, _times_b, _times_a)
+    return _binary("multiply", x, y, np.multiply, _times_b, _times_a)
 
 
 def _true_divide(a: Any, b: Any) -> Any:
@@ -215,28 +223,28 @@ def _true_divide(a: Any, b: Any) -> Any:
 
 def divide(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise ``x / y``; d/dx = 1/y, d/dy = -x/y^2."""
-    return _binary(x, y, _true_divide, lambda g, a, b, o: g / b,
+    return _binary("divide", x, y, _true_divide, lambda g, a, b, o: g / b,
                    lambda g, a, b, o: -g * o / b)
 
 
 def pow(x: Any, y: Any, name: str | None = None) -> Tensor:  # noqa: A001 - Paddle's name
     """Elementwise ``x ** y``; d/dx = y x^(y-1), d/dy = x^y log x."""
     xp = get_array_module(_arr(x))
-    return _binary(x, y, lambda a, b: a ** b, lambda g, a, b, o: g * b * a ** (b - 1),
+    return _binary("pow", x, y, lambda a, b: a ** b, lambda g, a, b, o: g * b * a ** (b - 1),
                    lambda g, a, b, o: g * o * xp.log(a))
 
 
 def maximum(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise max; the gradient goes to x where x >= y, else to y."""
     xp = get_array_module(_arr(x), _arr(y))
-    return _binary(x, y, xp.maximum, lambda g, a, b, o: g * (a >= b),
+    return _binary("maximum", x, y, xp.maximum, lambda g, a, b, o: g * (a >= b),
                    lambda g, a, b, o: g * (a < b))
 
 
 def minimum(x: Any, y: Any, name: str | None = None) -> Tensor:
     """Elementwise min; the gradient goes to x where x <= y, else to y."""
     xp = get_array_module(_arr(x), _arr(y))
-    return _binary(x, y, xp.minimum, lambda g, a, b, o: g * (a <= b),
+    return _binary("minimum", x, y, xp.minimum, lambda g, a, b, o: g * (a <= b),
                    lambda g, a, b, o: g * (a > b))
 
 
@@ -253,18 +261,24 @@ def scale(x: Tensor, scale: float = 1.0, bias: float = 0.0,
     return _make(out, (x,), lambda g: (g * scale,))
 
 
-def _compare(f: Any) -> Any:
+def _compare(kind: str, f: Any) -> Any:
     def op(x: Any, y: Any, name: str | None = None) -> Tensor:
-        return _wrap(f(_arr(x), _arr(y)))
+        a, b = _arr(x), _arr(y)
+        ta, tb = type(a), type(b)
+        if ta is not tb and ta not in _NUMBERS and tb not in _NUMBERS:
+            check_same_device(kind, a, b)
+        return _wrap(f(a, b))
+
+    op.__name__ = op.__qualname__ = kind
     return op
 
 
-equal = _compare(lambda a, b: a == b)
-not_equal = _compare(lambda a, b: a != b)
-less_than = _compare(lambda a, b: a < b)
-less_equal = _compare(lambda a, b: a <= b)
-greater_than = _compare(lambda a, b: a > b)
-greater_equal = _compare(lambda a, b: a >= b)
+equal = _compare("equal", lambda a, b: a == b)
+not_equal = _compare("not_equal", lambda a, b: a != b)
+less_than = _compare("less_than", lambda a, b: a < b)
+less_equal = _compare("less_equal", lambda a, b: a <= b)
+greater_than = _compare("greater_than", lambda a, b: a > b)
+greater_equal = _compare("greater_equal", lambda a, b: a >= b)
 
 
 # --- activations (kernels from sculler.math.activation) ---------------------------------
@@ -419,6 +433,8 @@ def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, transpose_y: bool = 
     dx = dout @ y^T, dy = x^T @ dout, with batch axes summed back to each input's shape.
     """
     a0, b0 = _arr(x), _arr(y)
+    if type(a0) is not type(b0):
+        check_same_device("matmul", a0, b0)
     a = a0.swapaxes(-1, -2) if transpose_x and a0.ndim > 1 else a0
     b = b0.swapaxes(-1, -2) if transpose_y and b0.ndim > 1 else b0
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
@@ -596,6 +612,7 @@ def concat(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tenso
     """Join tensors along ``axis``; each input gets its slice of the gradient."""
     xs = [_as_tensor(v) for v in x]
     arrays = [v._array for v in xs]
+    check_same_device("concat", *arrays)
     xp = get_array_module(*arrays)
     out = xp.concatenate(arrays, axis=axis)
     bounds = np.cumsum([a.shape[axis] for a in arrays])[:-1]
@@ -605,6 +622,7 @@ def concat(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tenso
 def stack(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tensor:
     """Stack equal-shaped tensors along a new ``axis``."""
     xs = [_as_tensor(v) for v in x]
+    check_same_device("stack", *[v._array for v in xs])
     xp = get_array_module(*[v._array for v in xs])
     out = xp.stack([v._array for v in xs], axis=axis)
     n = len(xs)
@@ -649,7 +667,8 @@ def split(x: Tensor, num_or_sections: Any, axis: int = 0,
 def where(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
     """Pick ``x`` where ``condition`` else ``y``; each gets the gradient where it was picked."""
     c = _arr(condition).astype(bool)
-    return _binary(x, y, lambda a, b: get_array_module(c).where(c, a, b),
+    check_same_device("where", c, _arr(x), _arr(y))
+    return _binary("where", x, y, lambda a, b: get_array_module(c).where(c, a, b),
                    lambda g, a, b, o: g * c, lambda g, a, b, o: g * ~c)
 
 
@@ -734,6 +753,38 @@ def assign(x: Any, output: Tensor | None = None) -> Tensor:
     return output
 
 
+# --- devices -------------------------------------------------------------------------
+def _copy_across(x: Tensor, gpu: bool, what: str) -> Tensor:
+    """A copy of x's data on the GPU (``gpu``) or the host that stays in the graph: the
+    gradient flows back across the copy, converted to x's device (d copy(x)/dx = I)."""
+    a = x._array
+    if gpu:
+        return _make(to_gpu(a, what), (x,), lambda g: (to_numpy(g),), _OWNED_ONE)
+    return _make(to_numpy(a), (x,), lambda g: (to_gpu(g, what),), _OWNED_ONE)
+
+
+_OWNED_ONE = (True,)  # a copy across devices is a new array
+
+
+def cpu(x: Tensor) -> Tensor:
+    """x on the host: x itself when it is there, else a copy that stays in the graph."""
+    if not is_gpu_array(x._array):
+        return x
+    return _copy_across(x, False, "Tensor.cpu()")
+
+
+def cuda(x: Tensor, device_id: int | None = None, blocking: bool = True) -> Tensor:
+    """x on the current CUDA device (``device_id`` must name it when given): x itself when
+    it is there, else a copy that stays in the graph. ``blocking`` is accepted as Paddle's
+    (CuPy's host-to-device copies are ordered on the current stream either way)."""
+    if not isinstance(blocking, bool):
+        raise TypeError(f"Tensor.cuda(): blocking must be a bool, got {type(blocking).__name__}")
+    wants_gpu("gpu" if device_id is None else CUDAPlace(device_id), "Tensor.cuda()")
+    if is_gpu_array(x._array):
+        return x
+    return _copy_across(x, True, "Tensor.cuda()")
+
+
 # --- binding onto Tensor ------------------------------------------------------------
 def _operator(name: str, ufunc: Any, op: Any, reflected: bool = False) -> Any:
     """The operator method (``__mul__``, ``__rsub__``, ...) of the elementwise ``op``.
@@ -799,6 +850,8 @@ def _bind() -> None:
         setattr(T, name, globals()[name])
     T.astype = cast
     T.softmax = softmax
+    T.cpu = cpu
+    T.cuda = cuda
     T.T = property(lambda self: transpose(self, list(range(self.ndim))[::-1]))
 
 

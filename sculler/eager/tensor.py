@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import get_array_module, is_gpu_array, to_device_of, to_numpy
 from sculler.eager import engine
+from sculler.eager.device import Place, check_same_device, place_of
 
 _name_ids = itertools.count()
 _new = object.__new__
@@ -38,7 +39,9 @@ class Tensor:
     def __init__(self, array: Any, stop_gradient: bool = True, name: str | None = None) -> None:
         if isinstance(array, Tensor):
             array = array._array
-        self._array = array if hasattr(array, "__array_namespace__") else np.asarray(array)
+        if type(array) is not np.ndarray and not is_gpu_array(array):
+            array = np.asarray(array)
+        self._array = array
         self.stop_gradient = stop_gradient
         self.grad = None
         self._node = None
@@ -98,8 +101,9 @@ class Tensor:
         return self._node is None
 
     @property
-    def place(self) -> str:
-        return "Place(gpu)" if get_array_module(self._array) is not np else "Place(cpu)"
+    def place(self) -> Place:
+        """Where the data lives: ``Place(cpu)`` or ``Place(gpu:N)``."""
+        return place_of(self._array)
 
     # --- conversion -------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -164,8 +168,12 @@ class Tensor:
             else:
                 g = get_array_module(a).ones_like(a)
         else:
-            g = grad_tensor._array if isinstance(grad_tensor, Tensor) else np.asarray(
-                grad_tensor, dtype=self._array.dtype)
+            if isinstance(grad_tensor, Tensor):
+                g = grad_tensor._array
+                if type(g) is not type(self._array):
+                    check_same_device("backward", self._array, g)
+            else:  # array data: put on this tensor's device
+                g = to_device_of(np.asarray(grad_tensor, dtype=self._array.dtype), self._array)
             if g.shape != self._array.shape and tuple(g.shape) != tuple(self._array.shape):
                 raise ValueError(
                     f"grad_tensor has shape {list(g.shape)}, expected the tensor's shape "
@@ -190,15 +198,15 @@ class Tensor:
         return Tensor._from_array(self._array)
 
     def set_value(self, value: Any) -> None:
-        """Overwrite the data in place; the shape must match."""
+        """Overwrite the data in place (copied to this tensor's device); the shape must
+        match."""
         a = value._array if isinstance(value, Tensor) else np.asarray(value)
+        if type(a) is not type(self._array):
+            a = to_device_of(a, self._array)
         if tuple(a.shape) != tuple(self._array.shape):
             raise ValueError(
                 f"set_value got shape {list(a.shape)}, expected {self.shape}")
         self._array[...] = a
-
-    def cpu(self) -> Tensor:
-        return self
 
 
 class Parameter(Tensor):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sculler.eager.device import check_same_device
 from sculler.eager.ops import _make
 from sculler.eager.tensor import Tensor
 from sculler.math import conv as K
@@ -31,6 +32,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         raise ValueError(f"conv2d: input {x.shape} and weight {weight.shape} (groups={groups}) "
                          "do not fit: expected x [N, C, H, W] and weight [F, C/groups, kh, kw]")
     xa, wa = x._array, weight._array
+    if type(xa) is not type(wa) or (bias is not None and type(bias._array) is not type(wa)):
+        check_same_device("conv2d", xa, wa, *(() if bias is None else (bias._array,)))
     out = K.conv2d_forward(xa, wa, stride, padding, dilation, groups)
     if bias is not None:
         out += bias._array.reshape(1, -1, 1, 1)

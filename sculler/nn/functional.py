@@ -15,6 +15,7 @@ from sculler.backend import get_array_module
 from sculler.core.layer import ids_out_of_range
 from sculler.eager import ops
 from sculler.eager.creation import get_rng
+from sculler.eager.device import check_same_device
 from sculler.eager.engine import STATE, Node, spare_grad
 from sculler.eager.ops import (  # noqa: F401 - re-exported under nn.functional
     log_softmax,
@@ -53,6 +54,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
         return _matmul_add(x, weight, bias)  # array operands: the general ops convert them
     a, w = x._array, weight._array
     b = None if bias is None else bias._array
+    if type(a) is not type(w) or (b is not None and type(b) is not type(w)):
+        check_same_device("linear", a, w, *(() if b is None else (b,)))
     if w.ndim != 2 or a.ndim < 1 or (b is not None and b.shape != (w.shape[1],)):
         return _matmul_add(x, weight, bias)
     if a.shape[-1] != w.shape[0]:
@@ -112,6 +115,8 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None,
     """Rows ``weight[x]``; rows equal to ``padding_idx`` output zeros and get no gradient."""
     ids = x._array if isinstance(x, Tensor) else get_array_module(weight._array).asarray(x)
     w = weight._array
+    if type(ids) is not type(w):
+        check_same_device("embedding", ids, w)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding ids must be integers, got dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
@@ -196,6 +201,8 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         raise NotImplementedError("cross_entropy supports axis=-1 only")
     xp = get_array_module(a)
     lab = label._array if isinstance(label, Tensor) else xp.asarray(label)
+    if type(lab) is not type(a):
+        check_same_device("cross_entropy", a, lab)
     if lab.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy labels must be integers (hard labels), got dtype "
                         f"{lab.dtype}")

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_default_dtype
+from sculler.backend import get_default_dtype, is_gpu_array, to_device_of, to_gpu, to_numpy
 from sculler.eager.creation import convert_dtype
+from sculler.eager.device import wants_gpu
 from sculler.eager.tensor import Parameter, Tensor
 from sculler.nn.initializer import Constant, Initializer, XavierUniform
 
@@ -179,7 +180,8 @@ class Layer:
 
     def set_state_dict(self, state_dict: dict, use_structured_name: bool = True
                        ) -> tuple[list[str], list[str]]:
-        """Copy values (Tensors or ndarrays) into the parameters in place.
+        """Copy values (Tensors or ndarrays) into the parameters in place, each onto its
+        parameter's device.
 
         Returns ``(missing_keys, unexpected_keys)``; a shape mismatch raises ValueError.
         """
@@ -196,7 +198,7 @@ class Layer:
             if tuple(arr.shape) != tuple(target._array.shape):
                 raise ValueError(f"set_state_dict: {key!r} has shape {list(arr.shape)} in "
                                  f"the state dict but {target.shape} in the layer")
-            target._array[...] = arr
+            target._array[...] = to_device_of(arr, target._array)
         return missing, unexpected
 
     set_dict = set_state_dict
@@ -230,16 +232,50 @@ class Layer:
         return "\n".join(lines) + ("\n)" if len(lines) > 1 else ")")
 
     def to(self, device: Any = None, dtype: Any = None, blocking: Any = None) -> Layer:
-        """Cast floating parameters to ``dtype`` in place (devices are not modelled)."""
-        if dtype is not None:
-            dt = convert_dtype(dtype)
-            for p in self.parameters():
-                if p._array.dtype.kind == "f":
-                    p._array = p._array.astype(dt)
+        """Move every parameter and buffer (with its gradient) to ``device`` and/or cast the
+        floating ones to ``dtype``, in place; returns the layer.
+
+        ``device`` is a place (``paddle.CPUPlace()``, ``paddle.CUDAPlace(0)``) or "cpu",
+        "gpu", "gpu:N". The tensors stay the same objects, so an optimizer built on
+        ``parameters()`` keeps working: its state follows each parameter's device at the next
+        ``step()``. Everything is checked before anything moves.
+        """
+        if blocking is not None and not isinstance(blocking, bool):
+            raise TypeError(f"{type(self).__name__}.to: blocking must be a bool or None, got "
+                            f"{type(blocking).__name__} {blocking!r}")
+        gpu = None if device is None else wants_gpu(device, f"{type(self).__name__}.to")
+        dt = None if dtype is None else convert_dtype(dtype)
+        if dt is not None and dt.kind != "f":
+            raise TypeError(f"{type(self).__name__}.to: dtype must be a float type, got {dt}")
+        for t in self._tensors():
+            t._array = _moved(t._array, gpu, dt)
+            if t.grad is not None:
+                t.grad._array = _moved(t.grad._array, gpu, dt)
+            if isinstance(t, Parameter):
+                t._spare_grad = None
         return self
+
+    def _tensors(self) -> list[Tensor]:
+        """Every parameter and buffer of this layer and its sublayers, each once."""
+        seen: dict[int, Tensor] = {}
+        for layer in self.sublayers(include_self=True):
+            for t in (*layer._parameters.values(), *layer._buffers.values()):
+                if t is not None:
+                    seen.setdefault(id(t), t)
+        return list(seen.values())
 
     def float(self) -> Layer:
         return self.to(dtype=get_default_dtype())
+
+
+def _moved(array: Any, gpu: bool | None, dtype: np.dtype | None) -> Any:
+    """``array`` on the GPU (``gpu`` True) or the host (False; None: where it is), floating
+    arrays cast to ``dtype`` (None: kept)."""
+    if gpu is not None and gpu != is_gpu_array(array):
+        array = to_gpu(array, "Layer.to") if gpu else to_numpy(array)
+    if dtype is not None and array.dtype.kind == "f" and array.dtype != dtype:
+        array = array.astype(dtype)
+    return array
 
 
 def _snake(name: str) -> str:
