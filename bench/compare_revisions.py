@@ -34,10 +34,11 @@ CASES = {
                   "v = b.bench_sculler((784, 128, 64, 10), 128, 60)"),
     "mlp_big": ("samples/s", "import bench_mlp as b; "
                 "v = b.bench_sculler((784, 1024, 1024, 10), 256, 12)"),
-    "pylayer_tiny": ("us", "import pylayer_overhead as b; "
-                     "v = b._time(b._sculler_case((2, 3)), 2000, 5)"),
-    "pylayer_big": ("us", "import pylayer_overhead as b; "
-                    "v = b._time(b._sculler_case((1024, 1024)), 10, 5)"),
+    "pylayer_tiny": ("us", "import pylayer_overhead as b, timeit; step = b._sculler_case((2, 3)); "
+                     "v = min(timeit.repeat(step, number=2000, repeat=5)) / 2000 * 1e6"),
+    "pylayer_big": ("us", "import pylayer_overhead as b, timeit; "
+                    "step = b._sculler_case((1024, 1024)); "
+                    "v = min(timeit.repeat(step, number=10, repeat=5)) / 10 * 1e6"),
     "eager_mlp": ("us", "import bench_eager_mlp as b; v = b.step_time(b.sculler_step(), 30)"),
     "import": ("s", "import subprocess, sys, time; ts = []\n"
                "for _ in range(7):\n"
