@@ -139,6 +139,9 @@ class Layer:
     # a layer that uses its act inside (a cell's candidate activation), not on its output:
     # the Network then does not require its forward to call forward_activation()
     uses_act_inside: ClassVar[bool] = False
+    # each output row depends only on the same row of the inputs (an fc): a recurrent
+    # group may then run the layer once over every step's rows (core/recurrent_group.py)
+    row_wise: ClassVar[bool] = False
 
     # ---- config time: sizes and parameter shapes, shared by every front end ----
     @classmethod

@@ -11,6 +11,9 @@ inputs (the same value every step) and memories (a step layer's output at step t
   t-1 (a view, no copy).
 - :class:`StepNetwork` is the compiled step: one is built per step index ("frame") and kept
   across batches, so each frame's activations stay in its own layers' buffers for backward.
+- :func:`split_tail` finds the step layers that can run once over every step's rows after
+  the frames (an output projection that no memory reads), for the group to hoist out of the
+  step loop.
 - :func:`shared_parameters` gives the frames :class:`SharedParameter` handles on the outer
   parameters (same value and gradient arrays): gradients of all steps add up in place, while
   the group reports each parameter's ``inc_update`` once, after the last step's backward.
@@ -18,11 +21,14 @@ inputs (the same value every step) and memories (a step layer's output at step t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
-from sculler.core.model_config import ParameterConfig
+from sculler.core.model_config import LayerConfig, ModelConfig, ParameterConfig
 from sculler.core.network import Network
 from sculler.core.parameter import Parameter, ParameterSet
 from sculler.math.seq2batch import SequenceBatch
@@ -33,7 +39,8 @@ AGENT = "agent"
 @register_layer(AGENT)
 class AgentLayer(Layer):
     """A step input whose output (value or ids, gradient buffer) the recurrent group sets
-    before each step; attrs ``role`` ("in_link", "static", "memory")."""
+    before each step; attrs ``role`` ("in_link", "static", "memory", or "frontier": a step
+    layer's rows of every step, read by a :class:`TailSplit`'s model)."""
 
     min_inputs = max_inputs = 0
 
@@ -132,7 +139,17 @@ def sequence_rows(seq_starts, samples) -> tuple[np.ndarray, np.ndarray]:
 
 class StepNetwork(Network):
     """The compiled step sub-network of one frame: agents count as inputs that need
-    gradients (like data layers of a gradient check)."""
+    gradients (like data layers of a gradient check). The layers named in ``skip`` (a
+    :class:`TailSplit`'s) run only when asked for (``tail=True``): the group runs them once
+    over every step's rows instead, when the batch allows it."""
+
+    def __init__(self, config: ModelConfig, parameters: ParameterSet | None = None,
+                 skip: frozenset[str] = frozenset()) -> None:
+        super().__init__(config, parameters)
+        self._core = [i for i, layer in enumerate(self.order) if layer.name not in skip]
+        self._tail = [i for i, layer in enumerate(self.order) if layer.name in skip]
+        self._core_backward = [k for k, layer in enumerate(self._backward_layers)
+                               if layer.name not in skip]
 
     def _mark_need_gradient(self, data_gradients: bool) -> None:
         for layer in self.order:
@@ -142,18 +159,22 @@ class StepNetwork(Network):
                 trainable = any(p.grad is not None for p in layer.parameters)
                 layer.need_gradient = trainable or any(i.need_gradient for i in layer.inputs)
 
-    def run_forward(self, pass_type: str) -> None:
-        for step in self._forward_steps:
-            step(pass_type)
+    def run_forward(self, pass_type: str, tail: bool = False) -> None:
+        """Forward through the frame's layers outside ``skip`` (``tail``: those in it)."""
+        steps = self._forward_steps  # an entry is replaced after its first call
+        for i in self._tail if tail else self._core:
+            steps[i](pass_type)
 
-    def run_backward(self) -> None:
+    def run_backward(self, whole: bool = True) -> None:
         """Backward through the frame (as ``Network.backward``: a gradient nobody wrote under
-        the first-write protocol is zero)."""
-        for layer, step in zip(self._backward_layers, self._backward_steps):
+        the first-write protocol is zero); without the ``skip`` layers unless ``whole``."""
+        layers, steps = self._backward_layers, self._backward_steps
+        for k in range(len(layers)) if whole else self._core_backward:
+            layer = layers[k]
             if layer.grad_unwritten:
                 layer.output.grad[...] = 0
                 layer.grad_unwritten = False
-            step(None)
+            steps[k](None)
 
 
 class SharedParameter(Parameter):
@@ -189,3 +210,55 @@ def shared_parameters(outer: ParameterSet, configs: list[ParameterConfig], owner
         inner._params[pc.name] = SharedParameter(p)
         inner._owners[pc.name] = owner
     return inner, params
+
+
+class TailSplit(NamedTuple):
+    """The tail of a step model (see :func:`split_tail`)."""
+
+    layers: frozenset[str]  # the step layers that run once over every step's rows
+    frontier: tuple[str, ...]  # the step layers outside the tail that it reads
+    model: ModelConfig  # an agent per frontier layer, then the tail layers
+
+
+def split_tail(model: ModelConfig, memory_links: list[str],
+               row_wise: Callable[[LayerConfig], bool]) -> TailSplit | None:
+    """The tail of ``model``: the step layers that no memory depends on (no ancestor of a
+    layer in ``memory_links``), that are ``row_wise`` (each output row a function of the same
+    input rows only), that read no agent, and whose consumers are all in the tail too. The
+    step loop then needs none of them: the group can run them once after the frames, over
+    every step's rows of the frontier gathered, one large GEMM where the frames ran one
+    small GEMM a step (a decoder's output projection over the vocabulary is most of its
+    arithmetic). None when the tail is empty."""
+    by_name = {lc.name: lc for lc in model.layers}
+    needed: set[str] = set()
+    stack = list(memory_links)
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack.extend(by_name[name].input_layer_names)
+    tail = {lc.name for lc in model.layers
+            if lc.type != AGENT and lc.name not in needed and row_wise(lc)
+            and all(by_name[i].type != AGENT for i in lc.input_layer_names)}
+    consumers: dict[str, list[str]] = {}
+    for lc in model.layers:
+        for name in lc.input_layer_names:
+            consumers.setdefault(name, []).append(lc.name)
+    while True:  # a layer that a frame still runs needs its inputs in the frame
+        inside = {n for n in tail if all(c in tail for c in consumers.get(n, []))}
+        if inside == tail:
+            break
+        tail = inside
+    if not tail:
+        return None
+    frontier = tuple(lc.name for lc in model.layers if lc.name not in tail and any(
+        lc.name in by_name[n].input_layer_names for n in tail))
+    layers = [LayerConfig(name=name, type=AGENT, size=by_name[name].size,
+                          attrs={"role": "frontier"}) for name in frontier]
+    layers += [lc for lc in model.layers if lc.name in tail]
+    used = {ic.input_parameter_name for lc in layers for ic in lc.inputs}
+    used |= {lc.bias_parameter_name for lc in layers}
+    outputs = [lc.name for lc in layers if lc.name in tail and not consumers.get(lc.name)]
+    return TailSplit(frozenset(tail), frontier, ModelConfig(
+        layers=layers, parameters=[pc for pc in model.parameters if pc.name in used],
+        output_layer_names=outputs))

@@ -45,6 +45,7 @@ class BeamSearchLayer(RecurrentGroupLayer):
     """Beam-search generation over a step network (see the module doc)."""
 
     min_inputs = 1
+    hoist_tail = False  # each step's scores choose the next step's inputs
 
     @classmethod
     def infer_size(cls, config, inputs):

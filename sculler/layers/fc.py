@@ -29,6 +29,7 @@ class FCLayer(Layer):
 
     default_bias = True
     first_write = True
+    row_wise = True
 
     @classmethod
     def weight_dims(cls, config, inputs):

@@ -37,7 +37,7 @@ import numpy as np
 
 from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
-from sculler.core.layer import Layer, register_layer
+from sculler.core.layer import Layer, get_layer_class, register_layer
 from sculler.core.model_config import ModelConfig, ParameterConfig
 from sculler.core.parameter import Weight
 from sculler.core.recurrent_group import (
@@ -45,6 +45,7 @@ from sculler.core.recurrent_group import (
     StepNetwork,
     sequence_rows,
     shared_parameters,
+    split_tail,
     writable_grad,
 )
 from sculler.layers.group_fusion import fused_cell
@@ -61,6 +62,7 @@ class RecurrentGroupLayer(Layer):
 
     min_inputs = 1
     fuse_cells = True  # tests set it False to compare with the step-by-step path
+    hoist_tail = True  # likewise for the tail run once over all steps (core.recurrent_group)
 
     @classmethod
     def check_config(cls, config, inputs) -> None:
@@ -113,6 +115,11 @@ class RecurrentGroupLayer(Layer):
         self.fused = fused_cell(self.config, self.model, self.inputs, self.inner_params,
                                 self.dtype) if self.fuse_cells else None
         self.fused_batch = False
+        self.tail = split_tail(self.model, [m["link"] for m in self.memories],
+                               _row_wise) if self.hoist_tail else None
+        self.tail_net = None if self.tail is None else StepNetwork(self.tail.model,
+                                                                   self.inner_params)
+        self.hoisted = False  # whether this batch ran the tail once over every step
 
     @property
     def parameters(self):
@@ -120,8 +127,9 @@ class RecurrentGroupLayer(Layer):
 
     def frame(self, t: int) -> StepNetwork:
         """The step network of step ``t`` (built once, kept across batches)."""
+        skip = self.tail.layers if self.tail is not None else frozenset()
         while len(self.frames) <= t:
-            self.frames.append(StepNetwork(self.model, self.inner_params))
+            self.frames.append(StepNetwork(self.model, self.inner_params, skip))
         return self.frames[t]
 
     # ---- forward ----
@@ -205,6 +213,7 @@ class RecurrentGroupLayer(Layer):
         statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
                    for k, s in enumerate(self.batch_statics)]
         n0 = plan.frames[0][0] if plan.num_steps else 0
+        hoist = self.tail is not None
         boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
         for t in range(plan.num_steps):
             net = self.frame(t)
@@ -236,7 +245,26 @@ class RecurrentGroupLayer(Layer):
                 _set(arg, None if src.value is None else src.value[:rows],
                      None if src.ids is None else src.ids[:rows], starts)
             net.run_forward(pass_type)
+            hoist = hoist and all(_one_row_each(net.layers[f].output, n)
+                                  for f in self.tail.frontier)
+        self.hoisted = hoist
+        if hoist:
+            self._forward_tail(plan, pass_type)
+        elif self.tail is not None:  # a frontier of sequences: the tail runs in the frames
+            for t in range(plan.num_steps):
+                self.frames[t].run_forward(pass_type, tail=True)
         self._gather_out_links(plan)
+
+    def _forward_tail(self, plan: GroupPlan, pass_type: str) -> None:
+        """The tail layers once over every step's rows: each frontier layer's rows of all
+        frames gathered time-major (step t's at ``plan.batch.step_starts[t]``)."""
+        steps = plan.batch.step_starts
+        for f in self.tail.frontier:
+            rows = self.scratch("frontier_" + f, (int(steps[-1]), self.model.layer(f).size))
+            for t in range(plan.num_steps):
+                rows[steps[t]:steps[t + 1]] = self.frames[t].layers[f].output.value
+            _set(self.tail_net.layers[f].output, rows, None, None)
+        self.tail_net.run_forward(pass_type)
 
     def _forward_fused(self, pass_type: str) -> None:
         """The whole sequence batch through the cell layer (a plain dense sequence in-link)."""
@@ -284,8 +312,11 @@ class RecurrentGroupLayer(Layer):
         """(time-major row -> packed row, per-step (first, end) time-major rows, seq_starts,
         sub_seq_starts) of out-link ``o``: a sequence over the steps when each step gives one
         row per sample, else a nested sequence with one sub-sequence per step."""
-        outs = [self.frames[t].layers[o["layer"]].output for t in range(plan.num_steps)]
         steps = plan.batch.step_starts
+        if self._in_tail(o):  # one row per active sample and step
+            outs = []
+        else:
+            outs = [self.frames[t].layers[o["layer"]].output for t in range(plan.num_steps)]
         if not outs or outs[0].seq_starts is None:
             bounds = [(int(steps[t]), int(steps[t + 1])) for t in range(plan.num_steps)]
             return plan.units, bounds, plan.unit_seq_starts, None
@@ -316,20 +347,12 @@ class RecurrentGroupLayer(Layer):
             rows, bounds, seq_starts, sub_seq_starts = self._out_layout(o, plan)
             self.layouts.append((rows, bounds))
             width = self.model.layer(o["layer"]).size
-            value = self.scratch("out_" + o["name"], (rows.size, width))
-            ids = None
-            ids_only = bool(bounds) and _ids_only(self.frames[0].layers[o["layer"]].output)
-            for t, (a, b) in enumerate(bounds):
-                src = self.frames[t].layers[o["layer"]].output
-                if src.value is not None and not ids_only:
-                    _check_rows(self.name, o["layer"], src.value.shape[0], b - a, t)
-                    value[a:b] = src.value
-                if src.ids is not None:
-                    if ids is None:
-                        ids = np.empty(rows.size, dtype=np.int64)
-                    ids[a:b] = src.ids
             packed = self.scratch("packed_" + o["name"], (rows.size, width))
-            packed[rows] = value
+            ids, ids_only = None, False
+            if self._in_tail(o):  # the tail's rows are time-major already
+                packed[rows] = self.tail_net.layers[o["layer"]].output.value
+            else:
+                ids, ids_only = self._gather_frames(o, rows, bounds, packed)
             arg.value = packed
             arg.ids = None
             if ids is not None:
@@ -343,6 +366,28 @@ class RecurrentGroupLayer(Layer):
                 grad = self.scratch("grad_" + o["name"], (rows.size, width))
                 grad[...] = 0
                 arg.grad = grad
+
+    def _gather_frames(self, o: dict, rows, bounds, packed):
+        """(ids or None, whether ids alone are gathered) of out-link ``o``, its frames' value
+        rows written to ``packed`` (time-major row ``i`` to ``packed[rows[i]]``)."""
+        value = self.scratch("out_" + o["name"], packed.shape)
+        ids = None
+        ids_only = bool(bounds) and _ids_only(self.frames[0].layers[o["layer"]].output)
+        for t, (a, b) in enumerate(bounds):
+            src = self.frames[t].layers[o["layer"]].output
+            if src.value is not None and not ids_only:
+                _check_rows(self.name, o["layer"], src.value.shape[0], b - a, t)
+                value[a:b] = src.value
+            if src.ids is not None:
+                if ids is None:
+                    ids = np.empty(rows.size, dtype=np.int64)
+                ids[a:b] = src.ids
+        packed[rows] = value
+        return ids, ids_only
+
+    def _in_tail(self, o: dict) -> bool:
+        """Whether out-link ``o`` came from the tail run once over every step this batch."""
+        return self.hoisted and o["layer"] in self.tail.layers
 
     # ---- backward ----
     def backward(self, callback=None) -> None:
@@ -389,16 +434,22 @@ class RecurrentGroupLayer(Layer):
                                                    arg.value.shape[1]))
             acc[...] = 0
             static_acc.append(acc)
+        frontier_grads = self._backward_tail(out_grads) if self.hoisted else []
+        steps = plan.batch.step_starts
         for t in reversed(range(plan.num_steps)):
             net = self.frames[t]
             n, lo, hi, _ = plan.frames[t]
             for o, (g, bounds) in zip(self.out_links, out_grads):
-                if g is None:
+                if g is None or self._in_tail(o):
                     continue
                 dst = writable_grad(net.layers[o["layer"]])
                 if dst is not None:
                     a, b = bounds[t]
                     dst += g[a:b]
+            for f, g in frontier_grads:
+                dst = writable_grad(net.layers[f])
+                if dst is not None:
+                    dst += g[steps[t]:steps[t + 1]]
             for k, link in enumerate(self.links):
                 if link_grads[k] is not None:
                     _, a, b, _ = self.plans[k].frames[t]
@@ -422,7 +473,7 @@ class RecurrentGroupLayer(Layer):
                 g[...] = 0
                 arg.grad = g
                 memories.append((m, g))
-            net.run_backward()
+            net.run_backward(whole=not self.hoisted)
             for k, g in statics:
                 static_acc[k][: g.shape[0]] += g
             for m, g in memories:
@@ -440,6 +491,26 @@ class RecurrentGroupLayer(Layer):
             dst = self.get_input_grad(s["input"])
             if dst is not None and static_acc[k] is not None:
                 dst[self._bufs[f"static{k}_rows"]] += static_acc[k]
+
+    def _backward_tail(self, out_grads: list) -> list:
+        """Backward through the tail run once over every step (:meth:`_forward_tail`): the
+        out-links' time-major gradients in; each frontier layer's (name, time-major rows of
+        gradient) out, for the frames."""
+        net = self.tail_net
+        for o, (g, _) in zip(self.out_links, out_grads):
+            if g is not None and self._in_tail(o):
+                dst = writable_grad(net.layers[o["layer"]])
+                if dst is not None:
+                    dst += g
+        grads = []
+        for f in self.tail.frontier:
+            arg = net.layers[f].output
+            g = self.scratch("frontiergrad_" + f, arg.value.shape)
+            g[...] = 0
+            arg.grad = g
+            grads.append((f, g))
+        net.run_backward()
+        return grads
 
     def _boot_backward(self, m: dict, g, plan: GroupPlan, callback) -> None:
         if m.get("boot") is not None:
@@ -470,3 +541,17 @@ def _check_rows(group: str, layer: str, got: int, want: int, t: int) -> None:
     if got != want:
         raise ValueError(f"recurrent group {group!r}: out-link {layer!r} has {got} rows at step "
                          f"{t}, expected {want} (one per active sample or in-link row)")
+
+
+def _row_wise(config) -> bool:
+    """Whether a step layer may run once over every step's rows (``Layer.row_wise``, with
+    no per-sequence activation and no dropout, whose masks would be drawn in another
+    order)."""
+    return (get_layer_class(config.type).variant(config).row_wise
+            and config.active_type != "sequence_softmax" and not config.drop_rate)
+
+
+def _one_row_each(arg: Argument, n: int) -> bool:
+    """Whether a frontier layer's step output is a plain row per active sample."""
+    return (arg.value is not None and arg.ids is None and arg.seq_starts is None
+            and arg.value.shape[0] == n)
