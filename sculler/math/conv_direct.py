@@ -34,7 +34,7 @@ import numpy as np
 
 from sculler.math.jit import compilable, numba_available
 from sculler.math.openblas import shorten_thread_spin
-from sculler.math.parallel import run_ranges, threads
+from sculler.math.parallel import run_ranges, scratch, threads
 
 BLOCKS = (32, 48, 64, 80, 96)  # positions per register block (4 * BL / 16 <= 24 vectors)
 
@@ -82,6 +82,17 @@ def _span(positions: int, last_tap: int) -> tuple[int, int]:
     the position) reads."""
     block = _block(positions)
     return block, -(-positions // block) * block + last_tap
+
+
+def _convolve(lo: int, hi: int, src, grid, top: int, left: int, wq: int, plane: int, sy: int,
+              sx: int, w, offs, bias, out, accumulate: bool, compute: bool, bl: int) -> None:
+    """The compiled ``conv`` over the images ``[lo, hi)`` with the calling thread's buffer of
+    sums (``parallel.scratch``: nothing batch-sized is allocated per call)."""
+    kernels = _kernels()
+    rows, span = kernels.sums_shape(w.shape[0], out.shape[2], wq, bl) if compute else (0, 0)
+    sums = scratch(rows * span, out.dtype, slot="conv_sums").reshape(rows, span)
+    kernels.conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out,
+                 accumulate, compute, bl, sums)
 
 
 def filter_blocks(w, out):
@@ -242,7 +253,7 @@ class DirectConv:
         b[:] = 0
         if bias is not None:
             b[:f] = bias.reshape(-1)
-        run_ranges(_kernels().conv, n, x, grid, *self.padding, g.wq, g.plane, sy, sx, wk,
+        run_ranges(_convolve, n, x, grid, *self.padding, g.wq, g.plane, sy, sx, wk,
                    g.offs, b, out, accumulate, True, g.block)
 
     def backward(self, dy, w, grad_w=None, beta_w: float = 0.0, grad_x=None,
@@ -269,7 +280,7 @@ class DirectConv:
             zero[:] = 0
             if grad_x is not None and beta_x not in (0.0, 1.0):
                 grad_x *= beta_x
-            run_ranges(_kernels().conv, n, dy, dy_grid, *g.dx_pad, g.dx_wq, g.dx_row, 1, 1, wt,
+            run_ranges(_convolve, n, dy, dy_grid, *g.dx_pad, g.dx_wq, g.dx_row, 1, 1, wt,
                        g.dx_offs, zero, grad_x if grad_x is not None else dy, beta_x != 0.0,
                        grad_x is not None, g.dx_block)
         if grad_w is not None:
@@ -299,7 +310,7 @@ class DirectConv:
                                    self._buf(f"wt{ry}{rx}", (_rows(c) // 4, ph.jy * ph.jx, f, 4),
                                              w.dtype))
                 grid = self._buf(f"dy{ry}{rx}", (f, n, ph.plane), dy.dtype)
-                run_ranges(_kernels().conv, n, dy, grid, ph.top, ph.left, ph.wq, ph.plane, 1, 1,
+                run_ranges(_convolve, n, dy, grid, ph.top, ph.left, ph.wq, ph.plane, 1, 1,
                            wt, ph.offs, zero, view, beta != 0.0, True, ph.block)
 
     def _filter_grad(self, dy, g: Geometry, dy_grid, out, beta: float) -> None:

@@ -8,7 +8,6 @@ and convolved by the same thread, from its cache)."""
 from __future__ import annotations
 
 import numba
-import numpy as np
 from numba import literally, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -34,14 +33,13 @@ def stack_array(typingctx, size, dtype):
 
 @njit(**OPTS)
 def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, accumulate,
-         compute, bl):
+         compute, bl, sums):
     """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`), then,
-    when ``compute``, :func:`conv_image` into a grid of sums (one image's, reused: it stays in
-    the cache) with ``bl`` positions a register block (one of ``conv_direct.BLOCKS``, each
-    compiled as its own specialisation: the stack array needs literal sizes, written out as
-    ``FB * bl`` with ``FB`` = 4), and :func:`store_image` of those sums into ``out``."""
-    span = (out.shape[2] * wq + bl - 1) // bl * bl if compute else 0
-    sums = np.empty((w.shape[0] * FB, span), grid.dtype)
+    when ``compute``, :func:`conv_image` into ``sums`` (one image's grid of sums, the calling
+    thread's: it stays in the cache; :func:`sums_shape`) with ``bl`` positions a register
+    block (one of ``conv_direct.BLOCKS``, each compiled as its own specialisation: the stack
+    array needs literal sizes, written out as ``FB * bl`` with ``FB`` = 4), and
+    :func:`store_image` of those sums into ``out``."""
     for n in range(lo, hi):
         pad_image(src, grid, n, top, left, wq, plane, sy, sx)
         if not compute:
@@ -57,6 +55,12 @@ def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, ac
         else:
             conv_image(n, grid, w, offs, bias, sums, 96, 384)
         store_image(sums, out, n, wq, accumulate)
+
+
+def sums_shape(filter_blocks: int, out_rows: int, wq: int, bl: int) -> tuple[int, int]:
+    """The shape of :func:`conv`'s ``sums``: a row per filter (of whole register blocks of
+    filters), the output rows' grid positions in whole blocks of ``bl``."""
+    return filter_blocks * FB, -(-out_rows * wq // bl) * bl
 
 
 @njit(**OPTS)
