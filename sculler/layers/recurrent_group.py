@@ -409,7 +409,7 @@ class RecurrentGroupLayer(Layer):
         out_grads = []
         for o, (rows, bounds) in zip(self.out_links, self.layouts):
             arg = self.extra_outputs[o["name"]]
-            if arg.grad is None:  # ids only: nothing flows back
+            if arg.grad is None or self._in_tail(o):  # ids only; or the tail's, taken there
                 out_grads.append((None, bounds))
                 continue
             g = self.scratch("outgrad_" + o["name"], arg.grad.shape)
@@ -434,7 +434,7 @@ class RecurrentGroupLayer(Layer):
                                                    arg.value.shape[1]))
             acc[...] = 0
             static_acc.append(acc)
-        frontier_grads = self._backward_tail(out_grads) if self.hoisted else []
+        frontier_grads = self._backward_tail() if self.hoisted else []
         steps = plan.batch.step_starts
         for t in reversed(range(plan.num_steps)):
             net = self.frames[t]
@@ -492,16 +492,20 @@ class RecurrentGroupLayer(Layer):
             if dst is not None and static_acc[k] is not None:
                 dst[self._bufs[f"static{k}_rows"]] += static_acc[k]
 
-    def _backward_tail(self, out_grads: list) -> list:
+    def _backward_tail(self) -> list:
         """Backward through the tail run once over every step (:meth:`_forward_tail`): the
         out-links' time-major gradients in; each frontier layer's (name, time-major rows of
         gradient) out, for the frames."""
         net = self.tail_net
-        for o, (g, _) in zip(self.out_links, out_grads):
-            if g is not None and self._in_tail(o):
-                dst = writable_grad(net.layers[o["layer"]])
-                if dst is not None:
-                    dst += g
+        for o, (rows, _) in zip(self.out_links, self.layouts):
+            arg, layer = self.extra_outputs[o["name"]], net.layers.get(o["layer"])
+            if not self._in_tail(o) or arg.grad is None or layer.output.grad is None:
+                continue
+            if layer.grad_unwritten:  # taken time-major straight into the layer's gradient
+                np.take(arg.grad, rows, axis=0, out=layer.output.grad)
+                layer.grad_unwritten = False
+            else:
+                layer.output.grad += arg.grad[rows]
         grads = []
         for f in self.tail.frontier:
             arg = net.layers[f].output
