@@ -140,7 +140,8 @@ class Layer:
     # the Network then does not require its forward to call forward_activation()
     uses_act_inside: ClassVar[bool] = False
     # each output row depends only on the same row of the inputs (an fc): a recurrent
-    # group may then run the layer once over every step's rows (core/recurrent_group.py)
+    # group may then run the layer once over every step's rows (core/recurrent_group.py);
+    # a layer for which it depends on the config overrides is_row_wise
     row_wise: ClassVar[bool] = False
 
     # ---- config time: sizes and parameter shapes, shared by every front end ----
@@ -166,6 +167,12 @@ class Layer:
                 f"{size}; drop size or fix it"
             )
         return size
+
+    @classmethod
+    def is_row_wise(cls, config: LayerConfig) -> bool:
+        """Whether each output row of ``config`` depends only on the same rows of its inputs
+        (``row_wise``, unless the kind of computation depends on the config)."""
+        return cls.row_wise
 
     @classmethod
     def variant(cls, config: LayerConfig) -> type[Layer]:

@@ -42,6 +42,8 @@ class _Unary(Layer):
 class SlopeInterceptLayer(_Unary):
     """``y = slope * x + intercept`` (attrs ``slope``, ``intercept``); ``dx += slope * dy``."""
 
+    row_wise = True
+
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x = self._x()

@@ -63,6 +63,8 @@ class _WeightedBy(_Pair):
 class ScalingLayer(_WeightedBy):
     """``y_i = w_i * x_i``; ``dw_i += <x_i, dy_i>``, ``dx_i += w_i * dy_i``."""
 
+    row_wise = True
+
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         w, x, out = self._reserve()

@@ -24,6 +24,8 @@ from sculler.math.parallel import run_ranges
 class ConcatLayer(Layer):
     """``y = f([x_1, x_2, ...] + b)``: inputs side by side; width is the sum of input widths."""
 
+    row_wise = True
+
     @classmethod
     def infer_size(cls, config, inputs):
         return sum(inp.size for inp in inputs)
@@ -57,6 +59,7 @@ class AddtoLayer(Layer):
     shortcut sum feeds the next convolution)."""
 
     first_write = True
+    row_wise = True
     _relu_kernels = None
 
     def _compiled_relu(self, values, out):

@@ -107,6 +107,9 @@ def _weight_shape(kind: str, attrs: dict, in_size: int, size: int) -> tuple | No
 KINDS = ("full_matrix", "trans_full_matrix", "table", "identity", "dotmul", "scaling",
          "context", "conv", "dotmul_operator", "conv_operator", "operand", "slice")
 OPERATORS = ("dotmul_operator", "conv_operator")
+# the kinds whose output row reads only the same rows of dense inputs (see Layer.row_wise)
+ROW_WISE_KINDS = frozenset(("full_matrix", "trans_full_matrix", "identity", "dotmul", "scaling",
+                            "dotmul_operator", "operand", "slice"))
 
 
 def _padding_rows(attrs: dict, seq_starts, batch: int, xp):
@@ -125,6 +128,12 @@ def _padding_rows(attrs: dict, seq_starts, batch: int, xp):
 @register_layer("mixed")
 class MixedLayer(ConvTerms, Layer):
     """Sum of projections/operators of its inputs plus an optional bias (see module doc)."""
+
+    @classmethod
+    def is_row_wise(cls, config) -> bool:
+        """Row-wise when every projection and operator is (not a table of ids, a context
+        window, a convolution)."""
+        return all(ic.attrs.get("proj") in ROW_WISE_KINDS for ic in config.inputs)
 
     @classmethod
     def _kinds(cls, config) -> list[str]:

@@ -548,10 +548,10 @@ def _check_rows(group: str, layer: str, got: int, want: int, t: int) -> None:
 
 
 def _row_wise(config) -> bool:
-    """Whether a step layer may run once over every step's rows (``Layer.row_wise``, with
+    """Whether a step layer may run once over every step's rows (``Layer.is_row_wise``, with
     no per-sequence activation and no dropout, whose masks would be drawn in another
     order)."""
-    return (get_layer_class(config.type).variant(config).row_wise
+    return (get_layer_class(config.type).variant(config).is_row_wise(config)
             and config.active_type != "sequence_softmax" and not config.drop_rate)
 
 

@@ -82,6 +82,46 @@ def test_tail_of_two_layers_and_a_frame_out_link_equal_step_by_step(reverse, mon
     assert_same(got, ref)
 
 
+def test_a_tail_of_mixed_addto_concat_and_slope_intercept_equals_step_by_step(monkeypatch):
+    """The v1 configs' output layers: a mixed layer of a full-matrix and a dot-mul projection,
+    summed, shifted and joined side by side with the state, all run once."""
+    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3))
+
+    def step(ipt):
+        mem = paddle.layer.memory(name="h", size=H)
+        h = paddle.layer.fc(input=[ipt, mem], size=H, name="h", act=paddle.activation.Tanh())
+        projected = paddle.layer.mixed(
+            size=H, input=[paddle.layer.full_matrix_projection(input=h),
+                           paddle.layer.dotmul_projection(input=h)],
+            act=paddle.activation.Sigmoid(), bias_attr=True)
+        summed = paddle.layer.addto(input=[projected, h], act=paddle.activation.Relu())
+        shifted = paddle.layer.slope_intercept(input=summed, slope=2.0, intercept=0.5)
+        return paddle.layer.concat(input=[shifted, projected])
+
+    out = paddle.layer.recurrent_group(name="g", step=step, input=x)
+    rng = np.random.RandomState(4)
+    args = {"x": Argument(value=rng.uniform(-1, 1, (18, 3)), seq_starts=STARTS)}
+    ref = run([out], args, False, monkeypatch)
+    got = run([out], args, True, monkeypatch)
+    group = groups(got[0])[0]
+    assert group.hoisted and len(group.tail.layers) == 4
+    assert_same(got, ref)
+
+
+def test_mixed_layers_with_sequence_projections_stay_in_the_frames():
+    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3))
+
+    def step(ipt):
+        mem = paddle.layer.memory(name="h", size=H)
+        h = paddle.layer.fc(input=[ipt, mem], size=H, name="h")
+        return paddle.layer.mixed(size=3 * H, input=paddle.layer.context_projection(
+            input=h, context_len=3))
+
+    out = paddle.layer.recurrent_group(name="g", step=step, input=x)
+    net = Network(paddle.topology.Topology(out).proto(), ParameterSet())
+    assert groups(net)[0].tail is None
+
+
 def attention_decoder():
     """The seq2seq chapter's decoder (simple_attention, gru_step, softmax projection)."""
     src = paddle.layer.data(name="src", type=D.integer_value_sequence(20))
