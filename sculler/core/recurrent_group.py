@@ -244,7 +244,7 @@ def split_tail(model: ModelConfig, memory_links: list[str],
     for lc in model.layers:
         for name in lc.input_layer_names:
             consumers.setdefault(name, []).append(lc.name)
-    while True:  # a layer that a frame still runs needs its inputs in the frame
+    while True:  # a layer that a layer of the frames reads must run in the frames too
         inside = {n for n in tail if all(c in tail for c in consumers.get(n, []))}
         if inside == tail:
             break
