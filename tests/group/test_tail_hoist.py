@@ -29,6 +29,13 @@ def groups(net):
     return [la for la in net.order if isinstance(la, RecurrentGroupLayer)]
 
 
+def built_group(step) -> RecurrentGroupLayer:
+    """The group layer of a network of ``step`` over a dense sequence ``x``, built."""
+    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3))
+    out = paddle.layer.recurrent_group(name="g", step=step, input=x)
+    return groups(Network(paddle.topology.Topology(out).proto(), ParameterSet()))[0]
+
+
 def run(outputs, args, hoist: bool, monkeypatch, seed: int = 4):
     """(network, output values, parameter gradients, dense data gradients) with the tail
     hoisted or run in the frames; the gradient of output ``k`` is ``k + 1`` times a fixed
@@ -109,17 +116,13 @@ def test_a_tail_of_mixed_addto_concat_and_slope_intercept_equals_step_by_step(mo
 
 
 def test_mixed_layers_with_sequence_projections_stay_in_the_frames():
-    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3))
-
     def step(ipt):
         mem = paddle.layer.memory(name="h", size=H)
         h = paddle.layer.fc(input=[ipt, mem], size=H, name="h")
         return paddle.layer.mixed(size=3 * H, input=paddle.layer.context_projection(
             input=h, context_len=3))
 
-    out = paddle.layer.recurrent_group(name="g", step=step, input=x)
-    net = Network(paddle.topology.Topology(out).proto(), ParameterSet())
-    assert groups(net)[0].tail is None
+    assert built_group(step).tail is None
 
 
 def attention_decoder():
@@ -184,18 +187,14 @@ def test_a_frontier_of_sequences_runs_the_tail_in_the_frames(monkeypatch):
     assert_same(got, ref)
 
 
-def test_memories_dropout_and_sequence_activations_stay_in_the_frames():
-    x = paddle.layer.data(name="x", type=D.dense_vector_sequence(3))
-
+def test_memories_and_dropout_stay_in_the_frames():
     def step(ipt):
         mem = paddle.layer.memory(name="m", size=H)
         m = paddle.layer.fc(input=[ipt, mem], size=H, name="m")
         dropped = paddle.layer.fc(input=m, size=2, layer_attr=paddle.attr.Extra(drop_rate=0.5))
         return [paddle.layer.fc(input=m, size=2), dropped]
 
-    out = paddle.layer.recurrent_group(name="g", step=step, input=x)
-    net = Network(paddle.topology.Topology(out).proto(), ParameterSet())
-    tail = groups(net)[0].tail
+    tail = built_group(step).tail
     assert tail is not None and tail.layers == {"__fc_layer_1__@g"}  # not m, not the dropout
 
 
