@@ -12,10 +12,10 @@ from numba import literally, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from sculler.math.jit import KERNEL_OPTIONS
+
 FB = 4  # filters per register block (the conv's body is written out for four)
 QB = 1024  # positions per cache chunk of the filter gradient
-
-OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
 
 
 @intrinsic
@@ -31,7 +31,7 @@ def stack_array(typingctx, size, dtype):
     return types.CPointer(dtype.dtype)(size, dtype), codegen
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, accumulate,
          compute, bl, sums):
     """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`), then,
@@ -63,7 +63,7 @@ def sums_shape(filter_blocks: int, out_rows: int, wq: int, bl: int) -> tuple[int
     return filter_blocks * FB, -(-out_rows * wq // bl) * bl
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def store_image(sums, out, n, wq, accumulate):
     """out[n, f, y, :] (+)= sums[f, y*wq : y*wq + width]: one image's sums, computed on the
     grid, without the positions past the output's width (row by row, vectorized)."""
@@ -79,7 +79,7 @@ def store_image(sums, out, n, wq, accumulate):
                     dst[x] = src[x]
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def conv_image(n, xflat, w, offs, bias, sums, bl, size):
     """sums[f, p] = bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] * xflat[c, n, p + offs[t]]
     for every grid position ``p`` of whole blocks (``w`` blocked by
@@ -120,14 +120,14 @@ def conv_image(n, xflat, w, offs, bias, sums, bl, size):
                     dst[i] = acc[k, i]
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx):
     """:func:`pad_image` for the images ``[lo, hi)``."""
     for n in range(lo, hi):
         pad_image(src, dst, n, top, left, wq, plane, sy, sx)
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
     """Lay ``src[n, c]`` padded by ``(top, left)`` into ``dst[c, n]``, split into ``sy*sx``
     stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
@@ -156,7 +156,7 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
                     d[row + (xx % sx) * plane + xx // sx] = src[n, c, y, x]
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
     """sums[p, f, c, t] = sum_{(n, q) in piece p} dyg[f, n, shift + q] * xflat[c, n, q + offs[t]]
     for the pieces ``[lo, hi)`` of ``sums.shape[0]`` equal pieces of the ``n * positions``
@@ -185,7 +185,7 @@ def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
             start += q_hi - q_lo
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def _filter_grad_chunk(xs, dyg, n, shift, offs, q0, qn, out, zero):
     """out[f, t] += sum_{q0 <= q < q0 + qn} dyg[f, n, shift + q] * xs[q + offs[t]] (one
     channel's row ``xs``)."""

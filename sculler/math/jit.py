@@ -11,6 +11,11 @@ import numpy as np
 
 from sculler.math.workspace import constant_array
 
+# how every compiled kernel is compiled: fast float math, no bounds checks (the callers pass
+# checked shapes), the GIL released (the kernels run on sculler.math.parallel's workers) and
+# the machine code cached on disk (numba compiles once per machine)
+KERNEL_OPTIONS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
+
 _state: dict[str, bool] = {}
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
+from sculler.math.jit import KERNEL_OPTIONS
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, y, relu):
     """For each channel ``c`` in ``[lo, hi)``, in one call (a thread's channels need no
     other's): the batch mean and variance (``E[x^2] - mean^2``, sums per image row in the
@@ -57,7 +57,7 @@ def forward(lo, hi, x, scale, bias, epsilon, zero, mean, var, inv_std, y, relu):
                     yr[i] = (xr[i] - mx) * kc + bc
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def backward(lo, hi, dy, x, mean, scale, inv_std, zero, g_bias, g_scale, dx, add, relu_out):
     """For each channel ``c`` in ``[lo, hi)``, in one call, with ``d = x - mean`` (as the
     forward computed it, in the data's dtype): ``g_bias = sum dy``,

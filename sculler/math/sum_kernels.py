@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from numba import njit
 
-OPTS = {"fastmath": True, "boundscheck": False, "nogil": True, "cache": True}
+from sculler.math.jit import KERNEL_OPTIONS
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def add_relu(lo, hi, a, b, out):
     """``out = max(a + b, 0)`` over ``[lo, hi)``."""
     zero = out.dtype.type(0)
@@ -19,7 +19,7 @@ def add_relu(lo, hi, a, b, out):
         out[i] = max(a[i] + b[i], zero)
 
 
-@njit(**OPTS)
+@njit(**KERNEL_OPTIONS)
 def relu_grad_into(lo, hi, y, dy, g0, add0, g1, add1):
     """``g = dy * (y > 0)`` over ``[lo, hi)``, written to (``add*`` False) or added to ``g0``
     and, when it is not empty, ``g1`` (which may be ``g0`` itself: then it gets ``g`` twice)."""
