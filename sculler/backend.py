@@ -120,10 +120,18 @@ def to_gpu(a: Any, what: str = "copying to the GPU") -> Any:
     return cupy.asarray(a)
 
 
+def to_place(a: Any, gpu: bool, what: str = "copying to the GPU") -> Any:
+    """``a`` on the GPU (``gpu``) or the host, copied only when it is elsewhere (without CuPy,
+    :func:`require_gpu`'s error naming ``what``)."""
+    if gpu == is_gpu_array(a):
+        return a
+    return to_gpu(a, what) if gpu else to_numpy(a)
+
+
 def to_device_of(a: Any, like: Any) -> Any:
     """``a`` on the device ``like`` lives on (host or GPU), copied only when it is not there:
     how state made for an array follows that array to another device."""
-    return _cupy().asarray(a) if is_gpu_array(like) else to_numpy(a)
+    return to_place(a, is_gpu_array(like))
 
 
 def get_default_dtype() -> np.dtype:

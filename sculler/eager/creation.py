@@ -17,8 +17,7 @@ from sculler.backend import (
     get_default_dtype,
     gpu_enabled,
     is_gpu_array,
-    to_gpu,
-    to_numpy,
+    to_place,
     xp,
 )
 from sculler.eager.device import wants_gpu
@@ -90,9 +89,7 @@ def to_tensor(data: Any, dtype: Any = None, place: Any = None,
             arr = arr.astype(get_default_dtype())
     if dtype is not None:
         arr = arr.astype(convert_dtype(dtype), copy=False)
-    if gpu != is_gpu_array(arr):
-        arr = to_gpu(arr, "to_tensor") if gpu else to_numpy(arr)
-    t = Tensor._from_array(arr)
+    t = Tensor._from_array(to_place(arr, gpu, "to_tensor"))
     t.stop_gradient = stop_gradient
     return t
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, get_default_dtype, is_gpu_array, to_gpu, to_numpy
+from sculler.backend import get_array_module, get_default_dtype, is_gpu_array, to_place
 from sculler.eager.device import CUDAPlace, check_same_device, wants_gpu
 from sculler.eager.engine import STATE, Node
 from sculler.eager.tensor import Tensor
@@ -757,10 +757,8 @@ def assign(x: Any, output: Tensor | None = None) -> Tensor:
 def _copy_across(x: Tensor, gpu: bool, what: str) -> Tensor:
     """A copy of x's data on the GPU (``gpu``) or the host that stays in the graph: the
     gradient flows back across the copy, converted to x's device (d copy(x)/dx = I)."""
-    a = x._array
-    if gpu:
-        return _make(to_gpu(a, what), (x,), lambda g: (to_numpy(g),), _OWNED_ONE)
-    return _make(to_numpy(a), (x,), lambda g: (to_gpu(g, what),), _OWNED_ONE)
+    return _make(to_place(x._array, gpu, what), (x,), lambda g: (to_place(g, not gpu, what),),
+                 _OWNED_ONE)
 
 
 _OWNED_ONE = (True,)  # a copy across devices is a new array

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_default_dtype, is_gpu_array, to_device_of, to_gpu, to_numpy
+from sculler.backend import get_default_dtype, to_device_of, to_place
 from sculler.eager.creation import convert_dtype
 from sculler.eager.device import wants_gpu
 from sculler.eager.tensor import Parameter, Tensor
@@ -271,8 +271,8 @@ class Layer:
 def _moved(array: Any, gpu: bool | None, dtype: np.dtype | None) -> Any:
     """``array`` on the GPU (``gpu`` True) or the host (False; None: where it is), floating
     arrays cast to ``dtype`` (None: kept)."""
-    if gpu is not None and gpu != is_gpu_array(array):
-        array = to_gpu(array, "Layer.to") if gpu else to_numpy(array)
+    if gpu is not None:
+        array = to_place(array, gpu, "Layer.to")
     if dtype is not None and array.dtype.kind == "f" and array.dtype != dtype:
         array = array.astype(dtype)
     return array
