@@ -128,26 +128,40 @@ def pad(lo, hi, src, dst, top, left, wq, plane, sy, sx):
 
 
 @njit(**KERNEL_OPTIONS)
+def fill_zero(d):
+    """d[:] = 0 as a loop from 0 (see :func:`pad_image`)."""
+    for i in range(d.shape[0]):
+        d[i] = 0
+
+
+@njit(**KERNEL_OPTIONS)
 def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
     """Lay ``src[n, c]`` padded by ``(top, left)`` into ``dst[c, n]``, split into ``sy*sx``
     stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
     ``plane`` long) at ``(Y // sy)*wq + X // sx``; zero everywhere else (borders, slack, rows
-    ``c >=`` the channels of ``src``). With stride 1 this is one plane of width ``wq``."""
+    ``c >=`` the channels of ``src``). With stride 1 this is one plane of width ``wq``.
+
+    The rows are copied by loops over slices, indexed from 0: an index such as ``start + x``
+    may be negative as far as numba knows, so it wraps it element by element and LLVM does
+    not vectorize; numba's slice assignment checks the arrays for overlap at each row. Either
+    made this 4-5x slower than a plain copy."""
     channels, h, w = src.shape[1], src.shape[2], src.shape[3]
     for c in range(dst.shape[0]):
         d = dst[c, n]
         if c >= channels:
-            d[:] = 0
+            fill_zero(d)
         elif sy == 1 and sx == 1:  # one pass: zeros between the rows, the rows in place
             end = 0
             for y in range(h):
                 start = (y + top) * wq + left
-                d[end:start] = 0
-                d[start:start + w] = src[n, c, y]
+                fill_zero(d[end:start])
+                row, dst_row = src[n, c, y], d[start:start + w]
+                for x in range(w):
+                    dst_row[x] = row[x]
                 end = start + w
-            d[end:] = 0
+            fill_zero(d[end:])
         else:
-            d[:] = 0
+            fill_zero(d)
             for y in range(h):
                 yy = y + top
                 row = (yy % sy) * sx * plane + (yy // sy) * wq
