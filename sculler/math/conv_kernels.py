@@ -160,14 +160,20 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
                     dst_row[x] = row[x]
                 end = start + w
             fill_zero(d[end:])
-        else:
+        else:  # each row's pixels of one x phase: a strided read, a contiguous write
             fill_zero(d)
             for y in range(h):
                 yy = y + top
                 row = (yy % sy) * sx * plane + (yy // sy) * wq
-                for x in range(w):
-                    xx = x + left
-                    d[row + (xx % sx) * plane + xx // sx] = src[n, c, y, x]
+                for rx in range(sx):
+                    x0 = (rx - left) % sx  # the first pixel of the row in phase rx
+                    if x0 >= w:
+                        continue
+                    pixels = src[n, c, y, x0::sx]
+                    start = row + rx * plane + (x0 + left) // sx
+                    dst_row = d[start:start + pixels.shape[0]]
+                    for j in range(pixels.shape[0]):
+                        dst_row[j] = pixels[j]
 
 
 @njit(**KERNEL_OPTIONS)
