@@ -7,10 +7,10 @@ place: an output block of ``FB`` filters x ``BL`` positions stays in vector regi
 the taps stream past it (``out[f, p] += w[f, c, t] * xpad[c, p + off[t]]``), so there is no
 unfolded copy and each weight load serves ``BL`` positions.
 
-Layout: an image ``(C, H, W)`` padded to ``(Hp, Wp)`` is stored flat per channel; output
-position ``(y, x)`` is computed at ``p = y*Wp + x``, where tap ``(ky, kx)`` reads
-``p + ky*Wp + kx``. The ``Wp - Wo`` positions per row past the output's width are computed
-and dropped. The three passes of a convolution all run on this grid:
+Layout: an image ``(C, H, W)`` padded to ``(Hp, Wp)`` is stored flat per channel, in rows of
+``Wq = W + pad`` (a row's right padding is the next row's left padding); output position
+``(y, x)`` is computed at ``p = y*Wq + x``, where tap ``(ky, kx)`` reads ``p + ky*Wq + kx``.
+The ``Wq - Wo`` positions per row past the output's width are computed and dropped. The three passes of a convolution all run on this grid:
 
 - forward: ``y = conv(pad(x), w) + b``;
 - input gradient: ``dx = conv(pad'(dy), flip(w)^T)``, with ``pad' = k - 1 - pad`` and the
@@ -180,9 +180,12 @@ class DirectConv:
     def _plane(self, h: int, w: int, pad, stride, out_rows: int) -> tuple[int, int, int]:
         """(grid width, plane length, block) of an ``(h, w)`` image padded by ``pad`` and split
         by ``stride``, for ``out_rows`` output rows: a plane holds the padded image and the
-        taps of the last block of positions."""
+        taps of the last block of positions. With stride 1 a row's right padding is the next
+        row's left padding (``wq = w + pad``: the taps past a row's end read the zeros that
+        start the next), so fewer computed positions fall past the output's width."""
         (kh, kw), (sy, sx) = self.kernel, stride
-        hq, wq = -(-(h + 2 * pad[0]) // sy), -(-(w + 2 * pad[1]) // sx)
+        hq = -(-(h + 2 * pad[0]) // sy)
+        wq = w + pad[1] if (sy, sx) == (1, 1) else -(-(w + 2 * pad[1]) // sx)
         block, reach = _span(out_rows * wq, (kh - 1) // sy * wq + (kw - 1) // sx)
         return wq, max(hq * wq, reach), block
 
