@@ -10,7 +10,8 @@ unfolded copy and each weight load serves ``BL`` positions.
 Layout: an image ``(C, H, W)`` padded to ``(Hp, Wp)`` is stored flat per channel, in rows of
 ``Wq = W + pad`` (a row's right padding is the next row's left padding); output position
 ``(y, x)`` is computed at ``p = y*Wq + x``, where tap ``(ky, kx)`` reads ``p + ky*Wq + kx``.
-The ``Wq - Wo`` positions per row past the output's width are computed and dropped. The three passes of a convolution all run on this grid:
+The ``Wq - Wo`` positions per row past the output's width are computed and dropped. The
+three passes of a convolution all run on this grid:
 
 - forward: ``y = conv(pad(x), w) + b``;
 - input gradient: ``dx = conv(pad'(dy), flip(w)^T)``, with ``pad' = k - 1 - pad`` and the
@@ -170,6 +171,11 @@ class DirectConv:
         self._xflat = None
         self._geom: Geometry | None = None
         self._out_shape: tuple[int, ...] = ()
+        # a strided 1x1 convolution without padding reads only the pixels of stride phase
+        # (0, 0): it runs as a stride-1 one on that subsampled view of the input
+        self._subsampled = (DirectConv((1, 1), (0, 0))
+                            if self.kernel == (1, 1) and self.padding == (0, 0)
+                            and self.stride != (1, 1) else None)
 
     def _buf(self, key: str, shape: tuple, dtype) -> np.ndarray:
         buf = self._bufs.get(key)
@@ -245,6 +251,10 @@ class DirectConv:
 
     def forward(self, x, w, out, bias=None, accumulate: bool = False) -> None:
         """``out (N, F, Ho, Wo)`` (+)= conv(x, w) + bias, ``w`` shaped ``(F, C, kh, kw)``."""
+        if self._subsampled is not None:
+            sy, sx = self.stride
+            self._subsampled.forward(x[:, :, ::sy, ::sx], w, out, bias, accumulate)
+            return
         f, c, kh, kw = w.shape
         (sy, sx), n = self.stride, x.shape[0]
         g = self._geom = self.geometry(x.shape[2:], out.shape[2:])
@@ -265,6 +275,9 @@ class DirectConv:
         kept by the last ``forward``) and the input gradient ``grad_x (N, C, H, W) =
         beta_x*grad_x + dx``, ``dx = conv(pad'(dy), flip(w)^T)`` with ``pad' = k - 1 - pad``
         (with a stride, phase by phase: :meth:`_strided_input_grad`); either may be None."""
+        if self._subsampled is not None:
+            self._subsampled_backward(dy, w, grad_w, beta_w, grad_x, beta_x)
+            return
         g = self._geom
         if g is None or dy.shape[2:] != self._out_shape or dy.shape[0] != self._xflat.shape[1]:
             raise ValueError(f"DirectConv.backward: dy {dy.shape} does not match the output of "
@@ -288,6 +301,22 @@ class DirectConv:
                        grad_x is not None, g.dx_block)
         if grad_w is not None:
             self._filter_grad(dy, g, dy_grid, grad_w, beta_w)
+
+    def _subsampled_backward(self, dy, w, grad_w, beta_w: float, grad_x, beta_x: float) -> None:
+        """:meth:`backward` of a strided 1x1 convolution: the stride-1 one's, whose input
+        gradient is that of the pixels of phase (0, 0), zero at the others."""
+        (sy, sx), grad_phase = self.stride, None
+        if grad_x is not None:
+            if beta_x not in (0.0, 1.0):
+                grad_x *= beta_x
+            if beta_x == 0.0:
+                for ry in range(sy):
+                    for rx in range(sx):
+                        if ry or rx:
+                            grad_x[:, :, ry::sy, rx::sx] = 0
+            grad_phase = grad_x[:, :, ::sy, ::sx]
+        self._subsampled.backward(dy, w, grad_w, beta_w, grad_phase,
+                                  0.0 if beta_x == 0.0 else 1.0)
 
     def _strided_input_grad(self, dy, w, out, beta: float) -> None:
         """``out = beta*out + dx`` for a stride, one stride phase of ``dx`` at a time (the

@@ -216,6 +216,10 @@ def _filter_grad_chunk(xs, dyg, n, shift, offs, q0, qn, out, zero):
         d2 = dyg[f0 + 2, n, shift + q0:shift + q0 + qn]
         d3 = dyg[f0 + 3, n, shift + q0:shift + q0 + qn]
         for t0 in range(0, taps, 3):
+            if t0 + 1 == taps:  # a last tap alone (a 1x1 kernel's only one): four sums
+                _filter_grad_tap(xs[q0 + offs[t0]:q0 + offs[t0] + qn], d0, d1, d2, d3, out,
+                                 f0, t0, zero)
+                continue
             ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
             xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
             xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
@@ -250,3 +254,20 @@ def _filter_grad_chunk(xs, dyg, n, shift, offs, q0, qn, out, zero):
                 out[f0 + 1, tc] += c1
                 out[f0 + 2, tc] += c2
                 out[f0 + 3, tc] += c3
+
+
+@njit(**KERNEL_OPTIONS)
+def _filter_grad_tap(xa, d0, d1, d2, d3, out, f0, t, zero):
+    """out[f0 + k, t] += sum_q dk[q] * xa[q] for the four filters ``k`` of a block and one tap
+    (a group of three would compute it three times)."""
+    a0 = a1 = a2 = a3 = zero
+    for q in range(xa.shape[0]):
+        v = xa[q]
+        a0 += d0[q] * v
+        a1 += d1[q] * v
+        a2 += d2[q] * v
+        a3 += d3[q] * v
+    out[f0, t] += a0
+    out[f0 + 1, t] += a1
+    out[f0 + 2, t] += a2
+    out[f0 + 3, t] += a3

@@ -61,7 +61,8 @@ def test_direct_equals_gemm_route(shape, dtype, rtol):
 # (N, C, F, H, W, k, pad, (sy, sx)): the stride splits the input into phase planes (a 1x1
 # kernel at stride 2 reaches one phase of four: the others' dx is zero)
 STRIDED = [(2, 3, 5, 7, 6, 3, 1, (2, 2)), (2, 6, 3, 11, 10, 5, 2, (3, 2)),
-           (2, 5, 4, 8, 8, 1, 0, (2, 2)), (1, 2, 6, 9, 13, 3, 0, (1, 2))]
+           (2, 5, 4, 8, 8, 1, 0, (2, 2)), (1, 2, 6, 9, 13, 3, 0, (1, 2)),
+           (2, 4, 3, 9, 7, 1, 0, (3, 2))]
 
 
 @pytest.mark.parametrize("shape", STRIDED)
@@ -87,6 +88,24 @@ def test_strided_forward_and_gradients(shape, dtype, rtol):
     added = np.ones_like(x)
     conv.backward(dy, w, grad_x=added, beta_x=1.0)  # and added to, phase by phase
     assert np.abs(added - 1 - gx_ref).max() <= rtol * np.abs(gx_ref).max()
+
+
+def test_strided_1x1_scaled_gradients():
+    """A strided 1x1 convolution runs as a stride-1 one on the subsampled input; scaled
+    gradients scale every phase of dx, the unread ones included."""
+    rng = np.random.RandomState(1)
+    x, w = rng.randn(2, 4, 7, 6), rng.randn(5, 4, 1, 1)
+    conv = conv_direct.DirectConv((1, 1), (0, 0), (2, 2))
+    y = np.ones((2, 5, 4, 3))
+    conv.forward(x, w, y, accumulate=True)
+    np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, 2, 0, 1), rtol=1e-12)
+    dy = rng.randn(*y.shape)
+    gw, gx = np.ones_like(w), np.ones_like(x)
+    conv.backward(dy, w, gw, 2.0, gx, 3.0)
+    np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, 2, 0, 1),
+                               rtol=1e-12)
+    np.testing.assert_allclose(gx, 3 + conv2d_backward_data(dy, w, x.shape, 2, 0, 1),
+                               rtol=1e-12)
 
 
 def test_accumulating_forward_and_scaled_gradients():
