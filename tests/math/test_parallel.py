@@ -197,3 +197,35 @@ def test_split_gate_first_check_sees_a_busy_machine_since_import(monkeypatch):
     monkeypatch.setattr(parallel, "_spare", [float("-inf"), True, (1000, 600, 5.0)])
     monkeypatch.setattr(parallel, "cpu_counters", lambda: (1040, 620, 5.0))
     assert not parallel._cpu_to_spare()
+
+
+def test_wait_for_sees_another_threads_flag_and_gives_up_after_its_rounds():
+    spin = pytest.importorskip("sculler.math.spin", reason="numba not installed")
+    flag = np.zeros(1, np.int64)
+    assert not spin.wait_for(flag, 1000)  # nobody sets it: the rounds run out
+    rounds = int(200_000 * spin.rounds_per_us())  # 200 ms, far more than the setter needs
+    setter = threading.Timer(0.01, lambda: flag.__setitem__(0, 1))
+    setter.start()
+    assert spin.wait_for(flag, rounds)
+    setter.join()
+
+
+@pytest.mark.parametrize("spin_us", [0.0, 300.0, 1e6])
+def test_split_results_and_errors_are_the_same_however_workers_wait(split, monkeypatch,
+                                                                     spin_us):
+    """Workers that sleep between tasks (0), spin a while (300 us) or spin past every gap
+    (1 s) hand over the same results and errors."""
+    monkeypatch.setattr(parallel, "SPIN_US", spin_us)
+    monkeypatch.setattr(parallel, "_spin_state", {})
+    if spin_us == 0.0:
+        assert parallel._spinner() is None
+    monkeypatch.setattr(parallel, "_workers", [])  # new workers, made with this setting
+    for _ in range(50):
+        a = np.arange(30, dtype=np.float64)
+        parallel.run(lambda x: np.multiply(x, 2, out=x), (a,))
+        assert (a == 2 * np.arange(30)).all()
+    with pytest.raises(ZeroDivisionError):
+        parallel.run(lambda x: 1 / 0, (np.zeros(30),))
+    b = np.zeros(30)
+    parallel.run(lambda x: np.add(x, 1, out=x), (b,))
+    assert (b == 1).all()
