@@ -90,43 +90,40 @@ def test_strided_forward_and_gradients(shape, dtype, rtol):
     assert np.abs(added - 1 - gx_ref).max() <= rtol * np.abs(gx_ref).max()
 
 
+def _accumulate_and_scale(conv, x, w, stride: int, pad: int, rng):
+    """Forward added to ones, gradients added to 2x and 3x ones: each equals the GEMM route's
+    in float64. Returns ``(dy, gx)``."""
+    y = np.ones(conv2d_forward(x, w, stride, pad, 1).shape)
+    conv.forward(x, w, y, accumulate=True)
+    np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, stride, pad, 1), rtol=1e-12)
+    dy = rng.randn(*y.shape)
+    gw, gx = np.ones_like(w), np.ones_like(x)
+    conv.backward(dy, w, gw, 2.0, gx, 3.0)
+    np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, stride, pad, 1),
+                               rtol=1e-12)
+    np.testing.assert_allclose(gx, 3 + conv2d_backward_data(dy, w, x.shape, stride, pad, 1),
+                               rtol=1e-12)
+    return dy, gx
+
+
 def test_strided_1x1_scaled_gradients():
     """A strided 1x1 convolution runs as a stride-1 one on the subsampled input; scaled
     gradients scale every phase of dx, the unread ones included."""
     rng = np.random.RandomState(1)
     x, w = rng.randn(2, 4, 7, 6), rng.randn(5, 4, 1, 1)
-    conv = conv_direct.DirectConv((1, 1), (0, 0), (2, 2))
-    y = np.ones((2, 5, 4, 3))
-    conv.forward(x, w, y, accumulate=True)
-    np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, 2, 0, 1), rtol=1e-12)
-    dy = rng.randn(*y.shape)
-    gw, gx = np.ones_like(w), np.ones_like(x)
-    conv.backward(dy, w, gw, 2.0, gx, 3.0)
-    np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, 2, 0, 1),
-                               rtol=1e-12)
-    np.testing.assert_allclose(gx, 3 + conv2d_backward_data(dy, w, x.shape, 2, 0, 1),
-                               rtol=1e-12)
+    _accumulate_and_scale(conv_direct.DirectConv((1, 1), (0, 0), (2, 2)), x, w, 2, 0, rng)
 
 
 def test_accumulating_forward_and_scaled_gradients():
     rng = np.random.RandomState(0)
     x, w = rng.randn(2, 4, 6, 6), rng.randn(8, 4, 3, 3)
     conv = conv_direct.DirectConv((3, 3), (1, 1))
-    y = np.ones((2, 8, 6, 6))
-    conv.forward(x, w, y, accumulate=True)
-    np.testing.assert_allclose(y, 1 + conv2d_forward(x, w, 1, 1, 1), rtol=1e-12)
-    dy = rng.randn(2, 8, 6, 6)
-    gw, gx = np.ones_like(w), np.ones_like(x)
-    conv.backward(dy, w, gw, 2.0, gx, 3.0)
-    np.testing.assert_allclose(gw, 2 + conv2d_backward_filter(x, dy, w.shape, 1, 1, 1),
-                               rtol=1e-12)
-    np.testing.assert_allclose(gx, 3 + conv2d_backward_data(dy, w, x.shape, 1, 1, 1),
-                               rtol=1e-12)
+    dy, gx = _accumulate_and_scale(conv, x, w, 1, 1, rng)
     gx_only = np.zeros_like(x)
     conv.backward(dy, w, grad_x=gx_only)
     np.testing.assert_allclose(gx_only, gx - 3, rtol=1e-12)
     with pytest.raises(ValueError, match="does not match the output of the last forward"):
-        conv.backward(rng.randn(2, 8, 7, 7), w, gw)
+        conv.backward(rng.randn(2, 8, 7, 7), w, np.ones_like(w))
 
 
 @pytest.mark.parametrize("stride,padding,dilation,groups", [
