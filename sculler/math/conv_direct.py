@@ -38,6 +38,7 @@ from sculler.math.openblas import shorten_thread_spin
 from sculler.math.parallel import run_ranges, scratch, threads
 
 BLOCKS = (32, 48, 64, 80, 96)  # positions per register block (4 * BL / 16 <= 24 vectors)
+TAIL = 112  # zero floats past a grid row's reach: a register block and a vector
 
 _state: dict[str, Any] = {}
 
@@ -190,10 +191,26 @@ class DirectConv:
         row's left padding (``wq = w + pad``: the taps past a row's end read the zeros that
         start the next), so fewer computed positions fall past the output's width."""
         (kh, kw), (sy, sx) = self.kernel, stride
-        hq = -(-(h + 2 * pad[0]) // sy)
-        wq = w + pad[1] if (sy, sx) == (1, 1) else -(-(w + 2 * pad[1]) // sx)
+        if (sy, sx) == (1, 1):  # an image's bottom padding is the next one's top padding
+            wq = w + pad[1]
+            block, _ = _span(out_rows * wq, (kh - 1) * wq + kw - 1)
+            return wq, (h + pad[0]) * wq, block
+        hq, wq = -(-(h + 2 * pad[0]) // sy), -(-(w + 2 * pad[1]) // sx)
         block, reach = _span(out_rows * wq, (kh - 1) // sy * wq + (kw - 1) // sx)
         return wq, max(hq * wq, reach), block
+
+    def _grid(self, key: str, rows: int, n: int, size: int, reach: int, dtype) -> np.ndarray:
+        """``(rows, n*size + tail)``: each row holds ``n`` images of ``size`` floats end to end,
+        then a zero tail for the taps and register blocks that ``reach`` past the last one
+        (with stride 1 a plane ends at its image's last row: the next image's first rows are
+        its bottom padding, and the tail the last image's). A new grid starts all zeros: an
+        image's padding rows are read by the previous image's taps before (or while) this one
+        is laid out, and are only ever written zeros."""
+        shape = (rows, n * size + reach + TAIL)
+        grid = self._bufs.get(key)
+        if grid is None or grid.shape != shape or grid.dtype != dtype:
+            grid = self._bufs[key] = np.zeros(shape, dtype)
+        return grid
 
     def _offsets(self, wq: int, plane: int, stride) -> np.ndarray:
         (kh, kw), (sy, sx) = self.kernel, stride
@@ -259,7 +276,8 @@ class DirectConv:
         (sy, sx), n = self.stride, x.shape[0]
         g = self._geom = self.geometry(x.shape[2:], out.shape[2:])
         self._out_shape = tuple(out.shape[2:])
-        grid = self._xflat = self._buf("x", (c, n, sy * sx * g.plane), x.dtype)
+        grid = self._xflat = self._grid("x", c, n, sy * sx * g.plane, self._reach(g), x.dtype)
+        self._images = n
         wk = filter_blocks(w.reshape(f, c, kh * kw), self._buf("w", (_rows(f) // 4, kh * kw,
                                                                      c, 4), w.dtype))
         b = self._buf("b", (_rows(f),), w.dtype)
@@ -279,7 +297,7 @@ class DirectConv:
             self._subsampled_backward(dy, w, grad_w, beta_w, grad_x, beta_x)
             return
         g = self._geom
-        if g is None or dy.shape[2:] != self._out_shape or dy.shape[0] != self._xflat.shape[1]:
+        if g is None or dy.shape[2:] != self._out_shape or dy.shape[0] != self._images:
             raise ValueError(f"DirectConv.backward: dy {dy.shape} does not match the output of "
                              "the last forward")
         f, c, kh, kw = w.shape
@@ -289,7 +307,7 @@ class DirectConv:
             grad_x = None
         dy_grid = None
         if grad_x is not None or (grad_w is not None and g.shift is not None):
-            dy_grid = self._buf("dy_pad", (f, n, g.dx_row), dy.dtype)
+            dy_grid = self._grid("dy_pad", f, n, g.dx_row, self._reach(g), dy.dtype)
             wt = filter_blocks(w.reshape(f, c, kh * kw)[:, :, ::-1].transpose(1, 0, 2),
                                self._buf("wt", (_rows(c) // 4, kh * kw, f, 4), w.dtype))
             zero = self._buf("zero", (_rows(c),), w.dtype)
@@ -341,31 +359,35 @@ class DirectConv:
                 wt = filter_blocks(sub.reshape(f, c, ph.jy * ph.jx).transpose(1, 0, 2),
                                    self._buf(f"wt{ry}{rx}", (_rows(c) // 4, ph.jy * ph.jx, f, 4),
                                              w.dtype))
-                grid = self._buf(f"dy{ry}{rx}", (f, n, ph.plane), dy.dtype)
+                grid = self._grid(f"dy{ry}{rx}", f, n, ph.plane, 0, dy.dtype)
                 run_ranges(_convolve, n, dy, grid, ph.top, ph.left, ph.wq, ph.plane, 1, 1,
                            wt, ph.offs, zero, view, beta != 0.0, True, ph.block)
+
+    def _reach(self, g: Geometry) -> int:
+        """How far past a grid's last image the stride-1 taps read (the farthest tap offset
+        of either pass, and the input gradient's shift)."""
+        return int(max(g.offs.max(), 0 if g.dx_offs is None else g.dx_offs.max()))
 
     def _filter_grad(self, dy, g: Geometry, dy_grid, out, beta: float) -> None:
         f, n = dy.shape[1], dy.shape[0]
         f4, xflat = _rows(f), self._xflat
-        length = xflat.shape[2]
         pieces = 2 * threads()  # each thread's share in a few pieces, taken in turn
         sums = self._buf("dw", (pieces, f4, out.shape[1], out[0, 0].size), dy.dtype)
         if self.stride == (1, 1):
             if g.shift is not None and f4 == f:  # the input gradient's padded dy, moved
                 dyg, shift = dy_grid, g.shift
             else:  # dy on the input's grid
-                dyg, shift = self._buf("dy", (f4, n, length), dy.dtype), 0
-                run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, length, 1, 1)
-            # images end to end, one long row
-            dyg, xflat = dyg.reshape(f4, 1, n * length), xflat.reshape(-1, 1, n * length)
-            positions = n * length - int(g.offs.max())
+                dyg, shift = self._grid("dy", f4, n, g.plane, self._reach(g), dy.dtype), 0
+                run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, g.plane, 1, 1)
+            # the images end to end, one long row: its positions are all the planes'
+            images, positions, x_size, dy_size = 1, n * g.plane, 0, 0
         else:  # dy on the output grid of the phase planes, image by image
-            positions, shift = dy.shape[2] * g.wq, 0
-            dyg = self._buf("dy", (f4, n, positions), dy.dtype)
+            images, positions, shift = n, dy.shape[2] * g.wq, 0
+            x_size, dy_size = self.stride[0] * self.stride[1] * g.plane, positions
+            dyg = self._grid("dy", f4, n, positions, 0, dy.dtype)
             run_ranges(_kernels().pad, n, dy, dyg, 0, 0, g.wq, positions, 1, 1)
-        run_ranges(_kernels().filter_grad, pieces, xflat, dyg, shift, g.offs, positions, sums,
-                   dy.dtype.type(0), chunks=1)
+        run_ranges(_kernels().filter_grad, pieces, xflat, dyg, shift, g.offs, positions, images,
+                   x_size, dy_size, sums, dy.dtype.type(0), chunks=1)
         total = np.sum(sums, axis=0, out=self._buf("dw_total", sums.shape[1:], dy.dtype))
         if beta == 0.0:
             out[...] = total[:f].reshape(out.shape)

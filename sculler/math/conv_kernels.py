@@ -34,26 +34,27 @@ def stack_array(typingctx, size, dtype):
 @njit(**KERNEL_OPTIONS)
 def conv(lo, hi, src, grid, top, left, wq, plane, sy, sx, w, offs, bias, out, accumulate,
          compute, bl, sums):
-    """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`), then,
-    when ``compute``, :func:`conv_image` into ``sums`` (one image's grid of sums, the calling
-    thread's: it stays in the cache; :func:`sums_shape`) with ``bl`` positions a register
-    block (one of ``conv_direct.BLOCKS``, each compiled as its own specialisation: the stack
-    array needs literal sizes, written out as ``FB * bl`` with ``FB`` = 4), and
-    :func:`store_image` of those sums into ``out``."""
+    """For the images ``[lo, hi)``: lay ``src`` out in ``grid`` (:func:`pad_image`: image
+    ``n`` at ``grid[c, n*sy*sx*plane:]``), then, when ``compute``, :func:`conv_image` into
+    ``sums`` (one image's grid of sums, the calling thread's: it stays in the cache;
+    :func:`sums_shape`) with ``bl`` positions a register block (one of ``conv_direct.BLOCKS``,
+    each compiled as its own specialisation: the stack array needs literal sizes, written out
+    as ``FB * bl`` with ``FB`` = 4), and :func:`store_image` of those sums into ``out``."""
     for n in range(lo, hi):
         pad_image(src, grid, n, top, left, wq, plane, sy, sx)
         if not compute:
             continue
+        base = n * sy * sx * plane
         if bl == 32:
-            conv_image(n, grid, w, offs, bias, sums, 32, 128)
+            conv_image(base, grid, w, offs, bias, sums, 32, 128)
         elif bl == 48:
-            conv_image(n, grid, w, offs, bias, sums, 48, 192)
+            conv_image(base, grid, w, offs, bias, sums, 48, 192)
         elif bl == 64:
-            conv_image(n, grid, w, offs, bias, sums, 64, 256)
+            conv_image(base, grid, w, offs, bias, sums, 64, 256)
         elif bl == 80:
-            conv_image(n, grid, w, offs, bias, sums, 80, 320)
+            conv_image(base, grid, w, offs, bias, sums, 80, 320)
         else:
-            conv_image(n, grid, w, offs, bias, sums, 96, 384)
+            conv_image(base, grid, w, offs, bias, sums, 96, 384)
         store_image(sums, out, n, wq, accumulate)
 
 
@@ -80,8 +81,8 @@ def store_image(sums, out, n, wq, accumulate):
 
 
 @njit(**KERNEL_OPTIONS)
-def conv_image(n, xflat, w, offs, bias, sums, bl, size):
-    """sums[f, p] = bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] * xflat[c, n, p + offs[t]]
+def conv_image(base, xflat, w, offs, bias, sums, bl, size):
+    """sums[f, p] = bias[f] + sum_{c, t} w[f // FB, t, c, f % FB] * xflat[c, base + p + offs[t]]
     for every grid position ``p`` of whole blocks (``w`` blocked by
     :func:`conv_direct.filter_blocks`, rows past the filters zero), a block of FB filters by
     ``bl`` positions at a time (each tap a contiguous 1-D slice of a channel's row: a 2-D
@@ -104,9 +105,9 @@ def conv_image(n, xflat, w, offs, bias, sums, bl, size):
                 for i in range(bl):
                     acc[k, i] = b
             for c in range(channels):
-                row = xflat[c, n]
+                row = xflat[c]
                 for t in range(taps):
-                    xs = row[p0 + offs[t]:p0 + offs[t] + bl]
+                    xs = row[base + p0 + offs[t]:base + p0 + offs[t] + bl]
                     w0, w1, w2, w3 = w[fb, t, c, 0], w[fb, t, c, 1], w[fb, t, c, 2], w[fb, t, c, 3]
                     for i in range(bl):
                         v = xs[i]
@@ -136,8 +137,9 @@ def fill_zero(d):
 
 @njit(**KERNEL_OPTIONS)
 def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
-    """Lay ``src[n, c]`` padded by ``(top, left)`` into ``dst[c, n]``, split into ``sy*sx``
-    stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
+    """Lay ``src[n, c]`` padded by ``(top, left)`` into image ``n``'s part of ``dst[c]`` (its
+    ``sy*sx*plane`` floats from ``n*sy*sx*plane``; the row's tail is not touched), split into
+    ``sy*sx`` stride phases: padded pixel ``(Y, X)`` goes to plane ``(Y % sy)*sx + X % sx`` (each
     ``plane`` long) at ``(Y // sy)*wq + X // sx``; zero everywhere else (borders, slack, rows
     ``c >=`` the channels of ``src``). With stride 1 this is one plane of width ``wq``.
 
@@ -146,8 +148,9 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
     not vectorize; numba's slice assignment checks the arrays for overlap at each row. Either
     made this 4-5x slower than a plain copy."""
     channels, h, w = src.shape[1], src.shape[2], src.shape[3]
+    size = sy * sx * plane
     for c in range(dst.shape[0]):
-        d = dst[c, n]
+        d = dst[c, n * size:(n + 1) * size]
         if c >= channels:
             fill_zero(d)
         elif sy == 1 and sx == 1:  # one pass: zeros between the rows, the rows in place
@@ -177,20 +180,23 @@ def pad_image(src, dst, n, top, left, wq, plane, sy, sx):
 
 
 @njit(**KERNEL_OPTIONS)
-def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
-    """sums[p, f, c, t] = sum_{(n, q) in piece p} dyg[f, n, shift + q] * xflat[c, n, q + offs[t]]
-    for the pieces ``[lo, hi)`` of ``sums.shape[0]`` equal pieces of the ``n * positions``
-    image positions (the caller adds the pieces up), ``dyg`` zero at the dropped positions
-    (``shift`` lets the input gradient's padded ``dy`` serve where its grid is the input's,
-    moved). Cutting the positions, not the channels, lets each thread read its share of ``x``
-    and ``dy`` once: a thread given some of the channels would stream all of ``dy``. A stride-1
-    caller passes the batch as one row (images end to end: the taps that run into the next
-    image's grid meet zeros of ``dy``), so that the loops are long. Three taps by FB filters a
-    pass, twelve sums held in vector registers, over chunks of QB positions: a chunk of ``dy``
-    stays in the cache while every channel and filter block passes over it. ``zero`` is of
-    the arrays' dtype (a float64 sum of float32 products would keep LLVM from vectorizing)."""
+def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, images, x_size, dy_size, sums,
+                zero):
+    """sums[p, f, c, t] = sum_{(n, q) in piece p} dyg[f, n*dy_size + shift + q] *
+    xflat[c, n*x_size + q + offs[t]] for the pieces ``[lo, hi)`` of ``sums.shape[0]`` equal
+    pieces of the ``images * positions`` image positions (the caller adds the pieces up),
+    ``dyg`` zero at the dropped positions (``shift`` lets the input gradient's padded ``dy``
+    serve where its grid is the input's, moved). Cutting the positions, not the channels, lets
+    each thread read its share of ``x`` and ``dy`` once: a thread given some of the channels
+    would stream all of ``dy``. A stride-1 caller passes the batch as one image (the images'
+    planes end to end, each sharing its bottom padding with the next one's top: the taps of
+    the last one read the grids' zero tails), so that the loops are long. Three taps by FB
+    filters a pass, twelve sums held in vector registers, over chunks of QB positions: a chunk
+    of ``dy`` stays in the cache while every channel and filter block passes over it. ``zero``
+    is of the arrays' dtype (a float64 sum of float32 products would keep LLVM from
+    vectorizing)."""
     channels = xflat.shape[0]
-    n_pieces, total = sums.shape[0], xflat.shape[1] * positions
+    n_pieces, total = sums.shape[0], images * positions
     for p in range(lo, hi):
         sums[p] = 0
         start, stop = total * p // n_pieces, total * (p + 1) // n_pieces
@@ -200,21 +206,21 @@ def filter_grad(lo, hi, xflat, dyg, shift, offs, positions, sums, zero):
             q_hi = min(positions, q_lo + stop - start)
             for q0 in range(q_lo, q_hi, QB):
                 for c in range(channels):
-                    _filter_grad_chunk(xflat[c, n], dyg, n, shift, offs, q0,
+                    _filter_grad_chunk(xflat[c, n * x_size:], dyg, n * dy_size + shift, offs, q0,
                                        min(QB, q_hi - q0), sums[p, :, c], zero)
             start += q_hi - q_lo
 
 
 @njit(**KERNEL_OPTIONS)
-def _filter_grad_chunk(xs, dyg, n, shift, offs, q0, qn, out, zero):
-    """out[f, t] += sum_{q0 <= q < q0 + qn} dyg[f, n, shift + q] * xs[q + offs[t]] (one
-    channel's row ``xs``)."""
+def _filter_grad_chunk(xs, dyg, start, offs, q0, qn, out, zero):
+    """out[f, t] += sum_{q0 <= q < q0 + qn} dyg[f, start + q] * xs[q + offs[t]] (one
+    channel's row ``xs``, from its image's start)."""
     taps = offs.shape[0]
     for f0 in range(0, dyg.shape[0] // FB * FB, FB):
-        d0 = dyg[f0, n, shift + q0:shift + q0 + qn]
-        d1 = dyg[f0 + 1, n, shift + q0:shift + q0 + qn]
-        d2 = dyg[f0 + 2, n, shift + q0:shift + q0 + qn]
-        d3 = dyg[f0 + 3, n, shift + q0:shift + q0 + qn]
+        d0 = dyg[f0, start + q0:start + q0 + qn]
+        d1 = dyg[f0 + 1, start + q0:start + q0 + qn]
+        d2 = dyg[f0 + 2, start + q0:start + q0 + qn]
+        d3 = dyg[f0 + 3, start + q0:start + q0 + qn]
         for t0 in range(0, taps, 3):
             if t0 + 1 == taps:  # a last tap alone (a 1x1 kernel's only one): four sums
                 _filter_grad_tap(xs[q0 + offs[t0]:q0 + offs[t0] + qn], d0, d1, d2, d3, out,
