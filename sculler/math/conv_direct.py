@@ -7,11 +7,13 @@ place: an output block of ``FB`` filters x ``BL`` positions stays in vector regi
 the taps stream past it (``out[f, p] += w[f, c, t] * xpad[c, p + off[t]]``), so there is no
 unfolded copy and each weight load serves ``BL`` positions.
 
-Layout: an image ``(C, H, W)`` padded to ``(Hp, Wp)`` is stored flat per channel, in rows of
-``Wq = W + pad`` (a row's right padding is the next row's left padding); output position
-``(y, x)`` is computed at ``p = y*Wq + x``, where tap ``(ky, kx)`` reads ``p + ky*Wq + kx``.
-The ``Wq - Wo`` positions per row past the output's width are computed and dropped. The
-three passes of a convolution all run on this grid:
+Layout: an image ``(C, H, W)``, padded, is stored flat per channel, in rows of ``Wq = W + pad``
+(a row's right padding is the next row's left padding); a channel's row of the grid holds the
+batch's images end to end, ``(H + pad)*Wq`` floats each (an image's bottom padding rows are
+the next one's top padding), then a zero tail. Output position ``(y, x)`` is computed at
+``p = y*Wq + x`` from its image's start, where tap ``(ky, kx)`` reads ``p + ky*Wq + kx``. The
+``Wq - Wo`` positions per row past the output's width are computed and dropped. The three
+passes of a convolution all run on this grid:
 
 - forward: ``y = conv(pad(x), w) + b``;
 - input gradient: ``dx = conv(pad'(dy), flip(w)^T)``, with ``pad' = k - 1 - pad`` and the
