@@ -172,6 +172,7 @@ class DirectConv:
         self._bufs: dict[str, np.ndarray] = {}
         self._geometries: dict[tuple, Geometry] = {}
         self._xflat = None
+        self._images = 0  # the batch size of the last forward
         self._geom: Geometry | None = None
         self._out_shape: tuple[int, ...] = ()
         # a strided 1x1 convolution without padding reads only the pixels of stride phase
@@ -180,10 +181,12 @@ class DirectConv:
                             if self.kernel == (1, 1) and self.padding == (0, 0)
                             and self.stride != (1, 1) else None)
 
-    def _buf(self, key: str, shape: tuple, dtype) -> np.ndarray:
+    def _buf(self, key: str, shape: tuple, dtype, zeros: bool = False) -> np.ndarray:
+        """The buffer ``key``, reused while its shape and dtype stay (a new one is empty, or
+        all zeros with ``zeros``)."""
         buf = self._bufs.get(key)
         if buf is None or buf.shape != shape or buf.dtype != dtype:
-            buf = self._bufs[key] = np.empty(shape, dtype)
+            buf = self._bufs[key] = (np.zeros if zeros else np.empty)(shape, dtype)
         return buf
 
     def _plane(self, h: int, w: int, pad, stride, out_rows: int) -> tuple[int, int, int]:
@@ -208,11 +211,7 @@ class DirectConv:
         its bottom padding, and the tail the last image's). A new grid starts all zeros: an
         image's padding rows are read by the previous image's taps before (or while) this one
         is laid out, and are only ever written zeros."""
-        shape = (rows, n * size + reach + TAIL)
-        grid = self._bufs.get(key)
-        if grid is None or grid.shape != shape or grid.dtype != dtype:
-            grid = self._bufs[key] = np.zeros(shape, dtype)
-        return grid
+        return self._buf(key, (rows, n * size + reach + TAIL), dtype, zeros=True)
 
     def _offsets(self, wq: int, plane: int, stride) -> np.ndarray:
         (kh, kw), (sy, sx) = self.kernel, stride

@@ -226,7 +226,7 @@ def _filter_grad_chunk(xs, dyg, start, offs, q0, qn, out, zero):
                 _filter_grad_tap(xs[q0 + offs[t0]:q0 + offs[t0] + qn], d0, d1, d2, d3, out,
                                  f0, t0, zero)
                 continue
-            ta, tb, tc = t0, min(t0 + 1, taps - 1), min(t0 + 2, taps - 1)
+            ta, tb, tc = t0, t0 + 1, min(t0 + 2, taps - 1)
             xa = xs[q0 + offs[ta]:q0 + offs[ta] + qn]
             xb = xs[q0 + offs[tb]:q0 + offs[tb] + qn]
             xc = xs[q0 + offs[tc]:q0 + offs[tc] + qn]
@@ -250,11 +250,10 @@ def _filter_grad_chunk(xs, dyg, start, offs, q0, qn, out, zero):
             out[f0 + 1, ta] += a1
             out[f0 + 2, ta] += a2
             out[f0 + 3, ta] += a3
-            if t0 + 1 < taps:
-                out[f0, tb] += b0
-                out[f0 + 1, tb] += b1
-                out[f0 + 2, tb] += b2
-                out[f0 + 3, tb] += b3
+            out[f0, tb] += b0  # a group has two taps at least: a lone one went above
+            out[f0 + 1, tb] += b1
+            out[f0 + 2, tb] += b2
+            out[f0 + 3, tb] += b3
             if t0 + 2 < taps:
                 out[f0, tc] += c0
                 out[f0 + 1, tc] += c1

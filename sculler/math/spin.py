@@ -19,6 +19,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from sculler.math.jit import KERNEL_OPTIONS
+
 
 @intrinsic
 def _load_acquire(typingctx, flags):
@@ -34,7 +36,7 @@ def _load_acquire(typingctx, flags):
     return types.int64(flags), codegen
 
 
-@njit(nogil=True, cache=True)
+@njit(**KERNEL_OPTIONS)
 def wait_for(flags, rounds):
     """Whether ``flags[0]`` (an int64 array) became non-zero within ``rounds`` rounds."""
     for _ in range(rounds):
