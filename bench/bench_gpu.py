@@ -16,7 +16,7 @@ ratios (Sculler / PyTorch) are printed. A contender that fails is reported and t
 on; the exit status is then 1. Without CuPy and a CUDA device (or PyTorch with CUDA) it prints
 one line saying so and exits 0.
 
-Run: ``PYTHONPATH=. python bench/bench_gpu.py [--rounds 3] [--only mlp lstm]``
+Run: ``PYTHONPATH=. python bench/bench_gpu.py [--rounds 3] [--only mlp lstm] [--profile 25]``
 (``bench/gpu_check.sh`` runs it on the GPU machine).
 """
 
@@ -113,6 +113,20 @@ def seq2seq(args) -> dict[str, Callable[[], float]]:
             for name, make in makers.items()}
 
 
+def profile(name: str, contender: Callable[[], float], lines: int) -> None:
+    """One more run of ``contender`` under cProfile: the ``lines`` functions with the most
+    time of their own (where the time goes on the host, launches and waits included)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    contender()
+    prof.disable()
+    print(f"  -- profile of sculler on {name} (by own time) --", flush=True)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(lines)
+
+
 def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) -> bool:
     """Print one workload's medians and ratios; False when a contender failed."""
     rates: dict[str, list[float]] = {k: [] for k in contenders}
@@ -147,6 +161,9 @@ def main() -> int:
     ap.add_argument("--lenet-batches", type=int, default=50)
     ap.add_argument("--lstm-batches", type=int, default=5)
     ap.add_argument("--seq2seq-batches", type=int, default=10)
+    ap.add_argument("--profile", type=int, default=0, metavar="LINES",
+                    help="after each workload, profile one more Sculler run and print the "
+                         "LINES functions with the most own time")
     args = ap.parse_args()
     reason = missing_cuda()
     if reason is not None:
@@ -161,7 +178,10 @@ def main() -> int:
     builders = {"mlp": mlp, "lenet": lenet, "lstm": lstm, "seq2seq": seq2seq}
     ok = True
     for name in args.only or WORKLOADS:
-        ok = measure(name, builders[name](args), args.rounds) and ok
+        contenders = builders[name](args)
+        ok = measure(name, contenders, args.rounds) and ok
+        if args.profile:
+            profile(name, contenders["sculler"], args.profile)
     return 0 if ok else 1
 
 

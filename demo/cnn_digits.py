@@ -39,13 +39,14 @@ cost, predict = build()
 
 
 def main(num_passes: int = 25, batch_size: int = 64, seed: int = 1, verbose: bool = True,
-         checkpoint: str | None = None, logdir: str | None = None) -> float:
+         checkpoint: str | None = None, logdir: str | None = None,
+         use_gpu: bool = False) -> float:
     """Train for ``num_passes`` and return the final test accuracy (1 - classification error).
 
     ``checkpoint``: a file resumed from when it exists and saved every pass; ``logdir``:
     TensorBoard scalars are written there (both are what ``sculler train`` passes on).
     """
-    paddle.init(use_gpu=False, trainer_count=1, seed=seed)
+    paddle.init(use_gpu=use_gpu, trainer_count=1, seed=seed)
     paddle.layer.reset_names()
     cost, _ = build()
     parameters = paddle.parameters.create(cost)

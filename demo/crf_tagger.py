@@ -82,9 +82,9 @@ def token_accuracy(parameters) -> float:
     return float(np.mean(np.asarray(ids).reshape(-1) == truth))
 
 
-def main(num_passes: int = num_passes, verbose: bool = True) -> float:
+def main(num_passes: int = num_passes, verbose: bool = True, use_gpu: bool = False) -> float:
     """Train and return the test token accuracy."""
-    paddle.init(use_gpu=False, trainer_count=1, seed=1)
+    paddle.init(use_gpu=use_gpu, trainer_count=1, seed=1)
     parameters = paddle.parameters.create([cost, decoded])
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=optimizer,
                                  extra_layers=decoded)

@@ -52,9 +52,10 @@ def build(hidden: int = 64, num_classes: int = 10):
     return cost, predict
 
 
-def main(num_passes: int = 12, batch_size: int = 32, seed: int = 1, verbose: bool = True) -> float:
+def main(num_passes: int = 12, batch_size: int = 32, seed: int = 1, verbose: bool = True,
+         use_gpu: bool = False) -> float:
     """Train for ``num_passes`` and return the final test accuracy (1 - classification error)."""
-    paddle.init(use_gpu=False, trainer_count=1, seed=seed)
+    paddle.init(use_gpu=use_gpu, trainer_count=1, seed=seed)
     paddle.layer.reset_names()
     cost, _ = build()
     parameters = paddle.parameters.create(cost)

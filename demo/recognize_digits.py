@@ -26,14 +26,17 @@ optimizer = paddle.optimizer.Momentum(
 )
 
 
-def main(num_passes: int = num_passes) -> None:
-    paddle.init(use_gpu=False, trainer_count=1, seed=1)
+def main(num_passes: int = num_passes, use_gpu: bool = False) -> float:
+    """Train, print each pass's test figures and 5 predictions; return the test accuracy."""
+    paddle.init(use_gpu=use_gpu, trainer_count=1, seed=1)
+    accuracy = [0.0]
     parameters = paddle.parameters.create(cost)
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=optimizer)
 
     def event_handler(event):
         if isinstance(event, paddle.event.EndPass):
             result = trainer.test(reader=paddle.batch(test_reader, batch_size=batch_size))
+            accuracy[0] = 1.0 - result.metrics["classification_error_evaluator"]
             print(f"Pass {event.pass_id}, test cost {result.cost:.4f}, "
                   f"error {result.metrics['classification_error_evaluator']:.4f}")
 
@@ -45,6 +48,7 @@ def main(num_passes: int = num_passes) -> None:
     probs = paddle.infer(output_layer=predict, parameters=parameters,
                          input=[(x,) for x, _ in list(test_reader())[:5]])
     print("predicted labels of 5 test digits:", probs.argmax(axis=1))
+    return accuracy[0]
 
 
 if __name__ == "__main__":

@@ -158,6 +158,15 @@ def default_dtype(dtype: Any) -> Iterator[None]:
         _state["dtype"] = old
 
 
+def einsum_into(subscripts: str, *operands: Any, out: Any) -> Any:
+    """``einsum`` written into ``out`` on either device: NumPy's ``out=`` where the arrays are
+    on the host (no temporary), an assignment on the GPU (CuPy's einsum takes no ``out``)."""
+    if is_gpu_array(out):
+        out[...] = _cupy().einsum(subscripts, *operands)
+        return out
+    return np.einsum(subscripts, *operands, out=out)
+
+
 def to_numpy(a: Any) -> np.ndarray:
     """Bring an array to host memory as a numpy array."""
     if is_gpu_array(a):

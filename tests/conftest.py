@@ -39,6 +39,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report):
+    """With ``SCULLER_FAILURE_LOG`` set, each failure's report is appended to that file as it
+    happens, so a run stopped at a time limit (bench/gpu_check.sh) still leaves its failures."""
+    path = os.environ.get("SCULLER_FAILURE_LOG")
+    if path and report.failed:
+        with open(path, "a") as log:
+            log.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext}\n")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def checkout_stays_clean():
     before = _untracked()

@@ -117,10 +117,11 @@ def layer_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _reserve(buf, n: int, dtype):
-    """Grow-only flat buffer: reallocate only when more than its capacity is asked for."""
+def _reserve(buf, n: int, dtype, host: bool = False):
+    """Grow-only flat buffer (on the host with ``host``, else on the current device):
+    reallocate only when more than its capacity is asked for."""
     if buf is None or buf.size < n or buf.dtype != dtype:
-        return backend.xp().empty(max(n, 1), dtype=dtype)
+        return (np if host else backend.xp()).empty(max(n, 1), dtype=dtype)
     return buf
 
 
@@ -310,16 +311,39 @@ class Layer:
     def get_output_grad(self):
         return self.output.grad
 
-    def scratch(self, key: str, shape: tuple, dtype=None):
-        """A named grow-only work buffer of ``shape`` (contents undefined)."""
+    def scratch(self, key: str, shape: tuple, dtype=None, host: bool = False):
+        """A named grow-only work buffer of ``shape`` (contents undefined), on the current
+        device, or on the host with ``host`` (for maths that runs there on either device)."""
+        if host:
+            key = "host:" + key
         view = self._views.get(key)
         if view is not None and view.shape == shape and view.dtype == (dtype or self.dtype):
             return view  # the same request as last time: the same view
         dtype = np.dtype(dtype or self.dtype)
         n = math.prod(shape)
-        buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype)
+        buf = self._bufs[key] = _reserve(self._bufs.get(key), n, dtype, host)
         view = self._views[key] = buf[:n].reshape(shape)
         return view
+
+    def host_scratch(self, key: str, shape: tuple, dtype=None):
+        """:meth:`scratch` on the host whatever the device."""
+        return self.scratch(key, shape, dtype, host=True)
+
+    def host_part(self, key: str, grad):
+        """Where maths that runs on the host can ADD its share of ``grad``: ``grad`` itself
+        when it is a host array (or None), else a zeroed host buffer that
+        :meth:`add_host_part` then adds into ``grad`` on its device."""
+        if grad is None or not backend.is_gpu_array(grad):
+            return grad
+        part = self.host_scratch(key, grad.shape, grad.dtype)
+        part[...] = 0
+        return part
+
+    @staticmethod
+    def add_host_part(grad, part) -> None:
+        """``grad += part`` for a buffer from :meth:`host_part` (nothing when it is ``grad``)."""
+        if part is not None and part is not grad:
+            grad += backend.to_device_of(part, grad)
 
     def reserve_output(self, batch_size: int, size: int):
         """Size the output (and its zeroed gradient) for this batch, reusing memory: buffers
@@ -470,7 +494,7 @@ class Layer:
         if self.pass_type == PASS_GC:
             self._rng.seed(12345)
         mask = self.scratch("mask", value.shape)
-        mask[...] = self._rng.random_sample(value.shape) >= rate
+        mask[...] = backend.to_device_of(self._rng.random_sample(value.shape) >= rate, mask)
         value *= mask
 
     def __repr__(self) -> str:

@@ -100,7 +100,7 @@ class Parameter:
         """Unique rows the batch touched (sparse-update parameters)."""
         if not self.touched_rows:
             return np.zeros(0, dtype=np.int64)
-        return np.unique(np.concatenate([np.asarray(r).ravel() for r in self.touched_rows]))
+        return np.unique(np.concatenate([backend.to_numpy(r).ravel() for r in self.touched_rows]))
 
     def expect_users(self, n: int) -> None:
         """Start a batch: ``n`` layers will report their gradient contribution."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import einsum_into
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -212,7 +213,7 @@ class SquareError(CostLayer):
     def sample_cost(self, x, label_arg, out) -> None:
         diff = self.scratch("diff", x.shape)
         np.subtract(x, self._target(label_arg, x), out=diff)
-        np.einsum("ij,ij->i", diff, diff, out=out)
+        einsum_into("ij,ij->i", diff, diff, out=out)
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
         diff = self.scratch("diff", x.shape)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import get_array_module, to_device_of
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -37,7 +38,7 @@ def _dense_label(layer: CostLayer, label_arg, x):
             f"layer {layer.name!r} ({layer.type_name}): label ({layer.inputs[1].name!r}) must be "
             f"a dense value of shape {tuple(x.shape)}, got {label_arg.describe()}"
         )
-    return y
+    return to_device_of(y, x)
 
 
 @register_layer("multi_class_cross_entropy_with_selfnorm")
@@ -72,9 +73,10 @@ class MultiBinaryLabelCrossEntropy(CostLayer):
 
     def _hot(self, label_arg, x):
         if label_arg.ids is not None and label_arg.value is None:
-            ids = self.label_ids(label_arg, x.shape[1])
-            hot = np.zeros(x.shape, dtype=bool)
-            hot[np.arange(x.shape[0]), ids] = True
+            xp = get_array_module(x)
+            ids = to_device_of(self.label_ids(label_arg, x.shape[1]), x)
+            hot = xp.zeros(x.shape, dtype=bool)
+            hot[xp.arange(x.shape[0]), ids] = True
             return hot
         return _dense_label(self, label_arg, x) > 0.5
 

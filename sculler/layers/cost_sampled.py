@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import get_array_module, to_device_of, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -93,12 +94,13 @@ class NCELayer(Layer):
                              f"{n} non-negative probabilities summing to 1, got {dist!r}")
 
     def _samples(self, batch: int, n: int):
-        """Rows, classes and true/noise flags of every (sample, class) pair of this batch."""
+        """Rows, classes and true/noise flags of every (sample, class) pair of this batch, and
+        ``k q(class)``; drawn on the host (the same noise on every device)."""
         label = self.get_input(self._num_features(self.config))
         if label.ids is not None:
-            true_rows, true_cls = np.arange(batch), np.asarray(label.ids)
+            true_rows, true_cls = np.arange(batch), to_numpy(label.ids)
         elif isinstance(label.value, CsrMatrix):
-            true_rows, true_cls = label.value.row_ids, label.value.indices
+            true_rows, true_cls = to_numpy(label.value.row_ids), to_numpy(label.value.indices)
         else:
             raise ValueError(f"layer {self.name!r} (nce): the label must be ids or a sparse "
                              f"multi-hot value, got {label.describe()}")
@@ -123,8 +125,9 @@ class NCELayer(Layer):
         xs = _dense_features(self, nf)
         batch = xs[0].shape[0]
         n = self.weights[0].w.shape[0]
-        rows, cls, target, b = self._samples(batch, n)
-        z = self.bias.w[0, cls].copy() if self.bias is not None else np.zeros(rows.size)
+        rows, cls, target, b = (to_device_of(a, xs[0]) for a in self._samples(batch, n))
+        z = (self.bias.w[0, cls].copy() if self.bias is not None
+             else get_array_module(xs[0]).zeros(rows.size))
         for x, wt in zip(xs, self.weights):
             z += np.einsum("ij,ij->i", x[rows], wt.w[cls])
         o = 1.0 / (1.0 + np.exp(-z))
@@ -198,21 +201,23 @@ class HierarchicalSigmoidLayer(Layer):
         if ids is None or (ids.size and (ids.min() < 0 or ids.max() >= n)):
             raise ValueError(f"layer {self.name!r} (hsigmoid): the label must be ids in "
                              f"[0, {n}), got {label.describe()}")
-        code = np.asarray(ids, dtype=np.int64) + n
+        code = to_numpy(ids).astype(np.int64) + n
         width = int(n - 1).bit_length()
         length = np.floor(np.log2(code)).astype(np.int64)
         j = np.arange(width)
         mask = j[None, :] < length[:, None]
         node = np.where(mask, (code[:, None] >> (j + 1)) - 1, 0)
         bit = np.where(mask, (code[:, None] >> j) & 1, 0).astype(self.dtype)
-        return node, bit, mask
+        like = self.weights[0].w
+        return to_device_of(node, like), to_device_of(bit, like), to_device_of(mask, like)
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         xs = _dense_features(self, len(self.inputs) - 1)
         n = self.weights[0].w.shape[0] + 1
         node, bit, mask = self._codes(n)
-        z = self.bias.w[0, node].copy() if self.bias is not None else np.zeros(node.shape)
+        z = (self.bias.w[0, node].copy() if self.bias is not None
+             else get_array_module(node).zeros(node.shape))
         for x, wt in zip(xs, self.weights):
             z += np.einsum("id,ijd->ij", x, wt.w[node])
         z *= mask

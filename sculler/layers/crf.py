@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_device_of, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -43,7 +44,7 @@ def _sequence_input(layer: Layer):
         raise ValueError(f"layer {layer.name!r} ({layer.type_name}): input 0 "
                          f"({layer.inputs[0].name!r}) must be a dense sequence of emission "
                          f"scores, got {arg.describe()}")
-    return arg.value, np.asarray(arg.seq_starts)
+    return arg.value, to_numpy(arg.seq_starts)
 
 
 def _label_ids(layer: Layer, index: int, rows: int, num_classes: int):
@@ -56,7 +57,7 @@ def _label_ids(layer: Layer, index: int, rows: int, num_classes: int):
     if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
         raise ValueError(f"layer {layer.name!r} ({layer.type_name}): label ids must lie in "
                          f"[0, {num_classes}), got min {int(ids.min())} max {int(ids.max())}")
-    return np.asarray(ids, dtype=np.int64)
+    return to_numpy(ids).astype(np.int64, copy=False)
 
 
 @register_layer("crf")
@@ -92,9 +93,10 @@ class CRFLayer(_CRFBase):
         n = starts.size - 1
         out = self.reserve_output(n, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
-        nll, self._saved = crf_nll(x, labels, starts, self.weights[0].w, alloc=self.scratch)
-        self._nll = nll
-        out[:, 0] = nll
+        nll, self._saved = crf_nll(to_numpy(x), labels, starts, to_numpy(self.weights[0].w),
+                                   alloc=self.host_scratch)
+        self._nll = to_device_of(nll, out)
+        out[:, 0] = self._nll
         if len(self.inputs) == 3:
             out[:, 0] *= self._weight_column(n)
         self.forward_activation()
@@ -109,9 +111,13 @@ class CRFLayer(_CRFBase):
                 dw_in[:, 0] += dcost * self._nll
             dcost = dcost * self._weight_column(n)
         weight = self.weights[0]
-        labels = np.asarray(self.get_input(1).ids, dtype=np.int64)
-        crf_nll_backward(self._saved, labels, weight.w, dcost, self.get_input_grad(0),
-                         weight.w_grad, alloc=self.scratch)
+        labels = to_numpy(self.get_input(1).ids).astype(np.int64, copy=False)
+        dx, dw = self.get_input_grad(0), weight.w_grad
+        dx_part, dw_part = self.host_part("dx", dx), self.host_part("dw", dw)
+        crf_nll_backward(self._saved, labels, to_numpy(weight.w), to_numpy(dcost), dx_part,
+                         dw_part, alloc=self.host_scratch)
+        self.add_host_part(dx, dx_part)
+        self.add_host_part(dw, dw_part)
         weight.parameter.inc_update(callback)
 
 
@@ -134,16 +140,17 @@ class CRFDecodingLayer(_CRFBase):
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts = _sequence_input(self)
-        tags = crf_viterbi(x, starts, self.weights[0].w, alloc=self.scratch)
+        tags = crf_viterbi(to_numpy(x), starts, to_numpy(self.weights[0].w),
+                           alloc=self.host_scratch)
         if len(self.inputs) == 2:
             labels = _label_ids(self, 1, x.shape[0], x.shape[1])
             out = self.reserve_output(x.shape[0], 1)
-            np.not_equal(tags, labels, out=out[:, 0])
+            out[:, 0] = to_device_of(tags != labels, out)
         else:
             self.output.value = self.output.grad = None
             self.output.seq_starts = starts
             self.output.sub_seq_starts = self.get_input(0).sub_seq_starts
-        self.output.ids = tags
+        self.output.ids = to_device_of(tags, x)
 
     def backward(self, callback=None) -> None:
         self.weights[0].parameter.inc_update(callback)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import get_array_module, to_device_of, to_numpy
 from sculler.core.expression import LayerOutput, make_layer
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
@@ -176,7 +176,7 @@ class CrossEntropyOverBeamLayer(Layer):
             softmax = shifted / shifted.sum()
             costs[j] = -np.log(softmax[gold])
             self._saved.append((rows, gold, softmax))
-        out[:, 0] = costs
+        out[:, 0] = to_device_of(costs, out)
         self.forward_activation()
 
     def backward(self, callback=None) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_device_of, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -59,7 +60,7 @@ class _CTCBase(Layer):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): input 0 "
                              f"({self.inputs[0].name!r}) must be a dense sequence, got "
                              f"{arg.describe()}")
-        x = arg.value
+        x = to_numpy(arg.value)  # the recursion runs on the host on either device
         c = self.num_classes(x.shape[1])
         if lab.ids is None or lab.seq_starts is None:
             raise ValueError(f"layer {self.name!r} ({self.type_name}): label input "
@@ -69,12 +70,12 @@ class _CTCBase(Layer):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): {arg.num_sequences} input "
                              f"sequences but {lab.num_sequences} label sequences")
         blank = self.blank(c)
-        ids = np.asarray(lab.ids, dtype=np.int64)
+        ids = to_numpy(lab.ids).astype(np.int64, copy=False)
         if ids.size and (ids.min() < 0 or ids.max() >= c or (ids == blank).any()):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): label ids must lie in "
                              f"[0, {c}) and differ from the blank {blank}; got min "
                              f"{int(ids.min())} max {int(ids.max())}")
-        return x, np.asarray(arg.seq_starts), ids, np.asarray(lab.seq_starts), blank
+        return x, to_numpy(arg.seq_starts), ids, to_numpy(lab.seq_starts), blank
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
@@ -83,20 +84,22 @@ class _CTCBase(Layer):
         self.output.seq_starts = self.output.sub_seq_starts = None
         cost, self._gamma, self._scored = ctc_loss(
             self.log_probs(x), starts, ids, label_starts, blank, want_grad=self.need_gradient,
-            alloc=self.scratch)
-        out[:, 0] = cost
+            alloc=self.host_scratch)
+        out[:, 0] = to_device_of(cost, out)
 
     def backward(self, callback=None) -> None:
         dx = self.get_input_grad(0)
         if dx is None:
             return
-        starts = np.asarray(self.get_input(0).seq_starts)
+        starts = to_numpy(self.get_input(0).seq_starts)
         lengths = np.diff(starts)
-        scale = self.output.grad[:, 0].astype(dx.dtype)
+        scale = to_numpy(self.output.grad[:, 0]).astype(dx.dtype)
         if self.attr("norm_by_times", False):
             scale = scale / np.maximum(lengths, 1)
-        self.input_grad(self.get_input_value(0), self._gamma, np.repeat(scale, lengths)[:, None],
-                        dx)
+        part = self.host_part("dx", dx)
+        self.input_grad(to_numpy(self.get_input_value(0)), self._gamma,
+                        np.repeat(scale, lengths)[:, None], part)
+        self.add_host_part(dx, part)
 
 
 @register_layer("ctc")
@@ -116,7 +119,7 @@ class CTCLayer(_CTCBase):
         return width
 
     def log_probs(self, x):
-        out = self.scratch("log_probs", x.shape)
+        out = self.host_scratch("log_probs", x.shape)
         np.maximum(x, FLT_MIN, out=out)
         return np.log(out, out=out)
 
@@ -150,13 +153,13 @@ class WarpCTCLayer(_CTCBase):
         return blank
 
     def log_probs(self, x):
-        out = self.scratch("log_probs", x.shape)
+        out = self.host_scratch("log_probs", x.shape)
         np.subtract(x, x.max(axis=1, keepdims=True), out=out)
         out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
         return out
 
     def input_grad(self, x, gamma, scale_row, dx) -> None:
-        lengths = np.diff(np.asarray(self.get_input(0).seq_starts))
+        lengths = np.diff(to_numpy(self.get_input(0).seq_starts))
         feasible = np.repeat(self._scored, lengths)[:, None]
         soft = np.exp(self.log_probs(x))
         dx += scale_row * np.where(feasible, soft - gamma, 0.0)

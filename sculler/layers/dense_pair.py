@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sculler.backend import get_array_module
+from sculler.backend import einsum_into, get_array_module
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -278,7 +278,7 @@ class TensorLayer(_Pair):
         w = self._blocks(self.weights[0].w)
         out = self.reserve_output(a.shape[0], self.size)
         aw = xp.einsum("im,kmn->ikn", a, w)
-        xp.einsum("ikn,in->ik", aw, b, out=out)
+        einsum_into("ikn,in->ik", aw, b, out=out)
         self.add_bias()
         self.forward_activation()
 

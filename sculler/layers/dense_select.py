@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sculler import activation as A
-from sculler.backend import get_array_module
+from sculler.backend import get_array_module, to_device_of
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -125,7 +125,7 @@ class SelectiveFCLayer(Layer):
         self.forward_activation()
         mask = self._mask()
         if mask is not None:
-            out *= mask
+            out *= to_device_of(mask, out)
 
     def backward(self, callback=None) -> None:
         mask = self._mask()

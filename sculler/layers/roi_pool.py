@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import get_array_module, to_numpy
 from sculler.core.expression import LayerOutput, as_inputs, make_layer
 from sculler.core.faces import layer_function
 from sculler.core.layer import register_layer
@@ -91,7 +91,7 @@ class ROIPoolLayer(ImageLayer):
             return
         c = gx.shape[1]
         dy = self.output.grad.reshape(len(self._regions), c, -1)
-        channels = np.arange(c)
+        channels = get_array_module(gx).arange(c)
         for k, (image, bins) in enumerate(self._regions):
             for b, ((rows, cols), best) in enumerate(zip(bins, self._argmax[k])):
                 if best is None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import einsum_into
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -41,7 +42,7 @@ class CosSimLayer(Layer):
         np.sqrt(np.einsum("ij,ij->i", a, a), out=na)
         np.sqrt(np.einsum("ij,ij->i", b, b), out=nb)
         out = self.reserve_output(batch, 1)
-        np.einsum("ij,ij->i", a, b, out=out[:, 0])
+        einsum_into("ij,ij->i", a, b, out=out[:, 0])
         out[:, 0] /= na * nb
         out *= self.attr("scale", 1.0)
         self.forward_activation()

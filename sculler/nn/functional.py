@@ -241,9 +241,9 @@ def cross_entropy(input: Tensor, label: Tensor, weight: Tensor | None = None,  #
         picked = shifted.reshape(-1).take(picks)
     else:
         rows = xp.arange(a2.shape[0])
-        shifted = a2 - xp.maximum.reduce(a2, axis=-1, keepdims=True)
+        shifted = a2 - xp.max(a2, axis=-1, keepdims=True)
         e = xp.exp(shifted)
-        total = xp.add.reduce(e, axis=-1, keepdims=True)
+        total = xp.sum(e, axis=-1, keepdims=True)
         picked = shifted[rows, safe]
     loss = xp.log(total)[:, 0]
     loss -= picked

@@ -19,7 +19,7 @@ def numeric_grad(f: Callable[[], float], a: np.ndarray, eps: float = 1e-6,
     out = np.zeros(len(picks))
     for n, i in enumerate(picks):
         idx = np.unravel_index(int(i), a.shape)
-        orig = a[idx]
+        orig = a[idx].item()  # a number: CuPy's a[idx] is a view that the writes would change
         a[idx] = orig + eps
         up = f()
         a[idx] = orig - eps

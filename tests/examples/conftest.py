@@ -29,11 +29,12 @@ def example():
 
 @pytest.fixture
 def load_demo(request):
-    """A loader of the test module's ``DEMO`` script (``demo/<DEMO>``), a fresh module per
-    call (a demo builds its network at import: each load starts from clean state)."""
-    path = ROOT / "demo" / request.module.DEMO
+    """A loader of the test module's ``DEMO`` script (``demo/<DEMO>``), or of ``demo/<name>``,
+    a fresh module per call (a demo builds its network at import: each load starts from clean
+    state)."""
 
-    def load():
+    def load(name: str | None = None):
+        path = ROOT / "demo" / (name or request.module.DEMO)
         spec = importlib.util.spec_from_file_location(f"demo_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
