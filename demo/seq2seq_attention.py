@@ -102,6 +102,7 @@ def best_paths(prob: np.ndarray, ids: np.ndarray, beam_size: int) -> list[list[i
 def main(num_passes: int = 6, beam_size: int = 3, train_size: int = 4000, test_size: int = 300,
          seed: int = 1, verbose: bool = True, use_gpu: bool = False) -> float:
     paddle.init(seed=seed, use_gpu=use_gpu)
+    paddle.layer.reset_names()  # the generator below finds the trained layers by these names
     cost = seq2seq(is_generating=False)
     parameters = paddle.parameters.create(cost)
     optimizer = paddle.optimizer.Adam(learning_rate=5e-3)

@@ -130,7 +130,7 @@ class SelectiveFCLayer(Layer):
     def backward(self, callback=None) -> None:
         mask = self._mask()
         if mask is not None:
-            self.output.grad *= mask
+            self.output.grad *= to_device_of(mask, self.output.grad)
         self.backward_activation()
         dz = self.output.grad
         self.backward_bias(callback)

@@ -98,7 +98,7 @@ class ROIPoolLayer(ImageLayer):
                     continue
                 width = cols.stop - cols.start
                 r, q = rows.start + best // width, cols.start + best % width
-                np.add.at(gx[image], (channels, r, q), dy[k, :, b])
+                gx[image, channels, r, q] += dy[k, :, b]  # one position per channel
 
 
 @layer_function(v1="roi_pool_layer", types=("roi_pool",), prefix="roi_pool")
