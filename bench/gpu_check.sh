@@ -37,5 +37,6 @@ start=$SECONDS
 timeout "${BENCH_SECONDS:-150}" $PY bench/bench_gpu.py --rounds 3 ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench.log"
 bench=${PIPESTATUS[0]}
 echo "== bench_gpu: exit $bench after $((SECONDS - start)) s (124: stopped at ${BENCH_SECONDS:-150} s)"
+timeout 60 $PY bench/gpu_overheads.py
 if [ "$tests" -ne 0 ]; then exit "$tests"; fi
 exit "$bench"

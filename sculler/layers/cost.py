@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import einsum_into
+from sculler.backend import einsum_into, get_array_module, is_gpu_array
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -21,6 +21,7 @@ from sculler.core.expression import (
 )
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, first_id_out_of_range, register_layer
+from sculler.math import cuda
 from sculler.math.activation import row_starts
 
 
@@ -152,6 +153,9 @@ class MultiClassCrossEntropy(CostLayer):
 
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
+        if is_gpu_array(x):
+            cuda.pick_nll(x, ids, out)
+            return
         if type(x) is np.ndarray and x.flags.c_contiguous and x.size:
             p = x.ravel().take(row_starts(*x.shape) + ids)
         else:
@@ -174,7 +178,7 @@ class MultiClassCrossEntropy(CostLayer):
         out[rows] = lse - z[np.arange(rows.size), ids[rows]]
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
-        rows = np.arange(x.shape[0])
+        rows = get_array_module(x).arange(x.shape[0])
         ids = label_arg.ids
         dx[rows, ids] -= dcost / x[rows, ids]
 
@@ -183,11 +187,16 @@ class MultiClassCrossEntropy(CostLayer):
         ``dL/dz = dcost * (p - onehot(label))`` past the softmax (fused: no ``1/p``, no
         softmax backward; the input layer skips its activation backward for this pass)."""
         x, src = self.get_input_value(0), self.inputs[0]
-        if not (src.activation.name == "softmax" and type(dx) is np.ndarray and x.size
-                and dx.flags.c_contiguous and x.flags.c_contiguous
+        on_gpu = is_gpu_array(dx)
+        if not (src.activation.name == "softmax" and (on_gpu or type(dx) is np.ndarray)
+                and x.size and dx.flags.c_contiguous and x.flags.c_contiguous
                 and src.preact_grad_writable(self)):
             return False
         self.input_grad_beta(0)  # the first write: overwrite
+        if on_gpu:
+            cuda.softmax_ce_grad(x, self.get_input(1).ids, dcost, dx)
+            src.grad_is_preact = True
+            return True
         np.multiply(x, dcost, out=dx)
         flat = dx.ravel()
         flat[row_starts(*x.shape) + self.get_input(1).ids] -= dcost[:, 0]

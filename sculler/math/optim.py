@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module
-from sculler.math import openblas
+from sculler.backend import get_array_module, is_gpu_array
+from sculler.math import cuda, openblas
 
 SCHEDULES = ("constant", "poly", "caffe_poly", "exp", "discexp", "linear", "manual",
              "pass_manual")
@@ -34,6 +34,9 @@ def momentum_step(value: Any, grad: Any, mom: Any | None, lr: float, momentum: f
     the per-parameter multiplier) or, for the adaptive methods, ``lr_vec``: their per-element
     rate with ``lr`` folded in (``lr`` is then not applied again, which saves a pass).
     """
+    if lr_vec is None and is_gpu_array(value):
+        cuda.momentum_step(value, grad, mom, lr, momentum, decay)
+        return
     xp = get_array_module(value)
     rate = lr if lr_vec is None else lr_vec
     if decay:
@@ -56,6 +59,9 @@ def heavy_ball(value: Any, grad: Any, velocity: Any, lr: float, momentum: float,
     Equal to :func:`momentum_step` with ``m = -lr*v`` while ``lr`` stays constant; they differ
     once the learning rate changes (2.x rescales the whole velocity by the new rate).
     """
+    if is_gpu_array(value):
+        cuda.heavy_ball(value, grad, velocity, lr, momentum)
+        return
     velocity *= momentum
     velocity += grad
     get_array_module(value).multiply(velocity, lr, out=tmp)
@@ -172,6 +178,10 @@ def adam(value: Any, grad: Any, m: Any, v: Any, lr: float, beta1: float, beta2: 
     xp = get_array_module(value)
     corr2 = math.sqrt(1.0 - beta2**step)
     alpha = lr * corr2 / (1.0 - beta1**step)
+    if is_gpu_array(value):
+        cuda.adam(value, grad, m, v, alpha, beta1, beta2,
+                  epsilon * corr2 if scale_epsilon else epsilon)
+        return
     m *= beta1
     xp.multiply(grad, 1.0 - beta1, out=tmp)
     m += tmp

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.backend import get_array_module, is_gpu_array
+from sculler.math import cuda
 from sculler.math.activation import NAME_ALIASES
-from sculler.math.blas import small_gemms
+from sculler.math.blas import gemm, small_gemms
 
 __all__ = [
     "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
@@ -310,6 +312,9 @@ def lstm_forward(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None
     """LSTM over all steps. ``gates`` (4, rows, H): gate-major time-major input + bias in,
     activated gates out; fills ``c``, ``state``, ``h`` (rows, H). ``weight`` (H, 4H); ``tmp``
     flat scratch of at least ``4 * batch_sizes[0] * H + 4 H^2`` elements."""
+    if is_gpu_array(h):
+        _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp)
+        return
     hs = h.shape[1]
     w4 = _contiguous_blocks(weight, 4, tmp)
     tmp = tmp[w4.size:]
@@ -329,6 +334,9 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
     """Backward of :func:`lstm_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; ``dc`` (rows, H) is work space; writes
     ``dgates`` (4, rows, H). Parameter gradients are left to :func:`lstm_param_grads`."""
+    if is_gpu_array(dh):
+        _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts, tmp)
+        return
     hs = dh.shape[1]
     w4 = _contiguous_blocks(weight, 4, tmp)
     w4_t = w4.transpose(0, 2, 1)
@@ -346,6 +354,43 @@ def lstm_backward(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts
                 dh_prev = dh[prev]
                 for k in range(4):
                     dh_prev += prod[k]
+
+
+def _gpu_scratch(tmp, size: int):
+    """The first ``size`` elements of ``tmp``, or a new array where ``tmp`` is shorter."""
+    if tmp.size >= size:
+        return tmp[:size]
+    return get_array_module(tmp).empty(size, dtype=tmp.dtype)
+
+
+def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
+    """:func:`lstm_forward` on CuPy arrays: per step one GEMM ``h_prev W`` (n, 4H) and one
+    fused kernel (:func:`sculler.math.cuda.lstm_step_forward`)."""
+    hs = h.shape[1]
+    for n, rows, prev in _steps(plan):
+        rec = None
+        if prev is not None:
+            rec = _gpu_scratch(tmp, 4 * n * hs).reshape(n, 4 * hs)
+            get_array_module(h).matmul(h[prev], weight, out=rec)
+        cuda.lstm_step_forward(gates[:, rows], None if prev is None else c[prev], peepholes,
+                               c[rows], state[rows], h[rows], acts, rec)
+
+
+def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
+                       tmp) -> None:
+    """:func:`lstm_backward` on CuPy arrays: per step one fused kernel
+    (:func:`sculler.math.cuda.lstm_step_backward`) and one GEMM ``dh_prev += dg W^T``."""
+    hs = dh.shape[1]
+    dc[...] = 0.0
+    for n, rows, prev in _steps(plan, backward=True):
+        first = prev is None
+        work = None if first else _gpu_scratch(tmp, 5 * n * hs)
+        drow = None if first else work[:4 * n * hs].reshape(n, 4 * hs)
+        cuda.lstm_step_backward(gates[:, rows], None if first else c[prev], peepholes,
+                                state[rows], dh[rows], dc[rows], dgates[:, rows],
+                                None if first else dc[prev], acts, drow)
+        if not first:
+            gemm(drow, weight.T, dh[prev], 1.0, work[4 * n * hs:].reshape(n, hs))
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
