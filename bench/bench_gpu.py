@@ -123,8 +123,9 @@ def profile(name: str, contender: Callable[[], float], lines: int) -> None:
     prof.enable()
     contender()
     prof.disable()
-    print(f"  -- profile of sculler on {name} (by own time) --", flush=True)
-    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(lines)
+    for order in ("tottime", "cumulative"):
+        print(f"  -- profile of sculler on {name} (by {order}) --", flush=True)
+        pstats.Stats(prof, stream=sys.stdout).sort_stats(order).print_stats(lines)
 
 
 def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) -> bool:

@@ -104,6 +104,12 @@ def is_gpu_array(a: Any) -> bool:
     return type(a).__module__.startswith("cupy")
 
 
+def address(a: Any) -> int:
+    """The address of ``a``'s first element, on the host or the GPU (for telling whether
+    views are adjacent in one buffer)."""
+    return a.data.ptr if is_gpu_array(a) else a.ctypes.data
+
+
 def current_gpu() -> int:
     """The index of CuPy's current CUDA device (the one new device arrays go to); call
     :func:`require_gpu` first."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module, is_gpu_array, to_device, to_device_of
+from sculler.backend import address, get_array_module, is_gpu_array, to_device, to_device_of
 from sculler.math import optim as K
 from sculler.math import parallel
 from sculler.model_average import ModelAverage
@@ -120,8 +120,8 @@ _settings_of = operator.attrgetter(*_SETTINGS)
 def _span(run: list[tuple[str, Any, Any, Any]], field: int) -> Any:
     """The flat slice of the shared buffer covering a run's consecutive views."""
     first, last = run[0][field], run[-1][field]
-    start = (first.ctypes.data - first.base.ctypes.data) // first.itemsize
-    stop = (last.ctypes.data - last.base.ctypes.data) // last.itemsize + last.size
+    start = (address(first) - address(first.base)) // first.itemsize
+    stop = (address(last) - address(last.base)) // last.itemsize + last.size
     return first.base[start:stop]
 
 
@@ -409,7 +409,7 @@ class Optimizer:
             base = arr.base
             if base is None or base.ndim != 1 or not arr.flags.c_contiguous:
                 return None
-            return id(base), (arr.ctypes.data - base.ctypes.data) // arr.itemsize
+            return id(base), (address(arr) - address(base)) // arr.itemsize
 
         keyed, singles = [], []
         for it in items:

@@ -196,20 +196,22 @@ class ParameterSet:
         buffer each (per dtype), so an optimizer can update them all in a few vectorised
         passes (``Optimizer.update_dense``). Each parameter's ``value``/``grad`` and every
         layer's :class:`Weight` become views of those buffers; contents are kept. Parameters
-        already packed, static, sparse-update or on another array module are left alone.
+        already packed, static or sparse-update are left alone; host and GPU parameters are
+        packed apart.
         """
         chosen = [p for p in (self.values() if params is None else params)
                   if not p.packed and not p.config.is_static and not p.config.sparse_update
-                  and type(p.value) is np.ndarray]
-        by_dtype: dict[np.dtype, list[Parameter]] = {}
+                  and (type(p.value) is np.ndarray or backend.is_gpu_array(p.value))]
+        groups: dict[tuple, list[Parameter]] = {}
         for p in chosen:
-            by_dtype.setdefault(p.value.dtype, []).append(p)
-        for dtype, group in by_dtype.items():
+            groups.setdefault((backend.is_gpu_array(p.value), p.value.dtype), []).append(p)
+        for (_, dtype), group in groups.items():
             if len(group) < 2:
                 continue
             total = sum(p.value.size for p in group)
-            values = np.empty(total, dtype=dtype)
-            grads = np.empty(total, dtype=dtype)
+            xp = backend.get_array_module(group[0].value)
+            values = xp.empty(total, dtype=dtype)
+            grads = xp.empty(total, dtype=dtype)
             at = 0
             for p in group:
                 n = p.value.size

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.backend import to_numpy
 from sculler.core.argument import Argument
 from sculler.core.layer import PASS_TEST, register_layer
 from sculler.core.recurrent_group import sequence_rows
@@ -125,8 +126,9 @@ class BeamSearchLayer(RecurrentGroupLayer):
 
     @staticmethod
     def _expand(probs, scores, beam: int):
-        """(parent, id, score) of every candidate: each path's ``min(beam, V)`` best ids."""
-        logp = np.log(np.maximum(probs, TINY))
+        """(parent, id, score) of every candidate: each path's ``min(beam, V)`` best ids. The
+        beams are kept on the host: the step's probabilities come there once."""
+        logp = np.log(np.maximum(to_numpy(probs), TINY))
         k = min(beam, logp.shape[1])
         if k == 1:
             top = logp.argmax(axis=1)[:, None]

@@ -125,14 +125,17 @@ class NCELayer(Layer):
         xs = _dense_features(self, nf)
         batch = xs[0].shape[0]
         n = self.weights[0].w.shape[0]
-        rows, cls, target, b = (to_device_of(a, xs[0]) for a in self._samples(batch, n))
+        host_rows, *picks = self._samples(batch, n)
+        rows, cls, target, b = (to_device_of(a, xs[0]) for a in (host_rows, *picks))
         z = (self.bias.w[0, cls].copy() if self.bias is not None
              else get_array_module(xs[0]).zeros(rows.size))
         for x, wt in zip(xs, self.weights):
             z += np.einsum("ij,ij->i", x[rows], wt.w[cls])
         o = 1.0 / (1.0 + np.exp(-z))
         cost = np.where(target, -np.log(o / (o + b)), -np.log(b / (o + b)))
-        raw = np.bincount(rows, weights=cost, minlength=batch)
+        # summed on the host: a device bincount adds in a varying order (not deterministic)
+        raw = to_device_of(np.bincount(host_rows, weights=to_numpy(cost), minlength=batch),
+                           cost)
         self._saved = (rows, cls, target, b, o, raw)
         out = self.reserve_output(batch, 1)
         out[:, 0] = raw * self._weight_column()[:, 0] if self.attr("with_weight") else raw

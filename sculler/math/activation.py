@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module
-from sculler.math import parallel, segment
+from sculler.backend import get_array_module, is_gpu_array
+from sculler.math import cuda, parallel, segment
 from sculler.math.blas import ones_vector
 from sculler.math.workspace import constant_array
 
@@ -135,6 +135,8 @@ def row_sums(x):
 
 def softmax(x, out=None):
     """Row-wise softmax, shifted by the row max for stability."""
+    if is_gpu_array(x) and x.ndim == 2 and x.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH:
+        return cuda.softmax_rows(x, get_array_module(x).empty_like(x) if out is None else out)
     if not small_rows(x):
         xp = get_array_module(x)
         out = xp.subtract(x, x.max(axis=-1, keepdims=True), out=out)
@@ -241,6 +243,9 @@ def tanh_grad_(y, dy) -> None:
 
 def relu_grad_(y, dy) -> None:
     """``dy <- dy * (y > 0)`` in place."""
+    if is_gpu_array(y):
+        cuda.relu_grad(y, dy)
+        return
     xp = get_array_module(y)
     mask = _work(y)
     xp.greater(y, 0, out=mask)

@@ -55,6 +55,45 @@ def _scalar(like: Any, value: float) -> Any:
     return like.dtype.type(value)
 
 
+ROW_SOFTMAX_MAX_WIDTH = 256  # wider rows: CuPy's reductions (one thread a row loops)
+
+
+def relu_grad(y: Any, dy: Any) -> None:
+    """``dy <- dy * (y > 0)`` in place."""
+    kernel = _elementwise(("relu_grad",), lambda: (
+        "T y", "T dy", "if (!(y > (T)0)) dy = (T)0;"))
+    kernel(y, dy)
+
+
+def softmax_rows(x: Any, out: Any) -> Any:
+    """Row-wise softmax of a 2-D ``x`` into ``out`` (which may be ``x``), one thread a row:
+    one launch where the max, shift, exp, sum and division would be five."""
+    kernel = _elementwise(("softmax_rows",), lambda: (
+        "raw T x, int64 w", "raw T y",
+        "ptrdiff_t at = i * w;"
+        "T m = x[at];"
+        "for (ptrdiff_t j = 1; j < w; ++j) m = max(m, (T)x[at + j]);"
+        "T s = 0;"
+        "for (ptrdiff_t j = 0; j < w; ++j) { T e = exp((T)x[at + j] - m); y[at + j] = e; s += e; }"
+        "for (ptrdiff_t j = 0; j < w; ++j) y[at + j] /= s;"))
+    kernel(x, x.shape[1], out, size=x.shape[0])
+    return out
+
+
+def segment_sum(x: Any, starts: Any, out: Any) -> None:
+    """``out[k] = sum of the rows starts[k] .. starts[k+1] of x`` (2-D; zero for an empty
+    segment), one thread per (segment, column), in row order: deterministic, and one upload
+    of the (host) ``starts`` instead of a round trip of ``x`` through the host."""
+    import cupy
+
+    kernel = _elementwise(("segment_sum",), lambda: (
+        "raw T x, raw int64 starts, int64 d", "T out",
+        "ptrdiff_t k = i / d, col = i - k * d; T s = 0;"
+        "for (ptrdiff_t r = starts[k]; r < starts[k + 1]; ++r) s += x[r * d + col];"
+        "out = s;"))
+    kernel(_contiguous(x), cupy.asarray(starts), x.shape[1], out)
+
+
 def pick_nll(x: Any, labels: Any, out: Any) -> None:
     """``out[r] = -log x[r, labels[r]]``: the classification cost of probabilities ``x``."""
     x = _contiguous(x)
@@ -116,30 +155,28 @@ def _grad(name: str, y: str) -> str:
     return _DERIVATIVE[name].format(y=y)
 
 
-def lstm_step_forward(gates: Any, c_prev: Any | None, peepholes: Any | None, c: Any, state: Any,
-                      h: Any, acts: tuple, recurrent: Any | None) -> None:
-    """One LSTM step for ``n`` rows in one kernel, as :func:`sculler.math.rnn.lstm_step_forward`
-    plus the recurrent product: ``gates`` (4, n, H) pre-activations ``[g_c | g_i | g_f | g_o]``
-    (input + bias) become the activated gates; ``recurrent`` (n, 4H), ``h_prev W``, is added
-    to them first (None at the first step, with ``c_prev``)."""
+def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | None,
+                      recurrent: Any | None, acts: tuple, row0: int, prev0: int, n: int) -> None:
+    """One LSTM step (:func:`sculler.math.rnn.lstm_step_forward`) in one kernel, on the
+    whole time-major arrays: rows ``row0 .. row0+n`` of ``gates`` (4, R, H; pre-activations
+    in, activated gates out), ``c``, ``state`` and ``h`` (R, H), the previous step's cells at
+    rows ``prev0 ..``. ``recurrent`` (n, 4H) = ``h_prev W`` is added to the gates first (None
+    at the first step). All arrays C-contiguous; nothing is sliced per step."""
     names = tuple(a.name for a in acts)
-    has_prev, has_peep = c_prev is not None, peepholes is not None
+    has_prev, has_peep = recurrent is not None, peepholes is not None
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = ["int64 H", "int64 n"]
-        if has_prev:
-            ins = ["T cp", "raw T rec", *ins]
-        if has_peep:
-            ins.append("raw T peep")
-        body = [
-            "ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;",
-            "T ga = g[o], gi = g[s + o], gf = g[2 * s + o], go = g[3 * s + o];",
-        ]
+        ins = (["raw T rec"] if has_prev else []) + [
+            "int64 H", "int64 R", "int64 row0", "int64 prev0"] + (
+            ["raw T peep"] if has_peep else [])
+        body = ["ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
+                "T ga = g[o], gi = g[s + o], gf = g[2 * s + o], go = g[3 * s + o];"]
         if has_prev:
             body += ["ptrdiff_t q = r * 4 * H + j;",
                      "ga += rec[q]; gi += rec[q + H]; gf += rec[q + 2 * H];"
-                     "go += rec[q + 3 * H];"]
+                     " go += rec[q + 3 * H];",
+                     "T cp = c[(prev0 + r) * H + j];"]
             if has_peep:
                 body.append("gi += cp * peep[j]; gf += cp * peep[H + j];")
         body += [f"T a = {_act(act, 'ga')}, ig = {_act(gate, 'gi')}, fg = {_act(gate, 'gf')};",
@@ -149,67 +186,66 @@ def lstm_step_forward(gates: Any, c_prev: Any | None, peepholes: Any | None, c: 
         body += [f"T og = {_act(gate, 'go')};",
                  f"T st = {_act(state_act, 'cc')};",
                  "g[o] = a; g[s + o] = ig; g[2 * s + o] = fg; g[3 * s + o] = og;",
-                 "c = cc; state = st; h = og * st;"]
-        return ", ".join(ins), "raw T g, T c, T state, T h", "\n".join(body)
+                 "c[o] = cc; state[o] = st; h[o] = og * st;"]
+        return ", ".join(ins), "raw T g, raw T c, raw T state, raw T h", "\n".join(body)
 
     kernel = _elementwise(("lstm_fwd", *names, has_prev, has_peep), make)
-    n, hs = c.shape
-    args = [c_prev, _contiguous(recurrent)] if has_prev else []
-    args += [hs, n]
+    hs = h.shape[1]
+    args = ([recurrent] if has_prev else []) + [hs, h.shape[0], row0, prev0]
     if has_peep:
-        args.append(_contiguous(peepholes))
-    kernel(*args, gates, c, state, h)
+        args.append(peepholes)
+    kernel(*args, gates, c, state, h, size=n * hs)
 
 
-def lstm_step_backward(gates: Any, c_prev: Any | None, peepholes: Any | None, state: Any,
-                       dh: Any, dc: Any, dgates: Any, dc_prev: Any | None, acts: tuple,
-                       dgates_rows: Any | None) -> None:
-    """Backward of :func:`lstm_step_forward` in one kernel, as
-    :func:`sculler.math.rnn.lstm_step_backward`: writes ``dgates`` (4, n, H) and, when there is
-    a previous step, the same numbers in row layout into ``dgates_rows`` (n, 4H), for the one
-    GEMM ``dh_prev += dgates_rows W^T`` the caller does."""
+def lstm_backward_step(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates: Any,
+                       peepholes: Any | None, drow: Any | None, dh_rec: Any, n_rec: int,
+                       acts: tuple, row0: int, prev0: int, n: int) -> None:
+    """Backward of :func:`lstm_forward_step` (:func:`sculler.math.rnn.lstm_step_backward`) in
+    one kernel on the whole arrays. First adds ``dh_rec`` (the later step's ``dg W^T``, its
+    first ``n_rec`` rows) into this step's ``dh``; writes ``dgates`` (4, R, H) and ``dc``,
+    adds into the previous step's ``dc`` (rows ``prev0 ..``), and, with ``drow`` (n, 4H; None
+    at the first step), the same ``dgates`` rows in row layout for the caller's GEMM
+    ``dh_rec = drow W^T``."""
     names = tuple(a.name for a in acts)
-    has_prev, has_peep = c_prev is not None, peepholes is not None
+    has_prev, has_peep = drow is not None, peepholes is not None
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = ["T dh", "T state", "raw T g", "int64 H", "int64 n"]
-        outs = ["raw T dg", "T dc"]
-        if has_prev:
-            ins.insert(2, "T cp")
-            outs += ["raw T drow", "T dcp"]
-        if has_peep:
-            ins.append("raw T peep")
+        ins = ["raw T g", "raw T state", "raw T c", "raw T dhrec", "int64 nrec", "int64 H",
+               "int64 R", "int64 row0", "int64 prev0"] + (["raw T peep"] if has_peep else [])
+        outs = ["raw T dh", "raw T dc", "raw T dg"] + (["raw T drow"] if has_prev else [])
         body = [
-            "ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;",
+            "ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
             "T a = g[o], ig = g[s + o], fg = g[2 * s + o], og = g[3 * s + o];",
-            f"T dgo = dh * state * {_grad(gate, 'og')};",
-            f"T dcc = dc + dh * og * {_grad(state_act, 'state')};",
+            "T dht = dh[o];",
+            "if (r < nrec) dht += dhrec[r * H + j];",
+            "dh[o] = dht;",
+            "T st = state[o];",
+            f"T dgo = dht * st * {_grad(gate, 'og')};",
+            f"T dcc = dc[o] + dht * og * {_grad(state_act, 'st')};",
         ]
         if has_peep:
             body.append("dcc += dgo * peep[2 * H + j];")
-        body += ["dc = dcc;",
+        body += ["dc[o] = dcc;",
                  f"T dga = dcc * ig * {_grad(act, 'a')};",
-                 f"T dgi = dcc * a * {_grad(gate, 'ig')};",
-                 f"T dgf = {'dcc * cp * ' + _grad(gate, 'fg') if has_prev else '(T)0'};",
-                 "dg[o] = dga; dg[s + o] = dgi; dg[2 * s + o] = dgf; dg[3 * s + o] = dgo;"]
+                 f"T dgi = dcc * a * {_grad(gate, 'ig')};"]
         if has_prev:
-            body += ["dcp += dcc * fg" + (" + dgi * peep[j] + dgf * peep[H + j];"
-                                          if has_peep else ";"),
+            body += ["ptrdiff_t p = (prev0 + r) * H + j;",
+                     f"T dgf = dcc * c[p] * {_grad(gate, 'fg')};",
+                     "dc[p] += dcc * fg" + (" + dgi * peep[j] + dgf * peep[H + j];"
+                                            if has_peep else ";"),
                      "ptrdiff_t q = r * 4 * H + j;",
                      "drow[q] = dga; drow[q + H] = dgi; drow[q + 2 * H] = dgf;"
-                     "drow[q + 3 * H] = dgo;"]
+                     " drow[q + 3 * H] = dgo;"]
+        else:
+            body.append("T dgf = 0;")
+        body.append("dg[o] = dga; dg[s + o] = dgi; dg[2 * s + o] = dgf; dg[3 * s + o] = dgo;")
         return ", ".join(ins), ", ".join(outs), "\n".join(body)
 
     kernel = _elementwise(("lstm_bwd", *names, has_prev, has_peep), make)
-    n, hs = dh.shape
-    args = [dh, state]
-    if has_prev:
-        args.append(c_prev)
-    args += [gates, hs, n]
+    hs = dh.shape[1]
+    args = [gates, state, c, dh_rec, n_rec, hs, dh.shape[0], row0, prev0]
     if has_peep:
-        args.append(_contiguous(peepholes))
-    args += [dgates, dc]
-    if has_prev:
-        args += [dgates_rows, dc_prev]
-    kernel(*args)
+        args.append(peepholes)
+    args += [dh, dc, dgates] + ([drow] if has_prev else [])
+    kernel(*args, size=n * hs)

@@ -24,7 +24,7 @@ import numpy as np
 from sculler.backend import get_array_module, is_gpu_array
 from sculler.math import cuda
 from sculler.math.activation import NAME_ALIASES
-from sculler.math.blas import gemm, small_gemms
+from sculler.math.blas import small_gemms
 
 __all__ = [
     "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
@@ -363,34 +363,49 @@ def _gpu_scratch(tmp, size: int):
     return get_array_module(tmp).empty(size, dtype=tmp.dtype)
 
 
+def _contiguous_or_fail(*arrays) -> None:
+    bad = [tuple(a.shape) for a in arrays if a is not None and not a.flags.c_contiguous]
+    if bad:
+        raise ValueError(f"the GPU recurrence needs C-contiguous arrays; got views shaped {bad}")
+
+
 def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
     """:func:`lstm_forward` on CuPy arrays: per step one GEMM ``h_prev W`` (n, 4H) and one
-    fused kernel (:func:`sculler.math.cuda.lstm_step_forward`)."""
+    fused kernel (:func:`sculler.math.cuda.lstm_forward_step`) on the whole arrays."""
+    _contiguous_or_fail(gates, c, state, h, peepholes)
     hs = h.shape[1]
+    first = int(plan.batch_sizes[0]) if plan.num_steps else 0
+    rec_all = _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
     for n, rows, prev in _steps(plan):
         rec = None
         if prev is not None:
-            rec = _gpu_scratch(tmp, 4 * n * hs).reshape(n, 4 * hs)
-            get_array_module(h).matmul(h[prev], weight, out=rec)
-        cuda.lstm_step_forward(gates[:, rows], None if prev is None else c[prev], peepholes,
-                               c[rows], state[rows], h[rows], acts, rec)
+            rec = rec_all[:n]
+            h[prev].dot(weight, out=rec)
+        cuda.lstm_forward_step(gates, c, state, h, peepholes, rec, acts, rows.start,
+                               0 if prev is None else prev.start, n)
 
 
 def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                        tmp) -> None:
     """:func:`lstm_backward` on CuPy arrays: per step one fused kernel
-    (:func:`sculler.math.cuda.lstm_step_backward`) and one GEMM ``dh_prev += dg W^T``."""
+    (:func:`sculler.math.cuda.lstm_backward_step`), which also adds the later step's
+    recurrent term into ``dh``, and one GEMM ``dg W^T`` for the earlier step."""
+    _contiguous_or_fail(gates, c, state, dh, dc, dgates, peepholes)
     hs = dh.shape[1]
+    first = int(plan.batch_sizes[0]) if plan.num_steps else 0
+    work = _gpu_scratch(tmp, 5 * first * hs)
+    drow_all = work[:4 * first * hs].reshape(first, 4 * hs)
+    dh_rec = work[4 * first * hs:].reshape(first, hs)
     dc[...] = 0.0
+    n_rec = 0
+    w_t = weight.T
     for n, rows, prev in _steps(plan, backward=True):
-        first = prev is None
-        work = None if first else _gpu_scratch(tmp, 5 * n * hs)
-        drow = None if first else work[:4 * n * hs].reshape(n, 4 * hs)
-        cuda.lstm_step_backward(gates[:, rows], None if first else c[prev], peepholes,
-                                state[rows], dh[rows], dc[rows], dgates[:, rows],
-                                None if first else dc[prev], acts, drow)
-        if not first:
-            gemm(drow, weight.T, dh[prev], 1.0, work[4 * n * hs:].reshape(n, hs))
+        drow = None if prev is None else drow_all[:n]
+        cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, dh_rec, n_rec,
+                                acts, rows.start, 0 if prev is None else prev.start, n)
+        if drow is not None:
+            drow.dot(w_t, out=dh_rec[:n])
+        n_rec = 0 if drow is None else n
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.math import cuda
 
 __all__ = [
     "lengths", "segment_of_rows", "ranges", "segment_sum", "segment_max", "window_starts",
@@ -63,6 +64,9 @@ def segment_sum(x, starts, out):
     ``x`` is ``(starts[-1], d)``, ``out`` is ``(n, d)``.
     """
     xp = get_array_module(out)
+    if xp is not np and x.ndim == out.ndim == 2:
+        cuda.segment_sum(x, np.asarray(starts, dtype=np.int64), out)
+        return out
     lens = lengths(starts)
     out[...] = 0
     full = lens > 0

@@ -72,41 +72,95 @@ def test_heavy_ball_and_adam(dtype):
     _close(vg, v, dtype)
 
 
-CASES = list(itertools.product(DTYPES, [True, False], [True, False],
+CASES = list(itertools.product(DTYPES, [True, False],
                                [("tanh", "sigmoid", "tanh"), ("relu", "sigmoid", "linear")]))
 
 
-@pytest.mark.parametrize("dtype, has_prev, has_peep, names", CASES)
-def test_lstm_step_forward_and_backward(dtype, has_prev, has_peep, names):
-    rng = np.random.RandomState(3)
-    n, hs = 5, 3
-    acts = tuple(rnn.cell_activation(a) for a in names)
-    gates_in = rng.randn(4, n, hs).astype(dtype)
-    rec = rng.randn(n, 4 * hs).astype(dtype) if has_prev else None
-    c_prev = rng.randn(n, hs).astype(dtype) if has_prev else None
-    peep = rng.randn(3, hs).astype(dtype) if has_peep else None
-    gates = gates_in + (rec.reshape(n, 4, hs).transpose(1, 0, 2) if has_prev else 0)
-    c, state, h = (np.zeros((n, hs), dtype) for _ in range(3))
-    rnn.lstm_step_forward(gates, c_prev, peep, c, state, h, acts, np.zeros(2 * n * hs, dtype))
-    g_gpu = _gpu(gates_in)
-    cg, sg, hg = (_gpu(np.zeros((n, hs), dtype)) for _ in range(3))
-    cuda.lstm_step_forward(g_gpu, _gpu(c_prev), _gpu(peep), cg, sg, hg, acts, _gpu(rec))
-    for got, want in ((g_gpu, gates), (cg, c), (sg, state), (hg, h)):
-        _close(got, want, dtype)
+@pytest.mark.parametrize("dtype, has_peep, names", CASES)
+def test_lstm_forward_and_backward_through_time(dtype, has_peep, names):
+    """The whole recurrence, four sequences of lengths 4, 1, 4, 2 (steps of 4, 3, 2, 2
+    rows): the GPU's fused per-step kernels give the NumPy path's gates, cells, outputs and
+    gradients."""
+    from sculler.math.seq2batch import SequenceBatch
 
-    dh = rng.randn(n, hs).astype(dtype)
-    dc = rng.randn(n, hs).astype(dtype)
-    dc_prev = rng.randn(n, hs).astype(dtype) if has_prev else None
-    dgates = np.zeros((4, n, hs), dtype)
-    dcg, dcpg = _gpu(dc), _gpu(dc_prev)
-    dgg = _gpu(dgates)
-    drow = _gpu(np.zeros((n, 4 * hs), dtype)) if has_prev else None
-    rnn.lstm_step_backward(gates, c_prev, peep, state, dh, dc, dgates, dc_prev, acts,
-                           np.zeros(2 * n * hs, dtype))
-    cuda.lstm_step_backward(g_gpu, _gpu(c_prev), _gpu(peep), sg, _gpu(dh), dcg, dgg, dcpg,
-                            acts, drow)
-    _close(dgg, dgates, dtype)
-    _close(dcg, dc, dtype)
-    if has_prev:
-        _close(dcpg, dc_prev, dtype)
-        _close(drow, dgates.transpose(1, 0, 2).reshape(n, 4 * hs), dtype)
+    rng = np.random.RandomState(3)
+    plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
+    rows, hs = 11, 3
+    first = int(plan.batch_sizes[0])
+    acts = tuple(rnn.cell_activation(a) for a in names)
+    gates = rng.randn(4, rows, hs).astype(dtype)
+    weight = (rng.randn(hs, 4 * hs) * 0.5).astype(dtype)
+    peep = rng.randn(3, hs).astype(dtype) if has_peep else None
+    dh = rng.randn(rows, hs).astype(dtype)
+    host = {"gates": gates.copy(), "dh": dh.copy()}
+    dev = {"gates": _gpu(gates), "dh": _gpu(dh)}
+    for arrays, to in ((host, np.asarray), (dev, _gpu)):
+        for k in ("c", "state", "h", "dc"):
+            arrays[k] = to(np.zeros((rows, hs), dtype))
+        arrays["dgates"] = to(np.zeros((4, rows, hs), dtype))
+        tmp = to(np.zeros(4 * first * hs + 4 * hs * hs, dtype))
+        w, p = to(weight), None if peep is None else to(peep)
+        rnn.lstm_forward(plan, arrays["gates"], w, p, arrays["c"], arrays["state"],
+                         arrays["h"], acts, tmp)
+        rnn.lstm_backward(plan, arrays["gates"], w, p, arrays["c"], arrays["state"],
+                          arrays["dh"], arrays["dc"], arrays["dgates"], acts, tmp)
+    for k in ("gates", "c", "state", "h", "dh", "dgates"):
+        _close(dev[k], host[k], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_grad_and_row_softmax(dtype):
+    from sculler.math import activation
+
+    rng = np.random.RandomState(4)
+    y = np.maximum(rng.randn(6, 9), 0).astype(dtype)
+    dy = rng.randn(6, 9).astype(dtype)
+    dyg = _gpu(dy)
+    cuda.relu_grad(_gpu(y), dyg)
+    _close(dyg, dy * (y > 0), dtype)
+    x = (rng.randn(6, 9) * 30).astype(dtype)
+    want = np.exp(x - x.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    xg = _gpu(x)
+    got = activation.softmax(xg)  # a new array: x is left alone
+    _close(got, want, dtype)
+    _close(xg, x, dtype)
+    activation.softmax(xg, out=xg)
+    _close(xg, want, dtype)
+
+
+def test_trainer_packs_gpu_parameters_into_one_buffer():
+    import sculler as paddle
+
+    paddle.init(use_gpu=True, seed=1)
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+    h = paddle.layer.fc(input=x, size=4, act=paddle.activation.Relu())
+    out = paddle.layer.fc(input=h, size=2, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0.9,
+                                                                           learning_rate=0.1))
+    values = [p.value for p in params.parameter_set.values()]
+    assert len(values) == 4 and all(type(v).__module__.startswith("cupy") for v in values)
+    assert len({id(v.base) for v in values}) == 1
+    data = [(np.random.RandomState(i).rand(3).astype(np.float32), i % 2) for i in range(8)]
+    costs = []
+    trainer.train(lambda: iter([data] * 20), num_passes=1, show_progress=False,
+                  event_handler=lambda e: costs.append(e.cost)
+                  if isinstance(e, paddle.event.EndIteration) else None)
+    assert costs[-1] < costs[0]
+    paddle.init(use_gpu=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_segment_sum(dtype):
+    from sculler.math import segment
+
+    rng = np.random.RandomState(5)
+    starts = np.array([0, 3, 3, 7, 8])  # an empty segment too
+    x = rng.randn(8, 4).astype(dtype)
+    want = segment.segment_sum(x, starts, np.full((4, 4), 9.0, dtype))
+    got = segment.segment_sum(_gpu(x), starts, _gpu(np.full((4, 4), 9.0, dtype)))
+    _close(got, want, dtype)
