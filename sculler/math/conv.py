@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
+from sculler.math import cuda
 from sculler.math.blas import gemm, ones_vector
 
 IntPair = int | Sequence[int]
@@ -561,7 +562,11 @@ def conv2d_backward_data(
     st, pad, dil = geometry(stride, padding, dilation)
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
-    if _batch_last(dy.shape[2:]):
+    if xp is not np:  # one GEMM, then one gathering kernel (no per-tap adds)
+        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
+        dx = cuda.col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad,
+                         dil, tuple(dy.shape[2:]), _batch_last(dy.shape[2:]))
+    elif _batch_last(dy.shape[2:]):
         dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
     else:
         dcols = _grouped_gemm(xp, w2, dy_cols, True, False)

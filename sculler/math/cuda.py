@@ -155,32 +155,46 @@ def _grad(name: str, y: str) -> str:
     return _DERIVATIVE[name].format(y=y)
 
 
+FUSED_RECURRENCE_MAX_HIDDEN = 256  # wider: cuBLAS for the recurrent product, then the kernel
+
+
 def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | None,
-                      recurrent: Any | None, acts: tuple, row0: int, prev0: int, n: int) -> None:
+                      acts: tuple, row0: int, prev0: int, n: int, *,
+                      recurrent: Any | None = None, weight: Any | None = None) -> None:
     """One LSTM step (:func:`sculler.math.rnn.lstm_step_forward`) in one kernel, on the
     whole time-major arrays: rows ``row0 .. row0+n`` of ``gates`` (4, R, H; pre-activations
-    in, activated gates out), ``c``, ``state`` and ``h`` (R, H), the previous step's cells at
-    rows ``prev0 ..``. ``recurrent`` (n, 4H) = ``h_prev W`` is added to the gates first (None
-    at the first step). All arrays C-contiguous; nothing is sliced per step."""
+    in, activated gates out), ``c``, ``state`` and ``h`` (R, H), the previous step's rows at
+    ``prev0 ..``. The recurrent term ``h_prev W`` comes as ``recurrent`` (n, 4H, from a GEMM)
+    or is computed in the kernel from ``weight`` (H, 4H): one launch a step and no cuBLAS
+    call. Neither at the first step. All arrays C-contiguous; nothing is sliced per step."""
     names = tuple(a.name for a in acts)
-    has_prev, has_peep = recurrent is not None, peepholes is not None
+    mode = "rec" if recurrent is not None else "gemv" if weight is not None else "first"
+    has_peep = peepholes is not None
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = (["raw T rec"] if has_prev else []) + [
+        ins = {"rec": ["raw T rec"], "gemv": ["raw T w"], "first": []}[mode] + [
             "int64 H", "int64 R", "int64 row0", "int64 prev0"] + (
             ["raw T peep"] if has_peep else [])
         body = ["ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
                 "T ga = g[o], gi = g[s + o], gf = g[2 * s + o], go = g[3 * s + o];"]
-        if has_prev:
+        if mode == "rec":
             body += ["ptrdiff_t q = r * 4 * H + j;",
                      "ga += rec[q]; gi += rec[q + H]; gf += rec[q + 2 * H];"
-                     " go += rec[q + 3 * H];",
-                     "T cp = c[(prev0 + r) * H + j];"]
+                     " go += rec[q + 3 * H];"]
+        elif mode == "gemv":
+            body += ["ptrdiff_t hp = (prev0 + r) * H;",
+                     "for (ptrdiff_t m = 0; m < H; ++m) {",
+                     "  T v = h[hp + m]; ptrdiff_t wm = m * 4 * H + j;",
+                     "  ga += v * w[wm]; gi += v * w[wm + H]; gf += v * w[wm + 2 * H];"
+                     " go += v * w[wm + 3 * H];",
+                     "}"]
+        if mode != "first":
+            body.append("T cp = c[(prev0 + r) * H + j];")
             if has_peep:
                 body.append("gi += cp * peep[j]; gf += cp * peep[H + j];")
         body += [f"T a = {_act(act, 'ga')}, ig = {_act(gate, 'gi')}, fg = {_act(gate, 'gf')};",
-                 "T cc = a * ig" + (" + cp * fg;" if has_prev else ";")]
+                 "T cc = a * ig" + (";" if mode == "first" else " + cp * fg;")]
         if has_peep:
             body.append("go += cc * peep[2 * H + j];")
         body += [f"T og = {_act(gate, 'go')};",
@@ -189,36 +203,52 @@ def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | N
                  "c[o] = cc; state[o] = st; h[o] = og * st;"]
         return ", ".join(ins), "raw T g, raw T c, raw T state, raw T h", "\n".join(body)
 
-    kernel = _elementwise(("lstm_fwd", *names, has_prev, has_peep), make)
+    kernel = _elementwise(("lstm_fwd", *names, mode, has_peep), make)
     hs = h.shape[1]
-    args = ([recurrent] if has_prev else []) + [hs, h.shape[0], row0, prev0]
+    args = {"rec": [recurrent], "gemv": [weight], "first": []}[mode]
+    args += [hs, h.shape[0], row0, prev0]
     if has_peep:
         args.append(peepholes)
     kernel(*args, gates, c, state, h, size=n * hs)
 
 
 def lstm_backward_step(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates: Any,
-                       peepholes: Any | None, drow: Any | None, dh_rec: Any, n_rec: int,
-                       acts: tuple, row0: int, prev0: int, n: int) -> None:
+                       peepholes: Any | None, drow: Any | None, acts: tuple, row0: int,
+                       prev0: int, n: int, *, dh_rec: Any | None = None, n_rec: int = 0,
+                       drow_next: Any | None = None, weight: Any | None = None) -> None:
     """Backward of :func:`lstm_forward_step` (:func:`sculler.math.rnn.lstm_step_backward`) in
-    one kernel on the whole arrays. First adds ``dh_rec`` (the later step's ``dg W^T``, its
-    first ``n_rec`` rows) into this step's ``dh``; writes ``dgates`` (4, R, H) and ``dc``,
-    adds into the previous step's ``dc`` (rows ``prev0 ..``), and, with ``drow`` (n, 4H; None
-    at the first step), the same ``dgates`` rows in row layout for the caller's GEMM
-    ``dh_rec = drow W^T``."""
+    one kernel on the whole arrays. First adds the later step's recurrent gradient to the
+    first ``n_rec`` rows of this step's ``dh``: given as ``dh_rec`` (from the caller's GEMM
+    ``drow W^T``), or computed here from that step's ``drow_next`` (n_rec, 4H) and ``weight``
+    (H, 4H). Writes ``dgates`` (4, R, H) and ``dc``, adds into the previous step's ``dc``
+    (rows ``prev0 ..``), and, with ``drow`` (n, 4H; None at the first step; never the buffer
+    ``drow_next`` is in), this step's ``dgates`` rows in row layout for the next one."""
     names = tuple(a.name for a in acts)
     has_prev, has_peep = drow is not None, peepholes is not None
+    mode = "gemv" if weight is not None else "rec"
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = ["raw T g", "raw T state", "raw T c", "raw T dhrec", "int64 nrec", "int64 H",
-               "int64 R", "int64 row0", "int64 prev0"] + (["raw T peep"] if has_peep else [])
+        ins = ["raw T g", "raw T state", "raw T c",
+               "raw T dnext" if mode == "gemv" else "raw T dhrec",
+               *(["raw T w"] if mode == "gemv" else []),
+               "int64 nrec", "int64 H", "int64 R", "int64 row0", "int64 prev0",
+               *(["raw T peep"] if has_peep else [])]
         outs = ["raw T dh", "raw T dc", "raw T dg"] + (["raw T drow"] if has_prev else [])
         body = [
             "ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
             "T a = g[o], ig = g[s + o], fg = g[2 * s + o], og = g[3 * s + o];",
             "T dht = dh[o];",
-            "if (r < nrec) dht += dhrec[r * H + j];",
+        ]
+        if mode == "gemv":
+            body += ["if (r < nrec) {",
+                     "  ptrdiff_t dn = r * 4 * H, wj = j * 4 * H; T acc = 0;",
+                     "  for (ptrdiff_t k = 0; k < 4 * H; ++k) acc += dnext[dn + k] * w[wj + k];",
+                     "  dht += acc;",
+                     "}"]
+        else:
+            body.append("if (r < nrec) dht += dhrec[r * H + j];")
+        body += [
             "dh[o] = dht;",
             "T st = state[o];",
             f"T dgo = dht * st * {_grad(gate, 'og')};",
@@ -242,10 +272,201 @@ def lstm_backward_step(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates:
         body.append("dg[o] = dga; dg[s + o] = dgi; dg[2 * s + o] = dgf; dg[3 * s + o] = dgo;")
         return ", ".join(ins), ", ".join(outs), "\n".join(body)
 
-    kernel = _elementwise(("lstm_bwd", *names, has_prev, has_peep), make)
+    kernel = _elementwise(("lstm_bwd", *names, mode, has_prev, has_peep), make)
     hs = dh.shape[1]
-    args = [gates, state, c, dh_rec, n_rec, hs, dh.shape[0], row0, prev0]
+    args = [gates, state, c]
+    args += [drow_next, weight] if mode == "gemv" else [dh_rec]
+    args += [n_rec, hs, dh.shape[0], row0, prev0]
     if has_peep:
         args.append(peepholes)
     args += [dh, dc, dgates] + ([drow] if has_prev else [])
     kernel(*args, size=n * hs)
+
+
+def _gate_weight_strides(w_gate: Any) -> tuple[int, int]:
+    """(gate stride, row stride) of ``U_k[m, j]`` inside ``w_gate`` read in logical C order:
+    an (H, 2H) ``[U_z | U_r]`` or its (2, H, H) blocks."""
+    hs = w_gate.shape[-1] if w_gate.ndim == 3 else w_gate.shape[1] // 2
+    return (hs * hs, hs) if w_gate.ndim == 3 else (hs, 2 * hs)
+
+
+def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, reset_h: Any,
+                     h: Any, acts: tuple) -> None:
+    """One GRU step (:func:`sculler.math.rnn.gru_step_forward`) in two kernels, the recurrent
+    products computed inside them: ``[z|r]`` (and ``r h_prev``), then ``c~`` and ``h``; one
+    kernel at the first step. ``gates``: the (3, n, H) gate view."""
+    names = tuple(a.name for a in acts)
+    act, gate = names
+    first = h_prev is None
+    n, hs = h.shape
+    wk, wm = _gate_weight_strides(w_gate)
+
+    def make_zr() -> tuple[str, str, str]:
+        body = ["ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;",
+                "T gz = g[o], gr = g[s + o];"]
+        if not first:
+            body += ["for (ptrdiff_t m = 0; m < H; ++m) {",
+                     "  T v = hp[r * H + m];",
+                     "  gz += v * wg[m * wm + j]; gr += v * wg[wk + m * wm + j];",
+                     "}"]
+        body += [f"T z = {_act(gate, 'gz')}, rr = {_act(gate, 'gr')};",
+                 "g[o] = z; g[s + o] = rr;"]
+        if first:
+            body += [f"T cc = {_act(act, 'g[2 * s + o]')};", "g[2 * s + o] = cc; h[o] = z * cc;"]
+        else:
+            body.append("rh[o] = rr * hp[o];")
+        ins = "int64 H, int64 n" + ("" if first else ", raw T hp, raw T wg, int64 wk, int64 wm")
+        outs = "raw T g" + (", raw T h" if first else ", raw T rh")
+        return ins, outs, "\n".join(body)
+
+    kernel = _elementwise(("gru_fwd_zr", *names, first), make_zr)
+    if first:
+        kernel(hs, n, gates, h, size=n * hs)
+        return
+    kernel(hs, n, h_prev, w_gate, wk, wm, gates, reset_h, size=n * hs)
+    cand = _elementwise(("gru_fwd_c", act), lambda: (
+        "int64 H, int64 n, raw T hp, raw T rh, raw T wc", "raw T g, raw T h",
+        "ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;\n"
+        "T gc = g[2 * s + o];\n"
+        "for (ptrdiff_t m = 0; m < H; ++m) gc += rh[r * H + m] * wc[m * H + j];\n"
+        f"T cc = {_act(act, 'gc')};\n"
+        "g[2 * s + o] = cc; T v = hp[o]; h[o] = (cc - v) * g[o] + v;"))
+    cand(hs, n, h_prev, reset_h, w_cand, gates, h, size=n * hs)
+
+
+def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, dh: Any,
+                      dgates: Any, dh_prev: Any | None, acts: tuple) -> None:
+    """Backward of :func:`gru_step_forward` (:func:`sculler.math.rnn.gru_step_backward`) in
+    three kernels (one at the first step): ``dg_c``, ``dg_z`` and ``dh (1 - z)``; then
+    ``dg_r`` and ``r (dg_c W_c^T)``; then ``[dg_z|dg_r] [U_z|U_r]^T``, each adding into
+    ``dh_prev``. ``gates``/``dgates``: (3, n, H) gate views."""
+    names = tuple(a.name for a in acts)
+    act, gate = names
+    first = h_prev is None
+    n, hs = dh.shape
+    body = ["ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;",
+            "T z = g[o], cc = g[2 * s + o], d = dh[o];",
+            f"dg[2 * s + o] = d * z * {_grad(act, 'cc')};"]
+    if first:
+        body += [f"dg[o] = d * cc * {_grad(gate, 'z')};", "dg[s + o] = 0;"]
+    else:
+        body += ["T v = hp[o];",
+                 f"dg[o] = (cc - v) * d * {_grad(gate, 'z')};",
+                 "dhp[o] += d - d * z;"]
+    ins = "int64 H, int64 n, raw T g, raw T dh" + ("" if first else ", raw T hp")
+    outs = "raw T dg" + ("" if first else ", raw T dhp")
+    kernel = _elementwise(("gru_bwd_zc", *names, first), lambda: (ins, outs, "\n".join(body)))
+    if first:
+        kernel(hs, n, gates, dh, dgates, size=n * hs)
+        return
+    kernel(hs, n, gates, dh, h_prev, dgates, dh_prev, size=n * hs)
+    reset = _elementwise(("gru_bwd_r", gate), lambda: (
+        "int64 H, int64 n, raw T g, raw T hp, raw T wc", "raw T dg, raw T dhp",
+        "ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;\n"
+        "T t = 0;\n"
+        "for (ptrdiff_t k = 0; k < H; ++k) t += dg[2 * s + r * H + k] * wc[j * H + k];\n"
+        f"T rr = g[s + o]; dg[s + o] = t * hp[o] * {_grad(gate, 'rr')}; dhp[o] += t * rr;"))
+    reset(hs, n, gates, h_prev, w_cand, dgates, dh_prev, size=n * hs)
+    wk, wm = _gate_weight_strides(w_gate)
+    back = _elementwise(("gru_bwd_h",), lambda: (
+        "int64 H, int64 n, raw T dg, raw T wg, int64 wk, int64 wm", "raw T dhp",
+        "ptrdiff_t r = i / H, j = i - r * H, s = n * H, o = r * H + j;\n"
+        "T acc = 0;\n"
+        "for (ptrdiff_t k = 0; k < H; ++k)"
+        " acc += dg[r * H + k] * wg[j * wm + k] + dg[s + r * H + k] * wg[wk + j * wm + k];\n"
+        "dhp[o] += acc;"))
+    back(hs, n, dgates, w_gate, wk, wm, dh_prev, size=n * hs)
+
+
+def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, dil: tuple,
+           out_hw: tuple, batch_last: bool) -> Any:
+    """Fold ``(C*kh*kw, columns)`` patches back into a new ``(N, C, H, W)`` image, each pixel
+    gathering the taps that land on it (one thread a pixel: no atomics, deterministic). The
+    columns are ordered ``(oy, ox, n)`` with ``batch_last``, else ``(n, oy, ox)``."""
+    import cupy
+
+    kernel_ = _elementwise(("col2im", batch_last), lambda: (
+        "raw T cols, int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy,"
+        " int64 sx, int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow", "T img",
+        "ptrdiff_t x = i % W, t = i / W, y = t % H; t /= H;"
+        "ptrdiff_t c = t % C, n = t / C, ncols = N * oh * ow; T acc = 0;"
+        "for (ptrdiff_t a = 0; a < kh; ++a) {"
+        "  ptrdiff_t yy = y + py - a * dy; if (yy < 0 || yy % sy) continue;"
+        "  ptrdiff_t oy = yy / sy; if (oy >= oh) continue;"
+        "  for (ptrdiff_t b = 0; b < kw; ++b) {"
+        "    ptrdiff_t xx = x + px - b * dx; if (xx < 0 || xx % sx) continue;"
+        "    ptrdiff_t ox = xx / sx; if (ox >= ow) continue;"
+        + ("    ptrdiff_t col = (oy * ow + ox) * N + n;" if batch_last else
+           "    ptrdiff_t col = (n * oh + oy) * ow + ox;") +
+        "    acc += cols[((c * kh + a) * kw + b) * ncols + col];"
+        "  }"
+        "}"
+        "img = acc;"))
+    n, c, h, w = x_shape
+    img = cupy.empty(x_shape, dtype=cols.dtype)
+    kernel_(_contiguous(cols), n, c, h, w, kernel[0], kernel[1], stride[0], stride[1], pad[0],
+            pad[1], dil[0], dil[1], out_hw[0], out_hw[1], img)
+    return img
+
+
+def max_pool2d_forward(x: Any, kernel: tuple, stride: tuple, pad: tuple, y: Any,
+                       argmax: Any) -> None:
+    """Max pooling of a float ``x`` (N, C, H, W) into ``y`` and the winning taps ``argmax``
+    (N, C, oh, ow), one thread a window, as :func:`sculler.math.pool.max_pool2d_forward`: the
+    first strictly greatest tap wins; a NaN makes ``y`` NaN and keeps the winner before it;
+    a window with no winner gets the lowest float and ``-1``."""
+    kernel_ = _elementwise(("max_pool_fwd",), lambda: (
+        "raw T x, int64 H, int64 W, int64 oh, int64 ow, int64 ky, int64 kx, int64 sy,"
+        " int64 sx, int64 py, int64 px, T lowest, T neg_inf, T not_a_number", "T y, A arg",
+        "ptrdiff_t ox = i % ow, t = i / ow, oy = t % oh, nc = t / oh;"
+        "T best = neg_inf; int win = -1; bool seen_nan = false;"
+        "for (ptrdiff_t a = 0; a < ky; ++a) {"
+        "  ptrdiff_t yy = oy * sy - py + a; if (yy < 0 || yy >= H) continue;"
+        "  for (ptrdiff_t b = 0; b < kx; ++b) {"
+        "    ptrdiff_t xx = ox * sx - px + b; if (xx < 0 || xx >= W) continue;"
+        "    T v = x[(nc * H + yy) * W + xx];"
+        "    if (seen_nan) continue;"
+        "    if (v != v) { seen_nan = true; continue; }"
+        "    if (v > best) { best = v; win = a * kx + b; }"
+        "  }"
+        "}"
+        "y = win < 0 ? lowest : (seen_nan ? not_a_number : best); arg = win;"))
+    n, c, h, w = x.shape
+    oh, ow = y.shape[2:]
+    kernel_(_contiguous(x), h, w, oh, ow, kernel[0], kernel[1], stride[0], stride[1], pad[0],
+            pad[1], x.dtype.type(_lowest_float(x.dtype)), x.dtype.type(float("-inf")),
+            x.dtype.type(float("nan")), y, argmax)
+
+
+def _lowest_float(dtype: Any) -> float:
+    import numpy as np
+
+    return float(np.finfo(dtype).min)
+
+
+def max_pool2d_backward(dy: Any, argmax: Any, x_shape: tuple, kernel: tuple, stride: tuple,
+                        pad: tuple, out: Any, beta: float) -> None:
+    """``out = dx + beta * out`` (beta 0 or 1; with 0 ``out`` is not read) for max pooling:
+    each input pixel gathers
+    ``dy`` of the windows whose winner it is (one thread a pixel: no atomics)."""
+    kernel_ = _elementwise(("max_pool_bwd",), lambda: (
+        "raw T dy, raw A arg, int64 H, int64 W, int64 oh, int64 ow, int64 ky, int64 kx,"
+        " int64 sy, int64 sx, int64 py, int64 px, T beta", "T dx",
+        "ptrdiff_t x = i % W, t = i / W, y = t % H, nc = t / H; T acc = 0;"
+        "ptrdiff_t y0 = y + py - ky + 1, x0 = x + px - kx + 1;"
+        "ptrdiff_t oy_lo = y0 <= 0 ? 0 : (y0 + sy - 1) / sy;"
+        "ptrdiff_t ox_lo = x0 <= 0 ? 0 : (x0 + sx - 1) / sx;"
+        "ptrdiff_t oy_hi = (y + py) / sy, ox_hi = (x + px) / sx;"
+        "if (oy_hi > oh - 1) oy_hi = oh - 1;"
+        "if (ox_hi > ow - 1) ox_hi = ow - 1;"
+        "for (ptrdiff_t oy = oy_lo; oy <= oy_hi; ++oy) {"
+        "  for (ptrdiff_t ox = ox_lo; ox <= ox_hi; ++ox) {"
+        "    ptrdiff_t o = (nc * oh + oy) * ow + ox;"
+        "    if (arg[o] == (y + py - oy * sy) * kx + (x + px - ox * sx)) acc += dy[o];"
+        "  }"
+        "}"
+        "dx = beta == (T)0 ? acc : dx + acc;"))
+    n, c, h, w = x_shape
+    oh, ow = dy.shape[2:]
+    kernel_(_contiguous(dy), _contiguous(argmax), h, w, oh, ow, kernel[0], kernel[1],
+            stride[0], stride[1], pad[0], pad[1], dy.dtype.type(beta), out)

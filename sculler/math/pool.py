@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import get_array_module
-from sculler.math.conv import IntPair, conv_output_size, pair, tap_slices
+from sculler.math import cuda
+from sculler.math.conv import IntPair, _accumulate, conv_output_size, pair, tap_slices
 
 _NO_DILATION = (1, 1)  # pooling windows are dense: tap (i, j) reads offset (i, j)
 
@@ -160,6 +161,15 @@ def max_pool2d_forward(
     xp = get_array_module(x)
     shape = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
+    if xp is not np and x.dtype.kind == "f":
+        if out is None:
+            y = xp.empty(shape, dtype=x.dtype)
+        else:
+            _check_out(out, shape, "max_pool2d_forward")
+            y = out
+        argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1] + 1))
+        cuda.max_pool2d_forward(x, k, st, pad, y, argmax)
+        return y, argmax
     low = _lowest(xp, x.dtype)
     start = -xp.inf if x.dtype.kind == "f" else low
     xpad = _padded(x, k, st, pad, shape[2:], start)
@@ -245,6 +255,15 @@ def max_pool2d_backward(
     name = "max_pool2d_backward"
     if out is not None:
         _check_out(out, x_shape, name)
+    if xp is not np and dy.dtype.kind == "f":
+        if out is None:
+            out, beta = xp.empty(x_shape, dtype=dy.dtype), 0.0
+        target = out if out.flags.c_contiguous else xp.empty(x_shape, dtype=dy.dtype)
+        cuda.max_pool2d_backward(dy, argmax, x_shape, k, st, pad, target,
+                                 beta if target is out else 0.0)
+        if target is not out:
+            _accumulate(out, target, name, beta)
+        return out
     tiles = (dy.shape[2] * k[0], dy.shape[3] * k[1]) == x_shape[2:] == frame_hw
     if st == k and pad == (0, 0) and tiles:
         return _tiled_max_backward(dy, argmax, x_shape, k, out, beta)

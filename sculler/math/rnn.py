@@ -219,6 +219,9 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
         h: (n, H) output.
         acts: ``(act, gate_act)``; tmp: flat scratch of at least 2nH elements.
     """
+    if is_gpu_array(h):
+        cuda.gru_step_forward(gate_blocks(gates, 3), h_prev, w_gate, w_cand, reset_h, h, acts)
+        return
     act, gate_act = acts
     n, hs = h.shape
     gates = gate_blocks(gates, 3)
@@ -250,6 +253,10 @@ def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, 
     of ``gates``) and adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is
     flat scratch of at least 2nH elements.
     """
+    if is_gpu_array(dh):
+        cuda.gru_step_backward(gate_blocks(gates, 3), h_prev, w_gate, w_cand, dh,
+                               gate_blocks(dgates, 3), dh_prev, acts)
+        return
     act, gate_act = acts
     n, hs = dh.shape
     gates, dgates = gate_blocks(gates, 3), gate_blocks(dgates, 3)
@@ -370,42 +377,58 @@ def _contiguous_or_fail(*arrays) -> None:
 
 
 def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
-    """:func:`lstm_forward` on CuPy arrays: per step one GEMM ``h_prev W`` (n, 4H) and one
-    fused kernel (:func:`sculler.math.cuda.lstm_forward_step`) on the whole arrays."""
-    _contiguous_or_fail(gates, c, state, h, peepholes)
+    """:func:`lstm_forward` on CuPy arrays, one fused kernel a step on the whole arrays
+    (:func:`sculler.math.cuda.lstm_forward_step`): up to ``FUSED_RECURRENCE_MAX_HIDDEN``
+    hidden units the kernel computes ``h_prev W`` too (one launch a step), above it a GEMM
+    does (two)."""
+    _contiguous_or_fail(gates, c, state, h, peepholes, weight)
     hs = h.shape[1]
+    fused = hs <= cuda.FUSED_RECURRENCE_MAX_HIDDEN
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
-    rec_all = _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
+    rec_all = None if fused else _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
     for n, rows, prev in _steps(plan):
         rec = None
-        if prev is not None:
+        if prev is not None and not fused:
             rec = rec_all[:n]
             h[prev].dot(weight, out=rec)
-        cuda.lstm_forward_step(gates, c, state, h, peepholes, rec, acts, rows.start,
-                               0 if prev is None else prev.start, n)
+        cuda.lstm_forward_step(gates, c, state, h, peepholes, acts, rows.start,
+                               0 if prev is None else prev.start, n, recurrent=rec,
+                               weight=weight if fused and prev is not None else None)
 
 
 def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                        tmp) -> None:
-    """:func:`lstm_backward` on CuPy arrays: per step one fused kernel
+    """:func:`lstm_backward` on CuPy arrays, one fused kernel a step
     (:func:`sculler.math.cuda.lstm_backward_step`), which also adds the later step's
-    recurrent term into ``dh``, and one GEMM ``dg W^T`` for the earlier step."""
-    _contiguous_or_fail(gates, c, state, dh, dc, dgates, peepholes)
+    recurrent gradient ``dg W^T`` into ``dh``: computed in the kernel up to
+    ``FUSED_RECURRENCE_MAX_HIDDEN`` hidden units (from that step's gates in row layout, kept
+    in two buffers used in turn), else by a GEMM after each step."""
+    _contiguous_or_fail(gates, c, state, dh, dc, dgates, peepholes, weight)
     hs = dh.shape[1]
+    fused = hs <= cuda.FUSED_RECURRENCE_MAX_HIDDEN
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
-    work = _gpu_scratch(tmp, 5 * first * hs)
-    drow_all = work[:4 * first * hs].reshape(first, 4 * hs)
-    dh_rec = work[4 * first * hs:].reshape(first, hs)
+    size = 4 * first * hs
+    work = _gpu_scratch(tmp, 2 * size if fused else size + first * hs)
+    drows = (work[:size].reshape(first, 4 * hs),
+             work[size:2 * size].reshape(first, 4 * hs) if fused else None)
+    dh_rec = None if fused else work[size:size + first * hs].reshape(first, hs)
     dc[...] = 0.0
-    n_rec = 0
+    n_rec, turn = 0, 0
     w_t = weight.T
     for n, rows, prev in _steps(plan, backward=True):
-        drow = None if prev is None else drow_all[:n]
-        cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, dh_rec, n_rec,
-                                acts, rows.start, 0 if prev is None else prev.start, n)
+        drow = None if prev is None else drows[turn]
+        start = 0 if prev is None else prev.start
+        if fused:
+            cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, acts,
+                                    rows.start, start, n, n_rec=n_rec,
+                                    drow_next=drows[1 - turn], weight=weight)
+        else:
+            cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, acts,
+                                    rows.start, start, n, dh_rec=dh_rec, n_rec=n_rec)
+            if drow is not None:
+                drow[:n].dot(w_t, out=dh_rec[:n])
         if drow is not None:
-            drow.dot(w_t, out=dh_rec[:n])
-        n_rec = 0 if drow is None else n
+            n_rec, turn = n, (1 - turn if fused else 0)
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:

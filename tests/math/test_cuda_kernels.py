@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from sculler.backend import to_numpy
 from sculler.math import cuda, optim, rnn
 
 pytestmark = pytest.mark.gpu
@@ -21,7 +22,7 @@ def _gpu(a):
 
 
 def _close(gpu, host, dtype):
-    np.testing.assert_allclose(gpu.get(), host, rtol=TOL[dtype], atol=TOL[dtype])
+    np.testing.assert_allclose(to_numpy(gpu), host, rtol=TOL[dtype], atol=TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -76,12 +77,16 @@ CASES = list(itertools.product(DTYPES, [True, False],
                                [("tanh", "sigmoid", "tanh"), ("relu", "sigmoid", "linear")]))
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["product-in-kernel", "cublas-product"])
 @pytest.mark.parametrize("dtype, has_peep, names", CASES)
-def test_lstm_forward_and_backward_through_time(dtype, has_peep, names):
+def test_lstm_forward_and_backward_through_time(dtype, has_peep, names, fused, monkeypatch):
     """The whole recurrence, four sequences of lengths 4, 1, 4, 2 (steps of 4, 3, 2, 2
     rows): the GPU's fused per-step kernels give the NumPy path's gates, cells, outputs and
-    gradients."""
+    gradients, with the recurrent product in the kernel (narrow layers) or by cuBLAS."""
     from sculler.math.seq2batch import SequenceBatch
+
+    if not fused:
+        monkeypatch.setattr(cuda, "FUSED_RECURRENCE_MAX_HIDDEN", 0)
 
     rng = np.random.RandomState(3)
     plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
@@ -164,3 +169,84 @@ def test_segment_sum(dtype):
     want = segment.segment_sum(x, starts, np.full((4, 4), 9.0, dtype))
     got = segment.segment_sum(_gpu(x), starts, _gpu(np.full((4, 4), 9.0, dtype)))
     _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first", [True, False], ids=["first-step", "later-step"])
+@pytest.mark.parametrize("layout", ["gate-major", "rows"])
+@pytest.mark.parametrize("blocks", [False, True], ids=["w-2H", "w-blocks"])
+def test_gru_step(dtype, first, layout, blocks):
+    """A GRU step forward and backward through rnn's entry points (the GPU dispatches to the
+    fused kernels of sculler.math.cuda) equals the NumPy step, for (3, n, H) and (n, 3H)
+    gates and for (H, 2H) and (2, H, H) gate weights."""
+    rng = np.random.RandomState(6)
+    n, hs = 5, 4
+    acts = (rnn.cell_activation("tanh"), rnn.cell_activation("sigmoid"))
+    g0 = rng.randn(3, n, hs).astype(dtype)
+    gates = g0 if layout == "gate-major" else np.ascontiguousarray(
+        g0.transpose(1, 0, 2).reshape(n, 3 * hs))
+    w_gate = (rng.randn(hs, 2 * hs) * 0.5).astype(dtype)
+    if blocks:
+        w_gate = np.ascontiguousarray(w_gate.reshape(hs, 2, hs).transpose(1, 0, 2))
+    w_cand = (rng.randn(hs, hs) * 0.5).astype(dtype)
+    h_prev = None if first else rng.randn(n, hs).astype(dtype)
+    dh = rng.randn(n, hs).astype(dtype)
+    results = []
+    for to in (np.asarray, _gpu):
+        g, dg = to(gates.copy()), to(np.zeros_like(gates))
+        reset_h, h = to(np.zeros((n, hs), dtype)), to(np.zeros((n, hs), dtype))
+        dh_prev = None if first else to(np.full((n, hs), 0.5, dtype))
+        hp = None if first else to(h_prev)
+        tmp = to(np.zeros(2 * n * hs, dtype))
+        rnn.gru_step_forward(g, hp, to(w_gate), to(w_cand), reset_h, h, acts, tmp)
+        rnn.gru_step_backward(g, hp, to(w_gate), to(w_cand), to(dh), dg, dh_prev, acts, tmp)
+        results.append((g, reset_h, h, dg, dh_prev))
+    for got, want in zip(results[1], results[0]):
+        if want is not None:
+            _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("geometry", [((3, 2), (1, 1), (0, 0), (1, 1)),
+                                      ((3, 3), (2, 2), (1, 1), (1, 1)),
+                                      ((2, 2), (1, 2), (1, 0), (2, 1))])
+def test_conv_backward_data_folds_on_the_gpu(dtype, geometry):
+    """conv2d_backward_data's GPU path (one GEMM, then the gathering col2im kernel) equals
+    the NumPy path, for batch-last (small outputs) and batch-first (large) column orders."""
+    from sculler.math import conv
+
+    k, st, pad, dil = geometry
+    rng = np.random.RandomState(7)
+    for shape in ((2, 4, 7, 6), (2, 2, 40, 12)):  # 20+ output rows: batch-first columns
+        w = rng.randn(6, shape[1] // 2, *k).astype(dtype)
+        out_hw = conv._out_hw(shape[2], shape[3], k, st, pad, dil, None)
+        dy = rng.randn(shape[0], 6, *out_hw).astype(dtype)
+        want = conv.conv2d_backward_data(dy, w, shape, st, pad, dil, groups=2)
+        got = conv.conv2d_backward_data(_gpu(dy), _gpu(w), shape, st, pad, dil, groups=2)
+        _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ceil_mode", [True, False])
+@pytest.mark.parametrize("geometry", [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)),
+                                      ((3, 2), (1, 1), (0, 1))])
+def test_max_pool_on_the_gpu(dtype, ceil_mode, geometry):
+    """Max pooling's GPU kernels give the NumPy path's maxima, winning taps (a NaN and a
+    -inf in the input included) and input gradients, adding (beta 1) or overwriting."""
+    from sculler.math import pool
+
+    k, st, pad = geometry
+    rng = np.random.RandomState(8)
+    x = rng.randn(2, 3, 7, 6).astype(dtype)
+    x[0, 0, 1, 1], x[0, 1, 0, 0] = np.nan, -np.inf
+    y, arg = pool.max_pool2d_forward(x, k, st, pad, ceil_mode)
+    yg, argg = pool.max_pool2d_forward(_gpu(x), k, st, pad, ceil_mode)
+    np.testing.assert_array_equal(to_numpy(argg), arg)
+    np.testing.assert_array_equal(to_numpy(yg), y)
+    dy = rng.randn(*y.shape).astype(dtype)
+    for beta in (0.0, 1.0):
+        out = np.full(x.shape, 0.25, dtype)
+        outg = _gpu(out)
+        pool.max_pool2d_backward(dy, arg, x.shape, k, st, pad, out=out, beta=beta)
+        pool.max_pool2d_backward(_gpu(dy), argg, x.shape, k, st, pad, out=outg, beta=beta)
+        _close(outg, out, dtype)
