@@ -161,25 +161,19 @@ def max_pool2d_forward(
     xp = get_array_module(x)
     shape = pool_output_shape(x.shape, size, stride, padding, ceil_mode)
     k, st, pad = pair(size, "size", 1), pair(stride, "stride", 1), pair(padding, "padding")
-    if xp is not np and x.dtype.kind == "f":
-        if out is None:
-            y = xp.empty(shape, dtype=x.dtype)
-        else:
-            _check_out(out, shape, "max_pool2d_forward")
-            y = out
-        argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1] + 1))
-        cuda.max_pool2d_forward(x, k, st, pad, y, argmax)
-        return y, argmax
-    low = _lowest(xp, x.dtype)
-    start = -xp.inf if x.dtype.kind == "f" else low
-    xpad = _padded(x, k, st, pad, shape[2:], start)
-    taps = _windows(xpad, k, st, shape[2:], first=1)  # tap 0 is copied straight into y
     if out is None:
         y = xp.empty(shape, dtype=x.dtype)
     else:
         _check_out(out, shape, "max_pool2d_forward")
         y = out
     argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1] + 1))
+    if xp is not np and x.dtype.kind == "f":
+        cuda.max_pool2d_forward(x, k, st, pad, y, argmax)
+        return y, argmax
+    low = _lowest(xp, x.dtype)
+    start = -xp.inf if x.dtype.kind == "f" else low
+    xpad = _padded(x, k, st, pad, shape[2:], start)
+    taps = _windows(xpad, k, st, shape[2:], first=1)  # tap 0 is copied straight into y
     better = xp.empty(shape, dtype=bool)
     step = xp.empty(shape, dtype=argmax.dtype)
     # while the taps run, argmax holds the winning tap + 1 (0: none yet). Tap 0 against the
