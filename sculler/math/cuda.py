@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 _kernels: dict[tuple, Any] = {}
 
 # f(x) and f'(x) written in terms of y = f(x), for the cell activations of sculler.math.rnn
@@ -434,14 +436,8 @@ def max_pool2d_forward(x: Any, kernel: tuple, stride: tuple, pad: tuple, y: Any,
     n, c, h, w = x.shape
     oh, ow = y.shape[2:]
     kernel_(_contiguous(x), h, w, oh, ow, kernel[0], kernel[1], stride[0], stride[1], pad[0],
-            pad[1], x.dtype.type(_lowest_float(x.dtype)), x.dtype.type(float("-inf")),
+            pad[1], np.finfo(x.dtype).min, x.dtype.type(float("-inf")),
             x.dtype.type(float("nan")), y, argmax)
-
-
-def _lowest_float(dtype: Any) -> float:
-    import numpy as np
-
-    return float(np.finfo(dtype).min)
 
 
 def max_pool2d_backward(dy: Any, argmax: Any, x_shape: tuple, kernel: tuple, stride: tuple,

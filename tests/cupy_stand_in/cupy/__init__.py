@@ -1,0 +1,177 @@
+"""A stand-in for CuPy on machines without a GPU, for tests only.
+
+Put ``tests/cupy_stand_in`` first on ``PYTHONPATH`` (tests/math/test_cuda_kernels_on_cpu.py
+does) and ``import cupy`` finds this module:
+
+- arrays are NumPy arrays of a subclass whose module name starts with ``cupy``, so Sculler
+  takes its GPU paths; ``.get()`` copies one to a plain NumPy array;
+- ``ElementwiseKernel`` compiles the kernel body as C++ with g++ and runs it over the arrays,
+  one loop iteration per element, with raw parameters as pointers. A strided argument is
+  copied to a contiguous one and back, which is how CuPy indexes raw arrays logically;
+- ``cuda.runtime`` reports one device.
+
+Every kernel of sculler.math.cuda can be checked this way against its NumPy twin. What only
+CUDA shows (compilation by NVRTC, speed) needs a GPU: bench/gpu_check.sh.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import subprocess
+import tempfile
+import types
+from typing import Any
+
+import numpy as np
+
+__version__ = "stand-in"
+
+_C_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float",
+            np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
+            np.dtype(np.int16): "short", np.dtype(np.int8): "signed char",
+            np.dtype(np.bool_): "bool"}
+_FIXED = {"int64": np.dtype(np.int64), "int32": np.dtype(np.int32),
+          "float64": np.dtype(np.float64), "float32": np.dtype(np.float32),
+          "bool": np.dtype(np.bool_)}
+_CTYPES_SCALAR = {"double": ctypes.c_double, "float": ctypes.c_float,
+                  "long long": ctypes.c_longlong, "int": ctypes.c_int,
+                  "short": ctypes.c_short, "signed char": ctypes.c_byte, "bool": ctypes.c_bool}
+
+
+class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
+    """A NumPy array that Sculler takes for a device array."""
+
+    def get(self) -> np.ndarray:
+        return np.array(self)
+
+    @property
+    def data(self) -> Any:  # CuPy's MemoryPointer: only .ptr is used
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+
+
+def _device(result: Any) -> Any:
+    if isinstance(result, np.ndarray) and not isinstance(result, ndarray):
+        return result.view(ndarray)
+    if isinstance(result, tuple):
+        return tuple(_device(r) for r in result)
+    return result
+
+
+def __getattr__(name: str) -> Any:
+    """NumPy's function of that name, its array results made device arrays."""
+    attr = getattr(np, name)
+    if not callable(attr) or isinstance(attr, type):
+        return attr
+
+    @functools.wraps(attr)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _device(attr(*args, **kwargs))
+
+    return call
+
+
+class _Runtime:
+    @staticmethod
+    def getDeviceCount() -> int:  # noqa: N802 (CUDA's name)
+        return 1
+
+    @staticmethod
+    def getDevice() -> int:  # noqa: N802
+        return 0
+
+
+class _Device:
+    def __init__(self, index: int = 0) -> None:
+        self.id = index
+
+    def synchronize(self) -> None:
+        pass
+
+    def use(self) -> None:
+        pass
+
+
+cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device)
+
+
+def _parameters(spec: str) -> list[tuple[bool, str, str]]:
+    """``(raw, type, name)`` of each parameter of ``"raw T x, I label, int64 width"``."""
+    out = []
+    for piece in (p.split() for p in spec.split(",") if p.strip()):
+        raw = piece[0] == "raw"
+        type_, name = piece[1:] if raw else piece
+        out.append((raw, type_, name))
+    return out
+
+
+_libraries: dict[str, ctypes.CDLL] = {}
+
+
+def _compile(source: str) -> ctypes.CDLL:
+    key = hashlib.sha256(source.encode()).hexdigest()
+    lib = _libraries.get(key)
+    if lib is None:
+        folder = tempfile.mkdtemp(prefix="cupy-stand-in-")
+        with open(f"{folder}/kernel.cpp", "w") as f:
+            f.write(source)
+        done = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", f"{folder}/kernel.so",
+                               f"{folder}/kernel.cpp"], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"the kernel does not compile:\n{source}\n{done.stderr}")
+        lib = _libraries[key] = ctypes.CDLL(f"{folder}/kernel.so")
+    return lib
+
+
+class ElementwiseKernel:
+    """CuPy's ElementwiseKernel, run by the CPU: ``body`` once per element ``i``."""
+
+    def __init__(self, in_params: str, out_params: str, operation: str, name: str) -> None:
+        self.params = _parameters(in_params) + _parameters(out_params)
+        self.operation, self.name = operation, name
+
+    def __call__(self, *args: Any, size: int | None = None) -> None:
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.name}: {len(self.params)} arguments expected, got "
+                            f"{len(args)}")
+        placeholders: dict[str, np.dtype] = {}
+        for (_, type_, name), a in zip(self.params, args):
+            if type_ not in _FIXED:
+                dtype = np.asarray(a).dtype
+                if placeholders.setdefault(type_, dtype) != dtype:
+                    raise TypeError(f"{self.name}: {name} is {dtype}, {type_} is already "
+                                    f"{placeholders[type_]}")
+        signature, lines, values, copies = [], [], [], []
+        n = size
+        for (raw, type_, name), a in zip(self.params, args):
+            c_type = _C_TYPES[placeholders.get(type_) or _FIXED[type_]]
+            if isinstance(a, np.ndarray) and (raw or a.ndim):
+                flat = np.ascontiguousarray(a)
+                if flat is not a:
+                    copies.append((a, flat))
+                signature.append(f"{c_type}* {name}_data")
+                values.append(flat.ctypes.data_as(ctypes.c_void_p))
+                if raw:
+                    lines.append(f"{c_type}* {name} = {name}_data;")
+                else:
+                    n = a.size if n is None else n
+                    if a.size != n:
+                        raise ValueError(f"{self.name}: {name} has {a.size} elements, not {n}")
+                    lines.append(f"{c_type}& {name} = {name}_data[i];")
+            else:
+                signature.append(f"{c_type} {name}")
+                dtype = placeholders.get(type_) or _FIXED[type_]
+                values.append(_CTYPES_SCALAR[c_type](np.asarray(a).astype(dtype).item()))
+        typedefs = "".join(f"typedef {_C_TYPES[d]} {t};\n" for t, d in placeholders.items())
+        source = ("#include <cmath>\n#include <algorithm>\n#include <cstddef>\n"
+                  "using std::min; using std::max; using std::exp; using std::log;\n"
+                  "using std::tanh; using std::sqrt;\n" + typedefs
+                  + f'extern "C" void run(long long n_, {", ".join(signature)}) {{\n'
+                  + "for (ptrdiff_t i = 0; i < n_; ++i) {\n" + "\n".join(lines)
+                  + "\n{\n" + self.operation + "\n}\n}\n}\n")
+        _compile(source).run(ctypes.c_longlong(n), *values)
+        for a, flat in copies:
+            a[...] = flat
