@@ -50,6 +50,10 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     def data(self) -> Any:  # CuPy's MemoryPointer: only .ptr is used
         return types.SimpleNamespace(ptr=self.ctypes.data)
 
+    @property
+    def device(self) -> Any:  # CuPy's Device: the stand-in has device 0
+        return _Device(0)
+
 
 
 
@@ -64,8 +68,8 @@ def _device(result: Any) -> Any:
 def __getattr__(name: str) -> Any:
     """NumPy's function of that name, its array results made device arrays."""
     attr = getattr(np, name)
-    if not callable(attr) or isinstance(attr, type):
-        return attr
+    if not callable(attr) or isinstance(attr, (type, np.ufunc)):
+        return attr  # a ufunc keeps its methods (add.at); its results follow its inputs
 
     @functools.wraps(attr)
     def call(*args: Any, **kwargs: Any) -> Any:
