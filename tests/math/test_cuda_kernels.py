@@ -250,3 +250,18 @@ def test_max_pool_on_the_gpu(dtype, ceil_mode, geometry):
         pool.max_pool2d_backward(dy, arg, x.shape, k, st, pad, out=out, beta=beta)
         pool.max_pool2d_backward(_gpu(dy), argg, x.shape, k, st, pad, out=outg, beta=beta)
         _close(outg, out, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_rows_sums_repeated_rows_on_the_gpu(dtype):
+    """An embedding's gradient: repeated rows summed by the segment-sum kernel, in batch
+    order, equal to the NumPy path (which sums through a CSR product)."""
+    from sculler.math import sparse
+
+    rng = np.random.RandomState(9)
+    rows = np.array([4, 1, 4, 0, 1, 4, 7])
+    src = rng.randn(rows.size, 3).astype(dtype)
+    dst = rng.randn(8, 3).astype(dtype)
+    want = sparse.add_rows(dst.copy(), rows, src)
+    got = sparse.add_rows(_gpu(dst), _gpu(rows), _gpu(src))
+    _close(got, want, dtype)
