@@ -292,6 +292,17 @@ def _gemm_fold(w, dy_cols, x_shape, kernel, st, pad, dil, out_hw):
     return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + width].transpose(3, 0, 1, 2)
 
 
+def _gpu_unfold(x, kernel, st, pad, dil, out_hw, out=None):
+    """:func:`_unfold` / :func:`im2col` on CuPy arrays (whichever column order
+    :func:`_batch_last` picks) by one gathering kernel."""
+    n, c = x.shape[:2]
+    shape = (c * kernel[0] * kernel[1], n * out_hw[0] * out_hw[1])
+    cols = get_array_module(x).empty(shape, dtype=x.dtype) if out is None else out.reshape(
+        shape)
+    cuda.unfold(x, kernel, st, pad, dil, tuple(out_hw), _batch_last(out_hw), cols)
+    return cols
+
+
 def conv2d_unfold(
     x: Any,
     w_shape: Sequence[int],
@@ -322,11 +333,14 @@ def conv2d_unfold(
     kh, kw = int(w_shape[2]), int(w_shape[3])
     st, pad, dil = geometry(stride, padding, dilation)
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
-    unfold = _unfold if _batch_last(out_hw) else im2col
+    xp = get_array_module(x)
+    if xp is not np:
+        unfold = _gpu_unfold
+    else:
+        unfold = _unfold if _batch_last(out_hw) else im2col
     if not bias_row:
         return unfold(x, (kh, kw), st, pad, dil, out_hw, out)
     rows, columns = x.shape[1] * kh * kw, x.shape[0] * out_hw[0] * out_hw[1]
-    xp = get_array_module(x)
     ext = xp.empty((rows + 1, columns), dtype=x.dtype) if out is None else out.reshape(
         rows + 1, columns)
     unfold(x, (kh, kw), st, pad, dil, out_hw, ext[:rows])

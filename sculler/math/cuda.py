@@ -380,6 +380,27 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
     back(hs, n, dgates, w_gate, wk, wm, dh_prev, size=n * hs)
 
 
+def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw: tuple,
+           batch_last: bool, out: Any) -> None:
+    """im2col of ``(N, C, H, W)`` images into the C-contiguous ``out`` (C*kh*kw, N*oh*ow), one
+    thread an element, zeros for taps in the padding; columns ordered ``(oy, ox, n)`` with
+    ``batch_last``, else ``(n, oy, ox)``. One launch where padding, a strided view and a
+    transposing copy would be three."""
+    kernel_ = _elementwise(("unfold", batch_last), lambda: (
+        "raw T img, int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy,"
+        " int64 sx, int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow", "T cols",
+        "ptrdiff_t ncols = N * oh * ow, col = i % ncols, row = i / ncols;"
+        "ptrdiff_t b = row % kw, t = row / kw, a = t % kh, c = t / kh, n, oy, ox;"
+        + ("n = col % N; t = col / N; ox = t % ow; oy = t / ow;" if batch_last else
+           "ox = col % ow; t = col / ow; oy = t % oh; n = t / oh;") +
+        "ptrdiff_t y = oy * sy - py + a * dy, x = ox * sx - px + b * dx;"
+        "cols = (y >= 0 && y < H && x >= 0 && x < W) ? img[((n * C + c) * H + y) * W + x]"
+        " : (T)0;"))
+    n, c, h, w = x.shape
+    kernel_(_contiguous(x), n, c, h, w, kernel[0], kernel[1], stride[0], stride[1], pad[0],
+            pad[1], dil[0], dil[1], out_hw[0], out_hw[1], out)
+
+
 def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, dil: tuple,
            out_hw: tuple, batch_last: bool) -> Any:
     """Fold ``(C*kh*kw, columns)`` patches back into a new ``(N, C, H, W)`` image, each pixel

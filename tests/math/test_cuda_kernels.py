@@ -265,3 +265,23 @@ def test_add_rows_sums_repeated_rows_on_the_gpu(dtype):
     want = sparse.add_rows(dst.copy(), rows, src)
     got = sparse.add_rows(_gpu(dst), _gpu(rows), _gpu(src))
     _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias_row", [False, True])
+@pytest.mark.parametrize("geometry", [((3, 2), (1, 1), (0, 0), (1, 1)),
+                                      ((3, 3), (2, 2), (1, 1), (1, 1)),
+                                      ((2, 2), (1, 2), (1, 0), (2, 1))])
+def test_conv_unfold_on_the_gpu(dtype, bias_row, geometry):
+    """conv2d_unfold's GPU kernel gives the CPU path's columns in both orders (batch-last
+    for small outputs, batch-first for large) with and without the bias row."""
+    from sculler.math import conv
+
+    k, st, pad, dil = geometry
+    rng = np.random.RandomState(10)
+    for shape in ((2, 4, 7, 6), (2, 2, 40, 12)):
+        x = rng.randn(*shape).astype(dtype)
+        w_shape = (3, shape[1], *k)
+        want = conv.conv2d_unfold(x, w_shape, st, pad, dil, bias_row=bias_row)
+        got = conv.conv2d_unfold(_gpu(x), w_shape, st, pad, dil, bias_row=bias_row)
+        _close(got, want, dtype)
