@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import is_gpu_array, to_device_of, to_numpy
 from sculler.core import (  # noqa: F401 - register the other evaluator types
     detection_map,
     metrics,
@@ -69,7 +69,22 @@ class ClassificationError(Evaluator):
         top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
         return ~(top == ids[:, None]).any(axis=1), probs
 
+    def _counted_on_device(self, layers: dict) -> bool:
+        """On the GPU the unweighted top-1 error is counted there: one number comes back
+        instead of the predictions and the labels. False (nothing done) elsewhere."""
+        value = layers[self.config.input_layers[0]].output.value
+        ids = layers[self.config.input_layers[1]].output.ids
+        if (not is_gpu_array(value) or ids is None or len(self.config.input_layers) > 2
+                or value.shape[1] == 1 or int(self.config.attrs.get("top_k", 1)) != 1):
+            return False
+        ids = to_device_of(ids, value).reshape(-1)
+        self.total += float((value.argmax(axis=1) != ids).sum())
+        self.count += value.shape[0]
+        return True
+
     def eval_batch(self, layers: dict) -> None:
+        if self._counted_on_device(layers):
+            return
         missed, probs = self.missed(layers)
         if len(self.config.input_layers) > 2:
             weight = sample_weights(self, layers, 2, probs.shape[0])

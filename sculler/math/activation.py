@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module, is_gpu_array
+from sculler.backend import get_array_module, is_gpu_array, to_numpy
 from sculler.math import cuda, parallel, segment
 from sculler.math.blas import ones_vector
 from sculler.math.workspace import constant_array
@@ -291,6 +291,11 @@ def segment_softmax(x, seq_starts):
     """Softmax over each sequence of a (T, 1) column; ``seq_starts`` has T at its end. Empty
     sequences hold no rows and are skipped."""
     xp = get_array_module(x)
+    if xp is not np:
+        out = xp.empty(x.shape, dtype=x.dtype)
+        cuda.segment_softmax(x.reshape(-1), to_numpy(seq_starts).astype(np.int64),
+                             out.reshape(-1))
+        return out
     col = x.reshape(-1, 1)
     lens = xp.asarray(segment.lengths(seq_starts))
     seg_max = xp.empty((lens.size, 1), dtype=x.dtype)
@@ -307,6 +312,11 @@ def segment_softmax(x, seq_starts):
 def segment_softmax_grad(y, dy, seq_starts):
     """Per sequence: dx = y * (dy - sum(dy * y))."""
     xp = get_array_module(y)
+    if xp is not np:
+        out = xp.empty(y.shape, dtype=y.dtype)
+        cuda.segment_softmax_grad(y.reshape(-1), dy.reshape(-1),
+                                  to_numpy(seq_starts).astype(np.int64), out.reshape(-1))
+        return out
     lens = xp.asarray(segment.lengths(seq_starts))
     yc, dyc = y.reshape(-1, 1), dy.reshape(-1, 1)
     dots = segment.segment_sum(dyc * yc, seq_starts, xp.empty((lens.size, 1), dtype=y.dtype))

@@ -96,6 +96,39 @@ def segment_sum(x: Any, starts: Any, out: Any) -> None:
     kernel(_contiguous(x), cupy.asarray(starts), x.shape[1], out)
 
 
+def segment_softmax(x: Any, starts: Any, out: Any) -> None:
+    """Softmax over each segment ``starts[k] .. starts[k+1]`` of a column ``x`` (T,) into
+    ``out``, one thread a segment (short segments: attention over a source sentence): one
+    upload of the (host) ``starts`` and one launch, where the NumPy path makes a round trip
+    through the host and seven more launches."""
+    import cupy
+
+    kernel = _elementwise(("segment_softmax",), lambda: (
+        "raw T x, raw int64 starts", "raw T y",
+        "ptrdiff_t lo = starts[i], hi = starts[i + 1];"
+        "if (lo < hi) {"
+        "  T m = x[lo];"
+        "  for (ptrdiff_t r = lo + 1; r < hi; ++r) m = max(m, (T)x[r]);"
+        "  T s = 0;"
+        "  for (ptrdiff_t r = lo; r < hi; ++r) { T e = exp((T)x[r] - m); y[r] = e; s += e; }"
+        "  for (ptrdiff_t r = lo; r < hi; ++r) y[r] /= s;"
+        "}"))
+    kernel(_contiguous(x), cupy.asarray(starts), out, size=len(starts) - 1)
+
+
+def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
+    """``out = y (dy - sum over the segment of dy y)`` per segment of the columns ``y``,
+    ``dy`` (T,), one thread a segment: the backward of :func:`segment_softmax`."""
+    import cupy
+
+    kernel = _elementwise(("segment_softmax_grad",), lambda: (
+        "raw T y, raw T dy, raw int64 starts", "raw T dx",
+        "ptrdiff_t lo = starts[i], hi = starts[i + 1]; T d = 0;"
+        "for (ptrdiff_t r = lo; r < hi; ++r) d += dy[r] * y[r];"
+        "for (ptrdiff_t r = lo; r < hi; ++r) dx[r] = y[r] * (dy[r] - d);"))
+    kernel(_contiguous(y), _contiguous(dy), cupy.asarray(starts), out, size=len(starts) - 1)
+
+
 def pick_nll(x: Any, labels: Any, out: Any) -> None:
     """``out[r] = -log x[r, labels[r]]``: the classification cost of probabilities ``x``."""
     x = _contiguous(x)

@@ -285,3 +285,40 @@ def test_conv_unfold_on_the_gpu(dtype, bias_row, geometry):
         want = conv.conv2d_unfold(x, w_shape, st, pad, dil, bias_row=bias_row)
         got = conv.conv2d_unfold(_gpu(x), w_shape, st, pad, dil, bias_row=bias_row)
         _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_segment_softmax_and_its_gradient(dtype):
+    """Attention's softmax over each sequence of a column (an empty sequence included) and
+    its backward: the GPU kernels equal the NumPy path."""
+    from sculler.math import activation
+
+    rng = np.random.RandomState(11)
+    starts = np.array([0, 3, 3, 7, 8])
+    x = (rng.randn(8, 1) * 5).astype(dtype)
+    dy = rng.randn(8, 1).astype(dtype)
+    y = activation.segment_softmax(x, starts)
+    _close(activation.segment_softmax(_gpu(x), starts), y, dtype)
+    _close(activation.segment_softmax_grad(_gpu(y), _gpu(dy), starts),
+           activation.segment_softmax_grad(y, dy, starts), dtype)
+
+
+def test_classification_error_counted_on_the_device_equals_the_host_count():
+    """The trainer's classification_error on GPU outputs counts the misses on the device
+    (one number back); the count equals the host's, batch after batch."""
+    from types import SimpleNamespace
+
+    from sculler.core.argument import Argument
+    from sculler.core.evaluator import create_evaluator
+    from sculler.core.model_config import EvaluatorConfig
+
+    rng = np.random.RandomState(12)
+    evs = [create_evaluator(EvaluatorConfig("ev", "classification_error", ["p", "y"], {}))
+           for _ in range(2)]
+    for batch in (5, 9):
+        p, y = rng.rand(batch, 4), rng.randint(0, 4, batch)
+        for ev, to in zip(evs, (np.asarray, _gpu)):
+            ev.eval_batch({"p": SimpleNamespace(output=Argument(value=to(p))),
+                           "y": SimpleNamespace(output=Argument(ids=to(y)))})
+    host, device = evs
+    assert (device.total, device.count) == (host.total, host.count) and 0 < host.total < 14
