@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module, is_gpu_array, to_numpy
+from sculler.backend import get_array_module, is_gpu_array
 from sculler.math import cuda, parallel, segment
 from sculler.math.blas import ones_vector
 from sculler.math.workspace import constant_array
@@ -293,8 +293,7 @@ def segment_softmax(x, seq_starts):
     xp = get_array_module(x)
     if xp is not np:
         out = xp.empty(x.shape, dtype=x.dtype)
-        cuda.segment_softmax(x.reshape(-1), to_numpy(seq_starts).astype(np.int64),
-                             out.reshape(-1))
+        cuda.segment_softmax(x.reshape(-1), seq_starts, out.reshape(-1))
         return out
     col = x.reshape(-1, 1)
     lens = xp.asarray(segment.lengths(seq_starts))
@@ -314,8 +313,7 @@ def segment_softmax_grad(y, dy, seq_starts):
     xp = get_array_module(y)
     if xp is not np:
         out = xp.empty(y.shape, dtype=y.dtype)
-        cuda.segment_softmax_grad(y.reshape(-1), dy.reshape(-1),
-                                  to_numpy(seq_starts).astype(np.int64), out.reshape(-1))
+        cuda.segment_softmax_grad(y.reshape(-1), dy.reshape(-1), seq_starts, out.reshape(-1))
         return out
     lens = xp.asarray(segment.lengths(seq_starts))
     yc, dyc = y.reshape(-1, 1), dy.reshape(-1, 1)

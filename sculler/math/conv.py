@@ -576,16 +576,16 @@ def conv2d_backward_data(
     st, pad, dil = geometry(stride, padding, dilation)
     x_shape = tuple(int(v) for v in x_shape)
     _out_hw(x_shape[2], x_shape[3], (kh, kw), st, pad, dil, dy.shape[2:])
-    if xp is not np:  # one GEMM, then one gathering kernel (no per-tap adds)
-        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
-        dx = cuda.col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad,
-                         dil, tuple(dy.shape[2:]), _batch_last(dy.shape[2:]))
-    elif _batch_last(dy.shape[2:]):
+    batch_last = _batch_last(dy.shape[2:])
+    if xp is np and batch_last:
         dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
-    else:
-        dcols = _grouped_gemm(xp, w2, dy_cols, True, False)
-        dx = col2im(dcols.reshape(groups * cg * kh * kw, -1), x_shape, (kh, kw), st, pad, dil,
-                    dy.shape[2:])
+    else:  # one GEMM, then the fold (on the GPU one gathering kernel, no per-tap adds)
+        dcols = _grouped_gemm(xp, w2, dy_cols, True, False).reshape(groups * cg * kh * kw, -1)
+        if xp is np:
+            dx = col2im(dcols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
+        else:
+            dx = cuda.col2im(dcols, x_shape, (kh, kw), st, pad, dil, tuple(dy.shape[2:]),
+                             batch_last)
     if out is None:
         return xp.ascontiguousarray(dx)
     return _accumulate(out, dx, "conv2d_backward_data", beta)

@@ -1,11 +1,13 @@
 """CuPy kernels for the GPU paths of the training loop.
 
 Each fuses what NumPy does in several passes (and CuPy would launch as several kernels, each
-costing ~10 us of host time) into one launch: the classification cost and its gradient past
-the softmax, the optimizers' updates, and an LSTM time step forward and backward. A kernel is
-built on first use for its configuration (activations, which optional terms) and cached;
-these functions are only called with CuPy arrays. Their NumPy twins are the reference: the
-tests marked ``gpu`` compare the two.
+costing 10-30 us of host time) into one launch: the classification cost and its gradient past
+the softmax, the optimizers' updates, activations and segment reductions, LSTM and GRU time
+steps forward and backward, and the convolution's unfold and fold and max pooling (gathering
+kernels, one thread an output element: no atomics, deterministic). A kernel is built on first
+use for its configuration (activations, which optional terms) and cached; these functions are
+only called with CuPy arrays. Their NumPy twins are the reference: the tests marked ``gpu``
+compare the two.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ def _contiguous(a: Any) -> Any:
     return cupy.ascontiguousarray(a)
 
 
+def _starts(starts: Any) -> Any:
+    """Segment offsets (host or device) as the device int64 array the kernels index."""
+    import cupy
+
+    return cupy.asarray(starts, dtype=np.int64)
+
+
 def _scalar(like: Any, value: float) -> Any:
     """``value`` as a scalar of ``like``'s dtype (a kernel's ``T`` argument)."""
     return like.dtype.type(value)
@@ -86,14 +95,12 @@ def segment_sum(x: Any, starts: Any, out: Any) -> None:
     """``out[k] = sum of the rows starts[k] .. starts[k+1] of x`` (2-D; zero for an empty
     segment), one thread per (segment, column), in row order: deterministic, and one upload
     of the (host) ``starts`` instead of a round trip of ``x`` through the host."""
-    import cupy
-
     kernel = _elementwise(("segment_sum",), lambda: (
         "raw T x, raw int64 starts, int64 d", "T out",
         "ptrdiff_t k = i / d, col = i - k * d; T s = 0;"
         "for (ptrdiff_t r = starts[k]; r < starts[k + 1]; ++r) s += x[r * d + col];"
         "out = s;"))
-    kernel(_contiguous(x), cupy.asarray(starts), x.shape[1], out)
+    kernel(_contiguous(x), _starts(starts), x.shape[1], out)
 
 
 def segment_softmax(x: Any, starts: Any, out: Any) -> None:
@@ -101,8 +108,6 @@ def segment_softmax(x: Any, starts: Any, out: Any) -> None:
     ``out``, one thread a segment (short segments: attention over a source sentence): one
     upload of the (host) ``starts`` and one launch, where the NumPy path makes a round trip
     through the host and seven more launches."""
-    import cupy
-
     kernel = _elementwise(("segment_softmax",), lambda: (
         "raw T x, raw int64 starts", "raw T y",
         "ptrdiff_t lo = starts[i], hi = starts[i + 1];"
@@ -113,20 +118,18 @@ def segment_softmax(x: Any, starts: Any, out: Any) -> None:
         "  for (ptrdiff_t r = lo; r < hi; ++r) { T e = exp((T)x[r] - m); y[r] = e; s += e; }"
         "  for (ptrdiff_t r = lo; r < hi; ++r) y[r] /= s;"
         "}"))
-    kernel(_contiguous(x), cupy.asarray(starts), out, size=len(starts) - 1)
+    kernel(_contiguous(x), _starts(starts), out, size=len(starts) - 1)
 
 
 def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
     """``out = y (dy - sum over the segment of dy y)`` per segment of the columns ``y``,
     ``dy`` (T,), one thread a segment: the backward of :func:`segment_softmax`."""
-    import cupy
-
     kernel = _elementwise(("segment_softmax_grad",), lambda: (
         "raw T y, raw T dy, raw int64 starts", "raw T dx",
         "ptrdiff_t lo = starts[i], hi = starts[i + 1]; T d = 0;"
         "for (ptrdiff_t r = lo; r < hi; ++r) d += dy[r] * y[r];"
         "for (ptrdiff_t r = lo; r < hi; ++r) dx[r] = y[r] * (dy[r] - d);"))
-    kernel(_contiguous(y), _contiguous(dy), cupy.asarray(starts), out, size=len(starts) - 1)
+    kernel(_contiguous(y), _contiguous(dy), _starts(starts), out, size=len(starts) - 1)
 
 
 def pick_nll(x: Any, labels: Any, out: Any) -> None:
@@ -413,6 +416,16 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
     back(hs, n, dgates, w_gate, wk, wm, dh_prev, size=n * hs)
 
 
+# the parameters the unfold and fold kernels share, and their values
+_CONV_GEOMETRY = ("int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy, int64 sx,"
+                  " int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow")
+
+
+def _conv_geometry(x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, dil: tuple,
+                   out_hw: tuple) -> tuple:
+    return (*x_shape, *kernel, *stride, *pad, *dil, *out_hw)
+
+
 def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw: tuple,
            batch_last: bool, out: Any) -> None:
     """im2col of ``(N, C, H, W)`` images into the C-contiguous ``out`` (C*kh*kw, N*oh*ow), one
@@ -420,8 +433,7 @@ def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw:
     ``batch_last``, else ``(n, oy, ox)``. One launch where padding, a strided view and a
     transposing copy would be three."""
     kernel_ = _elementwise(("unfold", batch_last), lambda: (
-        "raw T img, int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy,"
-        " int64 sx, int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow", "T cols",
+        "raw T img, " + _CONV_GEOMETRY, "T cols",
         "ptrdiff_t ncols = N * oh * ow, col = i % ncols, row = i / ncols;"
         "ptrdiff_t b = row % kw, t = row / kw, a = t % kh, c = t / kh, n, oy, ox;"
         + ("n = col % N; t = col / N; ox = t % ow; oy = t / ow;" if batch_last else
@@ -429,9 +441,7 @@ def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw:
         "ptrdiff_t y = oy * sy - py + a * dy, x = ox * sx - px + b * dx;"
         "cols = (y >= 0 && y < H && x >= 0 && x < W) ? img[((n * C + c) * H + y) * W + x]"
         " : (T)0;"))
-    n, c, h, w = x.shape
-    kernel_(_contiguous(x), n, c, h, w, kernel[0], kernel[1], stride[0], stride[1], pad[0],
-            pad[1], dil[0], dil[1], out_hw[0], out_hw[1], out)
+    kernel_(_contiguous(x), *_conv_geometry(x.shape, kernel, stride, pad, dil, out_hw), out)
 
 
 def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, dil: tuple,
@@ -442,8 +452,7 @@ def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, 
     import cupy
 
     kernel_ = _elementwise(("col2im", batch_last), lambda: (
-        "raw T cols, int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy,"
-        " int64 sx, int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow", "T img",
+        "raw T cols, " + _CONV_GEOMETRY, "T img",
         "ptrdiff_t x = i % W, t = i / W, y = t % H; t /= H;"
         "ptrdiff_t c = t % C, n = t / C, ncols = N * oh * ow; T acc = 0;"
         "for (ptrdiff_t a = 0; a < kh; ++a) {"
@@ -458,10 +467,8 @@ def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, 
         "  }"
         "}"
         "img = acc;"))
-    n, c, h, w = x_shape
     img = cupy.empty(x_shape, dtype=cols.dtype)
-    kernel_(_contiguous(cols), n, c, h, w, kernel[0], kernel[1], stride[0], stride[1], pad[0],
-            pad[1], dil[0], dil[1], out_hw[0], out_hw[1], img)
+    kernel_(_contiguous(cols), *_conv_geometry(x_shape, kernel, stride, pad, dil, out_hw), img)
     return img
 
 
@@ -497,8 +504,8 @@ def max_pool2d_forward(x: Any, kernel: tuple, stride: tuple, pad: tuple, y: Any,
 def max_pool2d_backward(dy: Any, argmax: Any, x_shape: tuple, kernel: tuple, stride: tuple,
                         pad: tuple, out: Any, beta: float) -> None:
     """``out = dx + beta * out`` (beta 0 or 1; with 0 ``out`` is not read) for max pooling:
-    each input pixel gathers
-    ``dy`` of the windows whose winner it is (one thread a pixel: no atomics)."""
+    each input pixel gathers ``dy`` of the windows whose winner it is (one thread a pixel: no
+    atomics)."""
     kernel_ = _elementwise(("max_pool_bwd",), lambda: (
         "raw T dy, raw A arg, int64 H, int64 W, int64 oh, int64 ow, int64 ky, int64 kx,"
         " int64 sy, int64 sx, int64 py, int64 px, T beta", "T dx",

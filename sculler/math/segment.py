@@ -65,7 +65,7 @@ def segment_sum(x, starts, out):
     """
     xp = get_array_module(out)
     if xp is not np and x.ndim == out.ndim == 2:
-        cuda.segment_sum(x, np.asarray(starts, dtype=np.int64), out)
+        cuda.segment_sum(x, starts, out)
         return out
     lens = lengths(starts)
     out[...] = 0

@@ -206,10 +206,13 @@ def test_gru_step(dtype, first, layout, blocks):
             _close(got, want, dtype)
 
 
+# (kernel, stride, padding, dilation) of the convolution kernel tests
+CONV_GEOMETRIES = [((3, 2), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)),
+                   ((2, 2), (1, 2), (1, 0), (2, 1))]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("geometry", [((3, 2), (1, 1), (0, 0), (1, 1)),
-                                      ((3, 3), (2, 2), (1, 1), (1, 1)),
-                                      ((2, 2), (1, 2), (1, 0), (2, 1))])
+@pytest.mark.parametrize("geometry", CONV_GEOMETRIES)
 def test_conv_backward_data_folds_on_the_gpu(dtype, geometry):
     """conv2d_backward_data's GPU path (one GEMM, then the gathering col2im kernel) equals
     the NumPy path, for batch-last (small outputs) and batch-first (large) column orders."""
@@ -269,9 +272,7 @@ def test_add_rows_sums_repeated_rows_on_the_gpu(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bias_row", [False, True])
-@pytest.mark.parametrize("geometry", [((3, 2), (1, 1), (0, 0), (1, 1)),
-                                      ((3, 3), (2, 2), (1, 1), (1, 1)),
-                                      ((2, 2), (1, 2), (1, 0), (2, 1))])
+@pytest.mark.parametrize("geometry", CONV_GEOMETRIES)
 def test_conv_unfold_on_the_gpu(dtype, bias_row, geometry):
     """conv2d_unfold's GPU kernel gives the CPU path's columns in both orders (batch-last
     for small outputs, batch-first for large) with and without the bias row."""
