@@ -8,7 +8,12 @@ does) and ``import cupy`` finds this module:
 - ``ElementwiseKernel`` compiles the kernel body as C++ with g++ and runs it over the arrays,
   one loop iteration per element, with raw parameters as pointers. A strided argument is
   copied to a contiguous one and back, which is how CuPy indexes raw arrays logically;
-- ``cuda.runtime`` reports one device.
+- ``cuda.runtime`` reports one device;
+- ``counts`` tallies what would cost host time on a GPU: ``launch`` (a ufunc, a kernel, a
+  gather or scatter, a copy or a CuPy function on device arrays), ``h2d`` and ``d2h`` (copies
+  between host and device; reading a device scalar with ``float``, ``int``, ``bool`` or
+  ``.item()`` is one), with their bytes in ``h2d_bytes`` and ``d2h_bytes``.
+  ``bench/gpu_launches.py`` reads them per batch.
 
 Every kernel of sculler.math.cuda can be checked this way against its NumPy twin. What only
 CUDA shows (compilation by NVRTC, speed) needs a GPU: bench/gpu_check.sh.
@@ -16,6 +21,7 @@ CUDA shows (compilation by NVRTC, speed) needs a GPU: bench/gpu_check.sh.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import functools
 import hashlib
@@ -40,11 +46,32 @@ _CTYPES_SCALAR = {"double": ctypes.c_double, "float": ctypes.c_float,
                   "short": ctypes.c_short, "signed char": ctypes.c_byte, "bool": ctypes.c_bool}
 
 
+counts: collections.Counter = collections.Counter()
+
+
+def _d2h(a: np.ndarray) -> None:
+    counts["d2h"] += 1
+    counts["d2h_bytes"] += a.nbytes
+
+
+def _host(a: Any) -> Any:
+    return a.view(np.ndarray) if isinstance(a, ndarray) else a
+
+
 class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     """A NumPy array that Sculler takes for a device array."""
 
     def get(self) -> np.ndarray:
+        _d2h(self)
         return np.array(self)
+
+    def set(self, arr: np.ndarray, stream: Any = None) -> None:
+        """Copy host ``arr`` in (CuPy: asynchronous with a ``stream`` and pinned memory)."""
+        if arr.shape != self.shape or arr.dtype != self.dtype:
+            raise ValueError(f"set: {arr.shape} {arr.dtype} into {self.shape} {self.dtype}")
+        counts["h2d"] += 1
+        counts["h2d_bytes"] += arr.nbytes
+        np.copyto(self.view(np.ndarray), arr)
 
     @property
     def data(self) -> Any:  # CuPy's MemoryPointer: only .ptr is used
@@ -54,12 +81,82 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     def device(self) -> Any:  # CuPy's Device: the stand-in has device 0
         return _Device(0)
 
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        counts["launch"] += 1
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_host(o) for o in out)
+        result = getattr(ufunc, method)(*(_host(i) for i in inputs), **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _device(result)
 
+    def __getitem__(self, key: Any) -> Any:
+        if not _basic(key):
+            counts["launch"] += 1
+        return _device(super().__getitem__(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        counts["launch"] += 1
+        if isinstance(value, np.ndarray) and not isinstance(value, ndarray) and value.ndim:
+            counts["h2d"] += 1  # CuPy would copy a host array over first
+            counts["h2d_bytes"] += value.nbytes
+        super().__setitem__(key, value)
+
+    def _launch(name: str) -> Any:  # noqa: N805 (a method factory)
+        method = getattr(np.ndarray, name)
+
+        @functools.wraps(method)
+        def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+            counts["launch"] += 1
+            return _device(method(self, *args, **kwargs))
+
+        return call
+
+    copy = _launch("copy")
+    astype = _launch("astype")
+    take = _launch("take")
+    repeat = _launch("repeat")
+    fill = _launch("fill")
+    argmax = _launch("argmax")
+    argmin = _launch("argmin")
+    cumsum = _launch("cumsum")
+    nonzero = _launch("nonzero")
+    del _launch
+
+    def _read(name: str) -> Any:  # noqa: N805 (a method factory)
+        method = getattr(np.ndarray, name)
+
+        @functools.wraps(method)
+        def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+            _d2h(self)
+            return method(self, *args, **kwargs)
+
+        return call
+
+    item = _read("item")
+    tolist = _read("tolist")
+    __float__ = _read("__float__")
+    __int__ = _read("__int__")
+    __bool__ = _read("__bool__")
+    __index__ = _read("__index__")
+    del _read
+
+
+def _basic(key: Any) -> bool:
+    """Whether indexing by ``key`` is a view (no kernel on a GPU)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+               for k in keys)
 
 
 def _device(result: Any) -> Any:
+    """A result of an operation on device arrays, on the device: a NumPy scalar becomes a
+    0-d device array, as CuPy's reductions and indexing return."""
     if isinstance(result, np.ndarray) and not isinstance(result, ndarray):
         return result.view(ndarray)
+    if isinstance(result, np.generic):
+        return np.asarray(result).view(ndarray)
     if isinstance(result, tuple):
         return tuple(_device(r) for r in result)
     return result
@@ -73,9 +170,41 @@ def __getattr__(name: str) -> Any:
 
     @functools.wraps(attr)
     def call(*args: Any, **kwargs: Any) -> Any:
-        return _device(attr(*args, **kwargs))
+        counts["alloc" if name in _ALLOCATIONS else "launch"] += 1
+        out = kwargs.get("out")
+        result = _device(attr(*(_host(a) for a in args),
+                              **{k: _host(v) for k, v in kwargs.items()}))
+        return out if isinstance(out, ndarray) else result
 
     return call
+
+
+_ALLOCATIONS = {"empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full",
+                "full_like"}
+
+
+def asarray(a: Any, dtype: Any = None) -> ndarray:
+    """``a`` on the device: a host array (or list) is copied there, a device array of that
+    dtype is returned as it is."""
+    if isinstance(a, ndarray):
+        return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    host = np.asarray(a, dtype=dtype)
+    counts["h2d"] += 1
+    counts["h2d_bytes"] += host.nbytes
+    return np.array(host).view(ndarray)
+
+
+def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
+    if isinstance(a, ndarray):
+        counts["launch"] += 1
+        return np.array(a, dtype=dtype, copy=copy).view(ndarray)
+    return asarray(a, dtype)
+
+
+def asnumpy(a: Any) -> np.ndarray:
+    if isinstance(a, ndarray):
+        return a.get()
+    return np.asarray(a)
 
 
 class _Runtime:
@@ -99,7 +228,24 @@ class _Device:
         pass
 
 
-cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device)
+class _Event:
+    """A CUDA event: the stand-in's work is done when it returns, so every event is."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = False,
+                 interprocess: bool = False) -> None:
+        self.done = True
+
+    def record(self, stream: Any = None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+_STREAM = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
+
+cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device, Event=_Event,
+                             get_current_stream=lambda: _STREAM)
 
 
 def _parameters(spec: str) -> list[tuple[bool, str, str]]:
@@ -176,6 +322,7 @@ class ElementwiseKernel:
                   + f'extern "C" void run(long long n_, {", ".join(signature)}) {{\n'
                   + "for (ptrdiff_t i = 0; i < n_; ++i) {\n" + "\n".join(lines)
                   + "\n{\n" + self.operation + "\n}\n}\n}\n")
+        counts["launch"] += 1
         _compile(source).run(ctypes.c_longlong(n), *values)
         for a, flat in copies:
-            a[...] = flat
+            np.ndarray.__setitem__(a, Ellipsis, flat)

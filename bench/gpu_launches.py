@@ -1,0 +1,99 @@
+"""What each training batch of ``bench_gpu.py``'s four workloads asks of a GPU, counted on a
+machine without one: device operations (launches), host-to-device and device-to-host copies,
+and the bytes they move.
+
+On the GPU these small models are bound by the host: each CuPy call costs 10-30 us of Python
+(``bench/gpu_overheads.py``) and each device-to-host copy waits for the GPU to finish. So the
+counts per batch predict most of the difference to PyTorch, and a change that lowers them can
+be judged here before a GPU is lent. The counts come from the CuPy stand-in of the tests
+(``tests/cupy_stand_in``): it runs Sculler's GPU code on the CPU and tallies each ufunc,
+kernel, gather or scatter, copy and CuPy function on device arrays as one launch (a close
+approximation: CuPy fuses none of these, and an allocation is counted apart).
+
+Run: ``python bench/gpu_launches.py [--batches 3] [--only lenet seq2seq]`` (it puts the
+stand-in on the path itself; with a real CuPy installed it counts nothing and says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+KINDS = ("launch", "alloc", "h2d", "d2h", "h2d_bytes", "d2h_bytes")
+
+
+def workloads(batches: int) -> dict:
+    """Per workload, a maker of ``run``: ``run(k)`` trains ``k`` batches of it on the
+    (stand-in) GPU."""
+    import bench_lenet
+    import bench_lstm
+    import bench_mlp
+    import bench_seq2seq
+
+    lstm_data = bench_lstm.make_batches(batches + 2)
+    demo = bench_seq2seq.load_demo()
+    pairs = demo.make_pairs(bench_seq2seq.BATCH * (batches + 2), seed=0)
+    s2s_batches = [pairs[i:i + bench_seq2seq.BATCH]
+                   for i in range(0, len(pairs), bench_seq2seq.BATCH)]
+
+    def lstm() -> object:
+        run = bench_lstm.sculler_trainer(use_gpu=True)
+        return lambda k: run(lstm_data[:k])
+
+    def seq2seq() -> object:
+        run = bench_seq2seq.make_sculler(demo, s2s_batches, use_gpu=True)
+        return run
+
+    return {
+        "mlp": lambda: lambda k: bench_mlp.bench_sculler((784, 1024, 1024, 10), 256, k,
+                                                         use_gpu=True),
+        "lenet": lambda: lambda k: bench_lenet.bench_sculler(k, 0, use_gpu=True),
+        "lstm": lstm,
+        "seq2seq": seq2seq,
+    }
+
+
+def count(name: str, make: object, batches: int) -> dict[str, float]:
+    """The stand-in's counts per batch of workload ``name``: those of a run of ``batches`` + 2
+    batches less those of a run of 2, so building, warming up and the first batches'
+    allocations are not counted. (``bench_mlp``'s run of k batches warms up on 2 more.)"""
+    import cupy
+
+    run = make()
+    cupy.counts.clear()
+    run(2)
+    base = dict(cupy.counts)
+    cupy.counts.clear()
+    run(batches + 2)
+    more = dict(cupy.counts)
+    return {k: (more.get(k, 0) - base.get(k, 0)) / batches for k in KINDS}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batches", type=int, default=3)
+    ap.add_argument("--only", nargs="*", default=None,
+                    choices=("mlp", "lenet", "lstm", "seq2seq"))
+    args = ap.parse_args()
+    sys.path[:0] = [str(ROOT / "tests" / "cupy_stand_in"), str(ROOT), str(ROOT / "bench")]
+    import cupy
+
+    if not hasattr(cupy, "counts"):
+        print("a real CuPy is installed: this script counts through the stand-in only")
+        return 0
+    print(f"per training batch ({args.batches} batches, less a run of 2), on the stand-in")
+    print(f"{'workload':10s} {'launches':>9s} {'allocs':>7s} {'h2d':>6s} {'d2h':>6s} "
+          f"{'h2d KB':>9s} {'d2h KB':>9s}")
+    for name, make in workloads(args.batches).items():
+        if args.only and name not in args.only:
+            continue
+        c = count(name, make, args.batches)
+        print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "
+              f"{c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
