@@ -7,6 +7,7 @@ branching on a GPU flag; this is the only module that imports cupy. Training run
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import types
 from collections.abc import Iterator
@@ -138,6 +139,82 @@ def to_device_of(a: Any, like: Any) -> Any:
     """``a`` on the device ``like`` lives on (host or GPU), copied only when it is not there:
     how state made for an array follows that array to another device."""
     return to_place(a, is_gpu_array(like))
+
+
+STAGING_ALIGN = 256  # bytes: each array of a joint copy starts at a multiple of this
+_staging: dict[str, Any] = {"buffers": [None, None], "copied": [None, None], "turn": 0}
+
+
+def to_gpu_together(arrays: list[np.ndarray]) -> list[Any]:
+    """Host arrays on the current GPU through one copy: packed into a pinned host buffer,
+    sent by one asynchronous copy on the current stream, and viewed there as arrays of their
+    own dtypes and shapes (each starting ``STAGING_ALIGN``-aligned in one device buffer).
+
+    A copy from pageable memory makes the host wait for every kernel queued before it; this
+    one returns at once, and the kernels that read the arrays queue after it on the same
+    stream. Two pinned buffers, grown as needed, are filled in turn, each only after its
+    previous copy has finished (a CUDA event)."""
+    cupy = _cupy()
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    if total == 0:
+        return [cupy.asarray(a) for a in arrays]
+    buffers, copied, turn = _staging["buffers"], _staging["copied"], _staging["turn"]
+    _staging["turn"] = 1 - turn
+    if copied[turn] is not None:
+        copied[turn].synchronize()
+    host = buffers[turn]
+    if host is None or host.nbytes < total:
+        import cupyx  # noqa: PLC0415
+
+        grown = total if host is None else max(total, 2 * host.nbytes)
+        host = buffers[turn] = cupyx.empty_pinned(grown, np.uint8)
+    for a, at in zip(arrays, offsets):
+        host[at:at + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a
+    device = cupy.empty(total, np.uint8)
+    stream = cupy.cuda.get_current_stream()
+    device.set(host[:total], stream=stream)
+    event = copied[turn] = cupy.cuda.Event(disable_timing=True)
+    event.record(stream)
+    return [device[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
+            for a, at in zip(arrays, offsets)]
+
+
+GPU_COPY_CACHE_ENTRIES = 256
+GPU_COPY_CACHE_MAX_BYTES = 1 << 16
+_gpu_copies: collections.OrderedDict = collections.OrderedDict()
+
+
+def cached_on_gpu(a: Any) -> Any:
+    """A small host array (segment offsets, gather rows, per-segment scales) on the current
+    GPU, copied once per distinct content: the frames of a recurrent group ask for the same
+    offsets many times a batch, and each copy is a call of its own. An LRU of
+    ``GPU_COPY_CACHE_ENTRIES`` arrays up to ``GPU_COPY_CACHE_MAX_BYTES`` each, keyed by
+    device, dtype, shape and bytes; copies go through :func:`to_gpu_together`. The result is
+    shared: read it, never write it. A device array is returned as it is."""
+    if is_gpu_array(a):
+        return a
+    cupy = _cupy()
+    a = np.asarray(a)
+    if a.nbytes > GPU_COPY_CACHE_MAX_BYTES:
+        return to_gpu_together([a])[0]
+    key = (cupy.cuda.runtime.getDevice(), a.dtype.str, a.shape, a.tobytes())
+    hit = _gpu_copies.get(key)
+    if hit is not None:
+        _gpu_copies.move_to_end(key)
+        return hit
+    hit = _gpu_copies[key] = to_gpu_together([a])[0]
+    if len(_gpu_copies) > GPU_COPY_CACHE_ENTRIES:
+        _gpu_copies.popitem(last=False)
+    return hit
+
+
+def cached_like(a: Any, like: Any) -> Any:
+    """Small host array ``a`` on the device ``like`` lives on: :func:`cached_on_gpu` there (shared,
+    read-only), ``a`` itself on the host."""
+    return cached_on_gpu(a) if is_gpu_array(like) else a
 
 
 def get_default_dtype() -> np.dtype:

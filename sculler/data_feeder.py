@@ -16,7 +16,7 @@ already has the feeder's dtype is bound as a read-only view: nothing is copied.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -48,6 +48,23 @@ def _entry_size(sizes: set) -> str:
     """``3 values`` for a wrong-sized entry, ``no length`` for a scalar one."""
     size = min(sizes, key=lambda n: -1 if n is None else n)
     return "no length (a single number)" if size is None else f"{size} values"
+
+
+def _to_gpu(args: Iterable[Argument]) -> None:
+    """Move the dense values and ids of a converted batch to the GPU in one copy
+    (:func:`sculler.backend.to_gpu_together`); the ids keep their host copy for host-side
+    bookkeeping (:meth:`Argument.host_ids`). Sparse values go when a layer reads them."""
+    slots = [(arg, field) for arg in args for field in ("value", "ids")
+             if type(getattr(arg, field)) is np.ndarray]
+    moved = backend.to_gpu_together([getattr(arg, field) for arg, field in slots])
+    for (arg, field), device in zip(slots, moved):
+        host = getattr(arg, field)
+        setattr(arg, field, device)
+        if field == "ids":
+            checked = arg.ids_checked
+            if checked is not None and checked[0] is host:
+                arg.mark_ids_below(checked[1])
+            arg.mark_host_ids(host)
 
 
 def _describe_column(column: Any) -> str:
@@ -218,6 +235,8 @@ class DataFeeder:
                        f"{where} of the batch (each sample converts alone, not together)")
                 raise ValueError(f"data layer {name!r} (expects {tp}): {who} does not match: "
                                  f"{e}{_batching_note(dat)}") from None
+        if backend.gpu_enabled():
+            _to_gpu(out.values())
         return out
 
     def _check_samples(self, minibatch: Sequence[Any]) -> None:
@@ -374,7 +393,7 @@ class DataFeeder:
 
     def _convert(self, fields: Sequence, tp: InputType, name: str | None = None,
                  column: bool = False) -> Argument:
-        xp = backend.xp()
+        """``fields`` as one host :class:`Argument` of type ``tp``."""
         seq_starts = sub_starts = None
         if tp.seq_type == 2:
             sub_lens = [len(sub) for f in fields for sub in f]
@@ -385,8 +404,7 @@ class DataFeeder:
             seq_starts = _starts([len(f) for f in fields])
             fields = [x for f in fields for x in f]
         if tp.type == DataType.Dense:
-            value = self._dense(fields, tp.dim, name, column and seq_starts is None)
-            arg = Argument(value=value if xp is np else xp.asarray(value))
+            arg = Argument(value=self._dense(fields, tp.dim, name, column and seq_starts is None))
         elif tp.type == DataType.Index:
             try:
                 ids = self._ids(fields, tp.dim)
@@ -394,7 +412,7 @@ class DataFeeder:
                 if e.sample is None or seq_starts is not None:
                     raise ValueError(str(e)) from None  # the caller locates the sample
                 raise
-            arg = Argument(ids=ids if xp is np else xp.asarray(ids))
+            arg = Argument(ids=ids)
             arg.mark_ids_below(tp.dim)  # checked in _ids: the layers skip the check
         else:
             arg = Argument(value=self._sparse(fields, tp.dim, tp.type == DataType.SparseValue))

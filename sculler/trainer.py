@@ -83,6 +83,7 @@ class SGD:
         # dense parameters in one buffer: the optimizer updates them in a few flat passes
         parameters.parameter_set.pack(self.network.used_parameters)
         self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
+        self._device_sums: dict[int, tuple[float, float]] = {}  # read with a batch's cost
         self._pass_evals = self.network.evaluators
         self._cost_names = [layer.name for layer in self.network.cost_layers()]
         if not self._cost_names:
@@ -246,13 +247,29 @@ class SGD:
     def _forward_backward(self, args: dict, pass_id: int, batch_id: int) -> float:
         net = self.network
         net.forward(args, PASS_TRAIN)
-        cost_sum = net.total_cost()
+        cost_sum = self._read_cost_and_device_sums()
         if not math.isfinite(cost_sum):  # the previous backward's gradients are still there
             raise NonFiniteError(locate_forward(net, pass_id, batch_id, self._last_backward))
         net.zero_grad()
         self._ready.clear()
         net.backward(self._ready.append)
         self._last_backward = (pass_id, batch_id)
+        return cost_sum
+
+    def _read_cost_and_device_sums(self) -> float:
+        """The batch's cost sum; on the GPU the additive evaluators that count there
+        (:meth:`Evaluator.device_sums`) come back in the same transfer, kept for
+        :meth:`_eval_batch`."""
+        layers = self.network.layers
+        pending = []
+        for bev, pev in zip(self._batch_evals, self._pass_evals):
+            if bev.additive and type(pev) is type(bev):
+                sums = bev.device_sums(layers)
+                if sums is not None:
+                    pending.append((bev, sums))
+        cost_sum, totals = self.network.total_cost_and([s[0] for _, s in pending])
+        self._device_sums = {id(bev): (total, sums[1])
+                             for (bev, sums), total in zip(pending, totals)}
         return cost_sum
 
     def _update(self, frozen: set[str]) -> None:
@@ -279,7 +296,11 @@ class SGD:
         for bev, pev in zip(self._batch_evals, self._pass_evals):
             if bev.additive and type(pev) is type(bev):  # evaluate once, add to the pass
                 bev.start()
-                bev.eval_batch(layers)
+                read = self._device_sums.pop(id(bev), None)
+                if read is None:
+                    bev.eval_batch(layers)
+                else:
+                    bev.total, bev.count = read
                 pev.total += bev.total
                 pev.count += bev.count
                 continue

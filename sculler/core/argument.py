@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.backend import is_gpu_array, to_numpy
 from sculler.math.sparse import CsrMatrix
 
 
@@ -18,7 +19,8 @@ class Argument:
       the sub-sequences of nested sequences.
     """
 
-    __slots__ = ("value", "ids", "grad", "seq_starts", "sub_seq_starts", "ids_checked")
+    __slots__ = ("value", "ids", "grad", "seq_starts", "sub_seq_starts", "ids_checked",
+                 "ids_host")
 
     def __init__(self, value=None, ids=None, grad=None, seq_starts=None, sub_seq_starts=None):
         self.value = value
@@ -27,6 +29,7 @@ class Argument:
         self.seq_starts = seq_starts
         self.sub_seq_starts = sub_seq_starts
         self.ids_checked: tuple | None = None  # (ids array, bound) from mark_ids_below
+        self.ids_host: tuple | None = None  # (device ids, their host copy) from mark_host_ids
 
     def mark_ids_below(self, bound: int) -> None:
         """Record that every id of the current ``ids`` array lies in ``[0, bound)`` (the
@@ -38,6 +41,19 @@ class Argument:
         ``ids`` array (a new array, e.g. remapped ids, is not covered)."""
         checked = self.ids_checked
         return checked is not None and checked[0] is self.ids and checked[1] <= bound
+
+    def mark_host_ids(self, host: np.ndarray) -> None:
+        """Record that the current (device) ``ids`` were copied from ``host``, so that host-side
+        bookkeeping on them (sorting an embedding's rows) needs no copy back."""
+        self.ids_host = (self.ids, host)
+
+    def host_ids(self) -> np.ndarray:
+        """``ids`` on the host: the copy :meth:`mark_host_ids` recorded for this very array, else
+        ``ids`` itself on the CPU or a copy back from the GPU (which waits for the device)."""
+        known = self.ids_host
+        if known is not None and known[0] is self.ids:
+            return known[1]
+        return to_numpy(self.ids) if is_gpu_array(self.ids) else np.asarray(self.ids)
 
     @property
     def batch_size(self) -> int:

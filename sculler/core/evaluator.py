@@ -8,6 +8,8 @@ evaluator family (:mod:`sculler.core.metrics`), so ``create_evaluator`` knows al
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sculler.backend import is_gpu_array, to_device_of, to_numpy
@@ -69,21 +71,22 @@ class ClassificationError(Evaluator):
         top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
         return ~(top == ids[:, None]).any(axis=1), probs
 
-    def _counted_on_device(self, layers: dict) -> bool:
+    def device_sums(self, layers: dict) -> tuple[Any, float] | None:
         """On the GPU the unweighted top-1 error is counted there: one number comes back
-        instead of the predictions and the labels. False (nothing done) elsewhere."""
+        instead of the predictions and the labels."""
         value = layers[self.config.input_layers[0]].output.value
         ids = layers[self.config.input_layers[1]].output.ids
         if (not is_gpu_array(value) or ids is None or len(self.config.input_layers) > 2
                 or value.shape[1] == 1 or int(self.config.attrs.get("top_k", 1)) != 1):
-            return False
+            return None
         ids = to_device_of(ids, value).reshape(-1)
-        self.total += float((value.argmax(axis=1) != ids).sum())
-        self.count += value.shape[0]
-        return True
+        return (value.argmax(axis=1) != ids).sum(dtype=np.float64), value.shape[0]
 
     def eval_batch(self, layers: dict) -> None:
-        if self._counted_on_device(layers):
+        sums = self.device_sums(layers)
+        if sums is not None:
+            self.total += float(sums[0])
+            self.count += sums[1]
             return
         missed, probs = self.missed(layers)
         if len(self.config.input_layers) > 2:

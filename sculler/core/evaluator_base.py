@@ -3,6 +3,8 @@ module, and :mod:`sculler.core.evaluator` imports them, so imports run one way).
 
 from __future__ import annotations
 
+from typing import Any
+
 from sculler.core.model_config import EvaluatorConfig
 
 _EVALUATORS: dict[str, type[Evaluator]] = {}
@@ -40,6 +42,13 @@ class Evaluator:
 
     def eval_batch(self, layers: dict) -> None:
         raise NotImplementedError
+
+    def device_sums(self, layers: dict) -> tuple[Any, float] | None:
+        """This batch's additions to ``total`` (a 0-d float64 device array) and ``count`` (a
+        number) where an additive evaluator counts on the GPU, so that the trainer reads the
+        totals back with the cost in one transfer a batch; None where :meth:`eval_batch` must
+        run (the default, and always on the CPU)."""
+        return None
 
     def value(self) -> float:
         return self.total / self.count if self.count else 0.0

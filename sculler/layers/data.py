@@ -37,6 +37,7 @@ class DataLayer(Layer):
                 )
         out = self.output
         out.value, out.ids, out.ids_checked = arg.value, arg.ids, arg.ids_checked
+        out.ids_host = arg.ids_host
         out.seq_starts, out.sub_seq_starts = arg.seq_starts, arg.sub_seq_starts
 
     def forward(self, pass_type: str) -> None:

@@ -59,8 +59,9 @@ class EmbeddingLayer(Layer):
         weight = self.weights[0]
         if weight.w_grad is None:
             return
-        ids = self.get_input(0).ids
-        add_rows(weight.w_grad, ids, self.output.grad)
+        arg = self.get_input(0)
+        ids = arg.ids
+        add_rows(weight.w_grad, ids, self.output.grad, arg.host_ids())
         weight.parameter.touched_rows.append(ids)
         weight.parameter.inc_update(callback)
 

@@ -254,8 +254,9 @@ class MixedLayer(ConvTerms, Layer):
     def _bwd_table(self, i, dy):
         w = self.weights[i]
         if w.w_grad is not None:
-            ids = self.get_input(i).ids
-            add_rows(w.w_grad, ids, dy)
+            arg = self.get_input(i)
+            ids = arg.ids
+            add_rows(w.w_grad, ids, dy, arg.host_ids())
             w.parameter.touched_rows.append(ids)
 
     def _window(self, i):

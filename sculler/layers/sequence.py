@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from sculler import pooling as P
-from sculler.backend import get_array_module
+from sculler.backend import cached_like, get_array_module
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -171,14 +171,14 @@ class SequenceLastInstanceLayer(SequenceAggregate):
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         segs, out_seq = self.segments()
-        self._rows = segs[:-1] if self.windows_from_end else segs[1:] - 1
         x = self.get_input_value(0)
+        self._rows = cached_like(segs[:-1] if self.windows_from_end else segs[1:] - 1, x)
         out = self.reserve_output(len(self._rows), self.size)
-        S.gather_rows(x, get_array_module(x).asarray(self._rows), out)
+        S.gather_rows(x, self._rows, out)
         self.finish_forward(out_seq)
 
     def add_input_grad(self, i, g, dy) -> None:
-        g[get_array_module(g).asarray(self._rows)] += dy
+        g[self._rows] += dy
 
 
 @register_layer("seqfirstins")
@@ -249,13 +249,13 @@ class AveragePoolingLayer(SequenceAggregate):
         segs, out_seq = self.segments()
         out = self.reserve_output(len(segs) - 1, self.size)
         S.segment_sum(self.get_input_value(0), segs, out)
-        self._segs, xp = segs, get_array_module(out)
-        self._scale = xp.asarray(self._scales(S.lengths(segs), out.dtype))[:, None]
+        self._segs = segs
+        self._scale = cached_like(self._scales(S.lengths(segs), out.dtype), out)[:, None]
         out *= self._scale
         self.finish_forward(out_seq)
 
     def add_input_grad(self, i, g, dy) -> None:
-        rows = get_array_module(g).asarray(S.segment_of_rows(self._segs))
+        rows = cached_like(S.segment_of_rows(self._segs), g)
         g += S.gather_rows(dy * self._scale, rows, self.scratch("dx", g.shape))
 
 

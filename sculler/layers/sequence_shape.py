@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import cached_like, get_array_module
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -74,8 +74,7 @@ class ExpandLayer(SequenceLayer):
         super().forward(pass_type)
         self._segs = self._targets()
         x = self.get_input_value(0)
-        xp = get_array_module(x)
-        self._src = xp.asarray(S.segment_of_rows(self._segs))
+        self._src = cached_like(S.segment_of_rows(self._segs), x)
         out = self.reserve_output(len(self._src), self.size)
         S.gather_rows(x, self._src, out)
         target = self.get_input(1)

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import cached_on_gpu, is_gpu_array
+
 _kernels: dict[tuple, Any] = {}
 
 # f(x) and f'(x) written in terms of y = f(x), for the cell activations of sculler.math.rnn
@@ -55,10 +57,13 @@ def _contiguous(a: Any) -> Any:
 
 
 def _starts(starts: Any) -> Any:
-    """Segment offsets (host or device) as the device int64 array the kernels index."""
+    """Segment offsets (host or device) as the device int64 array the kernels index; host
+    offsets are copied once per distinct content (:func:`sculler.backend.cached_on_gpu`)."""
     import cupy
 
-    return cupy.asarray(starts, dtype=np.int64)
+    if is_gpu_array(starts):
+        return cupy.asarray(starts, dtype=np.int64)
+    return cached_on_gpu(np.asarray(starts, dtype=np.int64))
 
 
 def _scalar(like: Any, value: float) -> Any:

@@ -1,0 +1,155 @@
+"""What a training batch moves between the host and the GPU: the feeder sends a batch in one
+copy, small index arrays go once per distinct content, and the cost and the evaluators'
+counts come back in one copy a batch. Counted by the CuPy stand-in of tests/cupy_stand_in
+(``cupy.counts``), so these run through tests/test_gpu_paths_on_cpu.py; on a real GPU, whose
+CuPy counts nothing, they skip."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import sculler as paddle
+from sculler import backend
+from sculler.data_feeder import DataFeeder
+from sculler.math.sparse import add_rows
+
+pytestmark = pytest.mark.gpu
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture
+def counts():
+    """The stand-in's tally, cleared; the GPU is given back afterwards."""
+    import cupy
+
+    if not hasattr(cupy, "counts"):
+        pytest.skip("transfers are counted by the CuPy stand-in only (a real CuPy is here)")
+    paddle.init(use_gpu=True, seed=0)
+    cupy.counts.clear()
+    yield cupy.counts
+    paddle.init(use_gpu=False)
+
+
+def test_the_feeder_sends_a_batch_in_one_copy(counts):
+    types = [("img", paddle.data_type.dense_vector(3)),
+             ("label", paddle.data_type.integer_value(5)),
+             ("words", paddle.data_type.integer_value_sequence(9))]
+    batch = [([0.5, 1.5, 2.5], 4, [1, 2, 3]), ([3.0, 4.0, 5.0], 0, [8])]
+    args = DataFeeder(types).convert(batch)
+    assert counts["h2d"] == 1 and counts["d2h"] == 0
+    for name in ("img", "label", "words"):
+        arg = args[name]
+        assert backend.is_gpu_array(arg.value if name == "img" else arg.ids)
+    np.testing.assert_array_equal(backend.to_numpy(args["img"].value),
+                                  np.array([[0.5, 1.5, 2.5], [3, 4, 5]], np.float32))
+    np.testing.assert_array_equal(backend.to_numpy(args["label"].ids), [4, 0])
+    counts.clear()
+    words = args["words"]
+    np.testing.assert_array_equal(words.host_ids(), [1, 2, 3, 8])  # the feeder's copy
+    assert counts["d2h"] == 0
+    assert words.ids_known_below(9)  # the range check still holds for the device array
+    np.testing.assert_array_equal(words.seq_starts, [0, 3, 4])
+
+
+def test_arrays_sent_together_keep_their_values_dtypes_and_alignment(counts):
+    arrays = [np.arange(15, dtype=np.float32).reshape(3, 5), np.arange(7) * -3,
+              np.array([[True, False], [False, True]]), np.zeros((0, 4)),
+              np.array([1, -2, 3], np.int8), np.arange(12.0).reshape(3, 4)[:, ::2]]
+    moved = backend.to_gpu_together(arrays)
+    assert counts["h2d"] == 1
+    for a, d in zip(arrays, moved):
+        assert backend.is_gpu_array(d) and d.dtype == a.dtype and d.shape == a.shape
+        np.testing.assert_array_equal(backend.to_numpy(d), a)
+        if d.size:  # (CuPy's allocations start 512-byte aligned)
+            assert (backend.address(d) - backend.address(moved[0])) % backend.STAGING_ALIGN == 0
+    again = backend.to_gpu_together([np.ones(3)])  # the other staging buffer, then this one
+    third = backend.to_gpu_together([np.full(3, 7.0)])
+    np.testing.assert_array_equal(backend.to_numpy(again[0]), np.ones(3))
+    np.testing.assert_array_equal(backend.to_numpy(third[0]), np.full(3, 7.0))
+    np.testing.assert_array_equal(backend.to_numpy(moved[0]), arrays[0])  # not overwritten
+
+
+def test_a_small_array_goes_to_the_gpu_once_per_content(counts, monkeypatch):
+    monkeypatch.setattr(backend, "GPU_COPY_CACHE_ENTRIES", 2)
+    backend._gpu_copies.clear()
+    starts = np.array([0, 3, 7])
+    first = backend.cached_on_gpu(starts)
+    assert backend.cached_on_gpu(np.array([0, 3, 7])) is first
+    assert counts["h2d"] == 1
+    other = backend.cached_on_gpu(np.array([0, 3, 8]))
+    assert other is not first and counts["h2d"] == 2
+    assert backend.cached_on_gpu(starts.astype(np.int32)) is not first  # dtype is content
+    assert backend.cached_on_gpu(starts) is not first  # evicted: 2 entries at most
+    assert counts["h2d"] == 4
+    np.testing.assert_array_equal(backend.to_numpy(backend.cached_like(starts, first)), starts)
+    assert backend.cached_like(starts, np.zeros(1)) is starts  # on the host: itself
+
+
+def test_add_rows_sorts_on_the_host_copy_without_reading_back(counts):
+    rng = np.random.RandomState(0)
+    host_rows = rng.randint(0, 6, 40)
+    src = rng.randn(40, 3)
+    expected = np.zeros((6, 3))
+    np.add.at(expected, host_rows, src)
+    rows, src_d = backend.to_gpu_together([host_rows, src])
+    dst = backend.to_gpu(np.zeros((6, 3)))
+    counts.clear()
+    add_rows(dst, rows, src_d, host_rows)
+    assert counts["d2h"] == 0 and counts["h2d"] == 1  # the three index arrays in one copy
+    np.testing.assert_allclose(backend.to_numpy(dst), expected, rtol=1e-12)
+    counts.clear()
+    add_rows(dst, rows, src_d)  # without the host copy: read back once, same sums
+    assert counts["d2h"] == 1
+    np.testing.assert_allclose(backend.to_numpy(dst), 2 * expected, rtol=1e-12)
+
+
+def _train_classifier(use_gpu: bool, batches: int, counts=None):
+    paddle.init(use_gpu=use_gpu, seed=3)
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(6))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(4))
+    h = paddle.layer.fc(input=x, size=8, act=paddle.activation.Relu())
+    out = paddle.layer.fc(input=h, size=4, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)  # + classification_error
+    trainer = paddle.trainer.SGD(cost, paddle.parameters.create(cost),
+                                 paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9))
+    rng = np.random.RandomState(1)
+    data = [[(rng.randn(6).astype(np.float32), int(rng.randint(4))) for _ in range(16)]
+            for _ in range(batches)]
+    seen = []
+
+    def handler(event):
+        if isinstance(event, paddle.event.EndIteration):
+            seen.append((event.cost, event.metrics["classification_error_evaluator"]))
+
+    if counts is not None:
+        counts.clear()  # (building copied the initial parameters over)
+    trainer.train(lambda: iter(data), num_passes=1, event_handler=handler)
+    return seen
+
+
+def test_training_reads_cost_and_error_back_in_one_copy_a_batch(counts):
+    on_gpu = _train_classifier(True, 5, counts)
+    assert counts["d2h"] == 5 and counts["h2d"] == 5
+    on_cpu = _train_classifier(False, 5)
+    assert [e for _, e in on_gpu] == [e for _, e in on_cpu]
+    np.testing.assert_allclose([c for c, _ in on_gpu], [c for c, _ in on_cpu], rtol=1e-5)
+    assert 0.0 <= min(e for _, e in on_gpu) and max(e for _, e in on_gpu) <= 1.0
+
+
+@pytest.mark.parametrize("workload, most_h2d", [("lstm", 2), ("seq2seq", 12)])
+def test_benchmark_batches_read_back_once(counts, workload, most_h2d):
+    """bench/gpu_launches.py's counts for the LSTM classifier and the seq2seq demo: one copy
+    back a batch; copies over are the feeder's one, the embedding gradient's index arrays
+    and (seq2seq) the first use of each batch's segment offsets."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_launches
+
+        per_batch = gpu_launches.count(workload, gpu_launches.workloads(2)[workload], 2)
+    finally:
+        sys.path.remove(str(BENCH))
+    assert per_batch["d2h"] == 1
+    assert 1 <= per_batch["h2d"] <= most_h2d
