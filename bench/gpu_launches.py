@@ -1,6 +1,6 @@
 """What each training batch of ``bench_gpu.py``'s four workloads asks of a GPU, counted on a
 machine without one: device operations (launches), host-to-device and device-to-host copies,
-and the bytes they move.
+the bytes they move, and the copies that make the host wait for the GPU (waits).
 
 On the GPU these small models are bound by the host: each CuPy call costs 10-30 us of Python
 (``bench/gpu_overheads.py``) and each device-to-host copy waits for the GPU to finish. So the
@@ -21,7 +21,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-KINDS = ("launch", "alloc", "h2d", "d2h", "h2d_bytes", "d2h_bytes")
+KINDS = ("launch", "alloc", "h2d", "d2h", "wait", "h2d_bytes", "d2h_bytes")
 
 
 def workloads(batches: int) -> dict:
@@ -85,13 +85,14 @@ def main() -> int:
         return 0
     print(f"per training batch ({args.batches} batches, less a run of 2), on the stand-in")
     print(f"{'workload':10s} {'launches':>9s} {'allocs':>7s} {'h2d':>6s} {'d2h':>6s} "
-          f"{'h2d KB':>9s} {'d2h KB':>9s}")
+          f"{'waits':>6s} {'h2d KB':>9s} {'d2h KB':>9s}")
     for name, make in workloads(args.batches).items():
         if args.only and name not in args.only:
             continue
         c = count(name, make, args.batches)
         print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "
-              f"{c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f}", flush=True)
+              f"{c['wait']:6.0f} {c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f}",
+              flush=True)
     return 0
 
 

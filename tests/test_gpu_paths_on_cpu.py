@@ -45,3 +45,32 @@ def test_the_stand_in_catches_a_wrong_kernel(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert out.strip() == "[-0.0, -2.0, -4.0, -6.0]"
+
+
+def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
+    """A RawKernel's block shares its ``__shared__`` arrays and meets at ``__syncthreads()``:
+    reversing a row through shared memory is right with the barrier and wrong without it (so
+    a kernel that forgets one fails its test here as it would on a GPU)."""
+    if shutil.which("g++") is None:
+        pytest.skip("no C++ compiler (g++) for the stand-in")
+    code = (
+        "import numpy as np, cupy\n"
+        "src = '''typedef double T;\n"
+        "extern \"C\" __global__ void flip(const T* x, T* y, long long n) {\n"
+        "  __shared__ T row[8];\n"
+        "  long long j = threadIdx.x, b = blockIdx.x;\n"
+        "  row[j] = x[b * n + j];\n"
+        "  BARRIER\n"
+        "  y[b * n + j] = row[n - 1 - j];\n"
+        "}'''\n"
+        "x = cupy.asarray(np.arange(8.0).reshape(2, 4))\n"
+        "for barrier in ('__syncthreads();', ''):\n"
+        "    y = cupy.zeros_like(x)\n"
+        "    flip = cupy.RawKernel(src.replace('BARRIER', barrier), 'flip')\n"
+        "    flip((2,), (4,), (x, y, np.int64(4)))\n"
+        "    print(y.get().tolist())\n")
+    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0] == "[[3.0, 2.0, 1.0, 0.0], [7.0, 6.0, 5.0, 4.0]]"
+    assert out[1] != out[0]

@@ -98,6 +98,7 @@ def test_add_rows_sorts_on_the_host_copy_without_reading_back(counts):
     counts.clear()
     add_rows(dst, rows, src_d, host_rows)
     assert counts["d2h"] == 0 and counts["h2d"] == 1  # the three index arrays in one copy
+    assert counts["wait"] == 0
     np.testing.assert_allclose(backend.to_numpy(dst), expected, rtol=1e-12)
     counts.clear()
     add_rows(dst, rows, src_d)  # without the host copy: read back once, same sums
@@ -133,17 +134,18 @@ def _train_classifier(use_gpu: bool, batches: int, counts=None):
 def test_training_reads_cost_and_error_back_in_one_copy_a_batch(counts):
     on_gpu = _train_classifier(True, 5, counts)
     assert counts["d2h"] == 5 and counts["h2d"] == 5
+    assert counts["wait"] == 5  # the feeder's copies are asynchronous: only the read back waits
     on_cpu = _train_classifier(False, 5)
     assert [e for _, e in on_gpu] == [e for _, e in on_cpu]
     np.testing.assert_allclose([c for c, _ in on_gpu], [c for c, _ in on_cpu], rtol=1e-5)
     assert 0.0 <= min(e for _, e in on_gpu) and max(e for _, e in on_gpu) <= 1.0
 
 
-@pytest.mark.parametrize("workload, most_h2d", [("lstm", 2), ("seq2seq", 12)])
-def test_benchmark_batches_read_back_once(counts, workload, most_h2d):
+@pytest.mark.parametrize("workload, most_h2d", [("lstm", 3), ("seq2seq", 12)])
+def test_benchmark_batches_wait_for_the_gpu_once(counts, workload, most_h2d):
     """bench/gpu_launches.py's counts for the LSTM classifier and the seq2seq demo: one copy
-    back a batch; copies over are the feeder's one, the embedding gradient's index arrays
-    and (seq2seq) the first use of each batch's segment offsets."""
+    back a batch and no other wait; copies over are the feeder's one, the embedding
+    gradient's index arrays and the first use of each batch's segment offsets."""
     sys.path.insert(0, str(BENCH))
     try:
         import gpu_launches
@@ -151,5 +153,5 @@ def test_benchmark_batches_read_back_once(counts, workload, most_h2d):
         per_batch = gpu_launches.count(workload, gpu_launches.workloads(2)[workload], 2)
     finally:
         sys.path.remove(str(BENCH))
-    assert per_batch["d2h"] == 1
+    assert per_batch["d2h"] == 1 and per_batch["wait"] == 1
     assert 1 <= per_batch["h2d"] <= most_h2d

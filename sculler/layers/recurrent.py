@@ -262,7 +262,7 @@ class GatedRecurrentLayer(_SequenceRecurrent):
             gates += self.bias.w.reshape(3, 1, hs)
         h, reset_h = self.scratch("h", (rows, hs)), self.scratch("reset_h", (rows, hs))
         rnn.gru_forward(plan, gates, self.w_gate, self.w_cand, reset_h, h, self.acts,
-                        self._tmp(2 * hs, 2 * hs * hs))
+                        self._tmp(2 * hs, 3 * hs * hs))
         self._emit(h)
 
     def backward(self, callback=None) -> None:
@@ -273,7 +273,7 @@ class GatedRecurrentLayer(_SequenceRecurrent):
         h, reset_h = (self._bufs[k][:rows * hs].reshape(rows, hs) for k in ("h", "reset_h"))
         dgates = self.scratch("dgates", (3, rows, hs))
         rnn.gru_backward(self.plan, gates, h, self.w_gate, self.w_cand, dh, dgates, self.acts,
-                         self._tmp(2 * hs, 2 * hs * hs))
+                         self._tmp(2 * hs, 3 * hs * hs))
         self._gate_input_grad(dgates)
         if self.dw_gate is not None and self.prev.size:
             first = rows - self.prev.size

@@ -198,25 +198,174 @@ def _grad(name: str, y: str) -> str:
     return _DERIVATIVE[name].format(y=y)
 
 
-FUSED_RECURRENCE_MAX_HIDDEN = 256  # wider: cuBLAS for the recurrent product, then the kernel
+_C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_raw_kernels: dict[tuple, Any] = {}
+
+
+def _raw(key: tuple, dtype: np.dtype, make: Callable[[str], str]) -> Any:
+    """The cached ``cupy.RawKernel`` for ``key`` and ``dtype``: ``make(name)`` gives the CUDA
+    source of ``extern "C" __global__ void name(...)``, which may use ``T`` for the dtype."""
+    key = (*key, np.dtype(dtype).str)
+    kernel = _raw_kernels.get(key)
+    if kernel is None:
+        import cupy
+
+        name = "sculler_" + "_".join(str(k).strip("<>|") for k in key)
+        source = f"typedef {_C_TYPE[np.dtype(dtype)]} T;\n" + make(name)
+        kernel = _raw_kernels[key] = cupy.RawKernel(source, name)
+    return kernel
+
+
+SEQUENCE_KERNEL_MAX_HIDDEN = 256  # one thread a unit, the block's state in shared memory
+
+
+def lstm_forward_sequences(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | None,
+                           acts: tuple, weight: Any, starts: np.ndarray,
+                           sizes: np.ndarray) -> None:
+    """The whole LSTM forward recurrence (:func:`sculler.math.rnn.lstm_forward`) in one
+    launch: a block per sequence, a thread per hidden unit, looping over the sequence's
+    steps. The block keeps ``h_{t-1}`` in shared memory and each thread its ``c_{t-1}`` in a
+    register; ``h_{t-1} W`` is summed in the kernel (the same order as a step kernel would).
+    Arrays are time-major (rows of step ``t`` from ``starts[t]``, ``sizes[t]`` of them, the
+    sequences sorted longest first), C-contiguous; ``gates`` (4, R, H) holds the
+    pre-activations with the input projection and the bias and gets the activated gates.
+    Up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units."""
+    names = tuple(a.name for a in acts)
+    act, gate, state_act = names
+    has_peep = peepholes is not None
+    hs = h.shape[1]
+
+    def make(name: str) -> str:
+        peep_in = "gi += cp * peep[j]; gf += cp * peep[H + j];" if has_peep else ""
+        peep_out = "go += cc * peep[2 * H + j];" if has_peep else ""
+        return f"""
+extern "C" __global__ void {name}(T* g, T* c, T* state, T* h, const T* w, const T* peep,
+                                  const long long* starts, const long long* sizes,
+                                  long long steps, long long R, long long H) {{
+  __shared__ T h_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x, s = R * H;
+  T cp = 0;
+  for (long long t = 0; t < steps && sizes[t] > b; ++t) {{
+    const long long o = (starts[t] + b) * H + j;
+    T ga = g[o], gi = g[s + o], gf = g[2 * s + o], go = g[3 * s + o];
+    if (t > 0) {{
+      for (long long m = 0; m < H; ++m) {{
+        const T v = h_prev[m];
+        const long long wm = m * 4 * H + j;
+        ga += v * w[wm]; gi += v * w[wm + H]; gf += v * w[wm + 2 * H]; go += v * w[wm + 3 * H];
+      }}
+      {peep_in}
+    }}
+    const T a = {_act(act, "ga")}, ig = {_act(gate, "gi")}, fg = {_act(gate, "gf")};
+    const T cc = a * ig + (t > 0 ? cp * fg : (T)0);
+    {peep_out}
+    const T og = {_act(gate, "go")};
+    const T st = {_act(state_act, "cc")};
+    g[o] = a; g[s + o] = ig; g[2 * s + o] = fg; g[3 * s + o] = og;
+    c[o] = cc; state[o] = st; h[o] = og * st;
+    cp = cc;
+    __syncthreads();
+    h_prev[j] = og * st;
+    __syncthreads();
+  }}
+}}
+"""
+
+    kernel = _raw(("lstm_seq_fwd", *names, has_peep), h.dtype, make)
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (gates, c, state, h, weight,
+                             peepholes if has_peep else weight,
+                             _starts(starts), _starts(sizes), i64(len(sizes)),
+                             i64(h.shape[0]), i64(hs)))
+
+
+def lstm_backward_sequences(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates: Any,
+                            peepholes: Any | None, acts: tuple, weight_t: Any,
+                            starts: np.ndarray, sizes: np.ndarray) -> None:
+    """Backward of :func:`lstm_forward_sequences` through time in one launch, as
+    :func:`sculler.math.rnn.lstm_backward`: a block per sequence walks its steps last to
+    first, keeping the later step's gate gradients in shared memory to add
+    ``dg_{t+1} W^T`` to ``dh_t`` (``weight_t`` is ``W^T``, (4H, H) C-contiguous, so the
+    threads read it coalesced) and ``dL/dc`` carried in a register. Writes ``dgates`` (4, R,
+    H), ``dc`` and the recurrent terms into ``dh``."""
+    names = tuple(a.name for a in acts)
+    act, gate, state_act = names
+    has_peep = peepholes is not None
+    hs = dh.shape[1]
+
+    def make(name: str) -> str:
+        peep_o = "dcc += dgo * peep[2 * H + j];" if has_peep else ""
+        peep_c = " + dgi * peep[j] + dgf * peep[H + j]" if has_peep else ""
+        return f"""
+extern "C" __global__ void {name}(const T* g, const T* c, const T* state, T* dh, T* dc,
+                                  T* dg, const T* wt, const T* peep, const long long* starts,
+                                  const long long* sizes, long long steps, long long R,
+                                  long long H) {{
+  __shared__ T d_next[{4 * SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x, s = R * H;
+  long long len = 0;
+  while (len < steps && sizes[len] > b) ++len;
+  T dc_next = 0;
+  for (long long t = len - 1; t >= 0; --t) {{
+    const long long o = (starts[t] + b) * H + j;
+    const T a = g[o], ig = g[s + o], fg = g[2 * s + o], og = g[3 * s + o];
+    T dht = dh[o];
+    if (t < len - 1) {{
+      T acc = 0;
+      for (long long k = 0; k < 4 * H; ++k) acc += d_next[k] * wt[k * H + j];
+      dht += acc;
+    }}
+    dh[o] = dht;
+    const T st = state[o];
+    const T dgo = dht * st * {_grad(gate, "og")};
+    T dcc = dc_next + dht * og * {_grad(state_act, "st")};
+    {peep_o}
+    dc[o] = dcc;
+    const T dga = dcc * ig * {_grad(act, "a")};
+    const T dgi = dcc * a * {_grad(gate, "ig")};
+    T dgf = 0;
+    if (t > 0) {{
+      dgf = dcc * c[(starts[t - 1] + b) * H + j] * {_grad(gate, "fg")};
+      dc_next = dcc * fg{peep_c};
+    }}
+    dg[o] = dga; dg[s + o] = dgi; dg[2 * s + o] = dgf; dg[3 * s + o] = dgo;
+    __syncthreads();
+    d_next[j] = dga; d_next[H + j] = dgi; d_next[2 * H + j] = dgf; d_next[3 * H + j] = dgo;
+    __syncthreads();
+  }}
+}}
+"""
+
+    kernel = _raw(("lstm_seq_bwd", *names, has_peep), dh.dtype, make)
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (gates, c, state, dh, dc, dgates, weight_t,
+                             peepholes if has_peep else weight_t,
+                             _starts(starts), _starts(sizes), i64(len(sizes)),
+                             i64(dh.shape[0]), i64(hs)))
 
 
 def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | None,
                       acts: tuple, row0: int, prev0: int, n: int, *,
-                      recurrent: Any | None = None, weight: Any | None = None) -> None:
+                      recurrent: Any | None = None) -> None:
     """One LSTM step (:func:`sculler.math.rnn.lstm_step_forward`) in one kernel, on the
-    whole time-major arrays: rows ``row0 .. row0+n`` of ``gates`` (4, R, H; pre-activations
-    in, activated gates out), ``c``, ``state`` and ``h`` (R, H), the previous step's rows at
-    ``prev0 ..``. The recurrent term ``h_prev W`` comes as ``recurrent`` (n, 4H, from a GEMM)
-    or is computed in the kernel from ``weight`` (H, 4H): one launch a step and no cuBLAS
-    call. Neither at the first step. All arrays C-contiguous; nothing is sliced per step."""
+    whole time-major arrays, for layers wider than :func:`lstm_forward_sequences` takes:
+    rows ``row0 .. row0+n`` of ``gates`` (4, R, H; pre-activations in, activated gates out),
+    ``c``, ``state`` and ``h`` (R, H), the previous step's rows at ``prev0 ..``. The
+    recurrent term ``h_prev W`` comes as ``recurrent`` (n, 4H, from a GEMM), None at the
+    first step. All arrays C-contiguous; nothing is sliced per step."""
     names = tuple(a.name for a in acts)
-    mode = "rec" if recurrent is not None else "gemv" if weight is not None else "first"
+    mode = "rec" if recurrent is not None else "first"
     has_peep = peepholes is not None
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = {"rec": ["raw T rec"], "gemv": ["raw T w"], "first": []}[mode] + [
+        ins = (["raw T rec"] if mode == "rec" else []) + [
             "int64 H", "int64 R", "int64 row0", "int64 prev0"] + (
             ["raw T peep"] if has_peep else [])
         body = ["ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
@@ -224,16 +373,8 @@ def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | N
         if mode == "rec":
             body += ["ptrdiff_t q = r * 4 * H + j;",
                      "ga += rec[q]; gi += rec[q + H]; gf += rec[q + 2 * H];"
-                     " go += rec[q + 3 * H];"]
-        elif mode == "gemv":
-            body += ["ptrdiff_t hp = (prev0 + r) * H;",
-                     "for (ptrdiff_t m = 0; m < H; ++m) {",
-                     "  T v = h[hp + m]; ptrdiff_t wm = m * 4 * H + j;",
-                     "  ga += v * w[wm]; gi += v * w[wm + H]; gf += v * w[wm + 2 * H];"
-                     " go += v * w[wm + 3 * H];",
-                     "}"]
-        if mode != "first":
-            body.append("T cp = c[(prev0 + r) * H + j];")
+                     " go += rec[q + 3 * H];",
+                     "T cp = c[(prev0 + r) * H + j];"]
             if has_peep:
                 body.append("gi += cp * peep[j]; gf += cp * peep[H + j];")
         body += [f"T a = {_act(act, 'ga')}, ig = {_act(gate, 'gi')}, fg = {_act(gate, 'gf')};",
@@ -248,7 +389,7 @@ def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | N
 
     kernel = _elementwise(("lstm_fwd", *names, mode, has_peep), make)
     hs = h.shape[1]
-    args = {"rec": [recurrent], "gemv": [weight], "first": []}[mode]
+    args = [recurrent] if mode == "rec" else []
     args += [hs, h.shape[0], row0, prev0]
     if has_peep:
         args.append(peepholes)
@@ -257,41 +398,26 @@ def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | N
 
 def lstm_backward_step(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates: Any,
                        peepholes: Any | None, drow: Any | None, acts: tuple, row0: int,
-                       prev0: int, n: int, *, dh_rec: Any | None = None, n_rec: int = 0,
-                       drow_next: Any | None = None, weight: Any | None = None) -> None:
+                       prev0: int, n: int, *, dh_rec: Any, n_rec: int = 0) -> None:
     """Backward of :func:`lstm_forward_step` (:func:`sculler.math.rnn.lstm_step_backward`) in
-    one kernel on the whole arrays. First adds the later step's recurrent gradient to the
-    first ``n_rec`` rows of this step's ``dh``: given as ``dh_rec`` (from the caller's GEMM
-    ``drow W^T``), or computed here from that step's ``drow_next`` (n_rec, 4H) and ``weight``
-    (H, 4H). Writes ``dgates`` (4, R, H) and ``dc``, adds into the previous step's ``dc``
-    (rows ``prev0 ..``), and, with ``drow`` (n, 4H; None at the first step; never the buffer
-    ``drow_next`` is in), this step's ``dgates`` rows in row layout for the next one."""
+    one kernel on the whole arrays. First adds the later step's recurrent gradient
+    ``dh_rec`` (from the caller's GEMM ``drow W^T``) to the first ``n_rec`` rows of this
+    step's ``dh``. Writes ``dgates`` (4, R, H) and ``dc``, adds into the previous step's
+    ``dc`` (rows ``prev0 ..``), and, with ``drow`` (n, 4H; None at the first step), this
+    step's ``dgates`` rows in row layout for the next one."""
     names = tuple(a.name for a in acts)
     has_prev, has_peep = drow is not None, peepholes is not None
-    mode = "gemv" if weight is not None else "rec"
     act, gate, state_act = names
 
     def make() -> tuple[str, str, str]:
-        ins = ["raw T g", "raw T state", "raw T c",
-               "raw T dnext" if mode == "gemv" else "raw T dhrec",
-               *(["raw T w"] if mode == "gemv" else []),
-               "int64 nrec", "int64 H", "int64 R", "int64 row0", "int64 prev0",
-               *(["raw T peep"] if has_peep else [])]
+        ins = ["raw T g", "raw T state", "raw T c", "raw T dhrec", "int64 nrec", "int64 H",
+               "int64 R", "int64 row0", "int64 prev0", *(["raw T peep"] if has_peep else [])]
         outs = ["raw T dh", "raw T dc", "raw T dg"] + (["raw T drow"] if has_prev else [])
         body = [
             "ptrdiff_t r = i / H, j = i - r * H, s = R * H, o = (row0 + r) * H + j;",
             "T a = g[o], ig = g[s + o], fg = g[2 * s + o], og = g[3 * s + o];",
             "T dht = dh[o];",
-        ]
-        if mode == "gemv":
-            body += ["if (r < nrec) {",
-                     "  ptrdiff_t dn = r * 4 * H, wj = j * 4 * H; T acc = 0;",
-                     "  for (ptrdiff_t k = 0; k < 4 * H; ++k) acc += dnext[dn + k] * w[wj + k];",
-                     "  dht += acc;",
-                     "}"]
-        else:
-            body.append("if (r < nrec) dht += dhrec[r * H + j];")
-        body += [
+            "if (r < nrec) dht += dhrec[r * H + j];",
             "dh[o] = dht;",
             "T st = state[o];",
             f"T dgo = dht * st * {_grad(gate, 'og')};",
@@ -315,11 +441,9 @@ def lstm_backward_step(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates:
         body.append("dg[o] = dga; dg[s + o] = dgi; dg[2 * s + o] = dgf; dg[3 * s + o] = dgo;")
         return ", ".join(ins), ", ".join(outs), "\n".join(body)
 
-    kernel = _elementwise(("lstm_bwd", *names, mode, has_prev, has_peep), make)
+    kernel = _elementwise(("lstm_bwd", *names, has_prev, has_peep), make)
     hs = dh.shape[1]
-    args = [gates, state, c]
-    args += [drow_next, weight] if mode == "gemv" else [dh_rec]
-    args += [n_rec, hs, dh.shape[0], row0, prev0]
+    args = [gates, state, c, dh_rec, n_rec, hs, dh.shape[0], row0, prev0]
     if has_peep:
         args.append(peepholes)
     args += [dh, dc, dgates] + ([drow] if has_prev else [])
@@ -419,6 +543,132 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
         " acc += dg[r * H + k] * wg[j * wm + k] + dg[s + r * H + k] * wg[wk + j * wm + k];\n"
         "dhp[o] += acc;"))
     back(hs, n, dgates, w_gate, wk, wm, dh_prev, size=n * hs)
+
+
+def gru_forward_sequences(gates: Any, w_gate: Any, w_cand: Any, reset_h: Any, h: Any,
+                          acts: tuple, starts: np.ndarray, sizes: np.ndarray) -> None:
+    """The whole GRU forward recurrence (:func:`sculler.math.rnn.gru_forward`) in one launch:
+    a block per sequence, a thread per hidden unit, looping over the sequence's steps with
+    ``h_{t-1}`` and ``r h_{t-1}`` in shared memory; the recurrent products are summed in the
+    kernel (the order of :func:`gru_step_forward`). ``gates`` (3, R, H) time-major
+    ``[g_z | g_r | g_c]`` in, activated ``[z | r | c~]`` out; ``w_gate`` (H, 2H)
+    ``[U_z | U_r]`` and ``w_cand`` (H, H) C-contiguous. Up to ``SEQUENCE_KERNEL_MAX_HIDDEN``
+    hidden units."""
+    names = tuple(a.name for a in acts)
+    act, gate = names
+    hs = h.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(T* g, const T* wg, const T* wc, T* rh, T* h,
+                                  const long long* starts, const long long* sizes,
+                                  long long steps, long long R, long long H) {{
+  __shared__ T h_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  __shared__ T rh_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x, s = R * H;
+  T hp = 0;
+  for (long long t = 0; t < steps && sizes[t] > b; ++t) {{
+    const long long o = (starts[t] + b) * H + j;
+    T gz = g[o], gr = g[s + o], gc = g[2 * s + o], hj;
+    if (t > 0) {{
+      for (long long m = 0; m < H; ++m) {{
+        const T v = h_prev[m];
+        gz += v * wg[m * 2 * H + j]; gr += v * wg[H + m * 2 * H + j];
+      }}
+    }}
+    const T z = {_act(gate, "gz")}, rr = {_act(gate, "gr")};
+    g[o] = z; g[s + o] = rr;
+    if (t == 0) {{
+      const T cc = {_act(act, "gc")};
+      g[2 * s + o] = cc; hj = z * cc;
+    }} else {{
+      const T rhj = rr * hp;
+      rh[o] = rhj; rh_prev[j] = rhj;
+      __syncthreads();
+      for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
+      const T cc = {_act(act, "gc")};
+      g[2 * s + o] = cc; hj = (cc - hp) * z + hp;
+    }}
+    h[o] = hj; hp = hj;
+    __syncthreads();
+    h_prev[j] = hj;
+    __syncthreads();
+  }}
+}}
+"""
+
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    kernel = _raw(("gru_seq_fwd", *names), h.dtype, make)
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (gates, w_gate, w_cand, reset_h, h, _starts(starts),
+                             _starts(sizes), i64(len(sizes)), i64(h.shape[0]), i64(hs)))
+
+
+def gru_backward_sequences(gates: Any, h: Any, w_gate_t: Any, w_cand_t: Any, dh: Any,
+                           dgates: Any, acts: tuple, starts: np.ndarray,
+                           sizes: np.ndarray) -> None:
+    """Backward of :func:`gru_forward_sequences` through time in one launch, as
+    :func:`sculler.math.rnn.gru_backward`: a block per sequence walks its steps last to
+    first; the step's gate gradients go through shared memory to form ``dL/dh_{t-1}``
+    (``dh (1 - z) + r (dg_c W_c^T) + [dg_z|dg_r] [U_z|U_r]^T``), carried in a register to
+    the earlier step. ``w_gate_t`` (2H, H) and ``w_cand_t`` (H, H) are the transposed
+    weights, C-contiguous (coalesced reads). Writes ``dgates`` (3, R, H) and the recurrent
+    terms into ``dh``."""
+    names = tuple(a.name for a in acts)
+    act, gate = names
+    hs = dh.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(const T* g, const T* h, const T* wgt, const T* wct, T* dh,
+                                  T* dg, const long long* starts, const long long* sizes,
+                                  long long steps, long long R, long long H) {{
+  __shared__ T d_cand[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  __shared__ T d_zr[{2 * SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x, s = R * H;
+  long long len = 0;
+  while (len < steps && sizes[len] > b) ++len;
+  T carry = 0;
+  for (long long t = len - 1; t >= 0; --t) {{
+    const long long o = (starts[t] + b) * H + j;
+    const T z = g[o], rr = g[s + o], cc = g[2 * s + o];
+    const T d = dh[o] + carry;
+    dh[o] = d;
+    const T dgc = d * z * {_grad(act, "cc")};
+    dg[2 * s + o] = dgc;
+    if (t == 0) {{
+      dg[o] = d * cc * {_grad(gate, "z")};
+      dg[s + o] = 0;
+    }} else {{
+      const T v = h[(starts[t - 1] + b) * H + j];
+      const T dgz = (cc - v) * d * {_grad(gate, "z")};
+      dg[o] = dgz;
+      d_cand[j] = dgc;
+      __syncthreads();
+      T tt = 0;
+      for (long long k = 0; k < H; ++k) tt += d_cand[k] * wct[k * H + j];
+      const T dgr = tt * v * {_grad(gate, "rr")};
+      dg[s + o] = dgr;
+      d_zr[j] = dgz; d_zr[H + j] = dgr;
+      __syncthreads();
+      T acc = 0;
+      for (long long k = 0; k < H; ++k)
+        acc += d_zr[k] * wgt[k * H + j] + d_zr[H + k] * wgt[(H + k) * H + j];
+      carry = (d - d * z) + tt * rr + acc;
+    }}
+  }}
+}}
+"""
+
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    kernel = _raw(("gru_seq_bwd", *names), dh.dtype, make)
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (gates, h, w_gate_t, w_cand_t, dh, dgates, _starts(starts),
+                             _starts(sizes), i64(len(sizes)), i64(dh.shape[0]), i64(hs)))
 
 
 # the parameters the unfold and fold kernels share, and their values

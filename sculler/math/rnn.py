@@ -377,58 +377,58 @@ def _contiguous_or_fail(*arrays) -> None:
 
 
 def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
-    """:func:`lstm_forward` on CuPy arrays, one fused kernel a step on the whole arrays
-    (:func:`sculler.math.cuda.lstm_forward_step`): up to ``FUSED_RECURRENCE_MAX_HIDDEN``
-    hidden units the kernel computes ``h_prev W`` too (one launch a step), above it a GEMM
-    does (two)."""
+    """:func:`lstm_forward` on CuPy arrays. Up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units,
+    one launch for the whole recurrence (:func:`sculler.math.cuda.lstm_forward_sequences`);
+    wider, a cuBLAS product ``h_prev W`` and one fused kernel a step
+    (:func:`sculler.math.cuda.lstm_forward_step`)."""
     _contiguous_or_fail(gates, c, state, h, peepholes, weight)
     hs = h.shape[1]
-    fused = hs <= cuda.FUSED_RECURRENCE_MAX_HIDDEN
+    if hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        cuda.lstm_forward_sequences(gates, c, state, h, peepholes, acts, weight,
+                                    plan.step_starts, plan.batch_sizes)
+        return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
-    rec_all = None if fused else _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
+    rec_all = _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
     for n, rows, prev in _steps(plan):
         rec = None
-        if prev is not None and not fused:
+        if prev is not None:
             rec = rec_all[:n]
             h[prev].dot(weight, out=rec)
         cuda.lstm_forward_step(gates, c, state, h, peepholes, acts, rows.start,
-                               0 if prev is None else prev.start, n, recurrent=rec,
-                               weight=weight if fused and prev is not None else None)
+                               0 if prev is None else prev.start, n, recurrent=rec)
 
 
 def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                        tmp) -> None:
-    """:func:`lstm_backward` on CuPy arrays, one fused kernel a step
-    (:func:`sculler.math.cuda.lstm_backward_step`), which also adds the later step's
-    recurrent gradient ``dg W^T`` into ``dh``: computed in the kernel up to
-    ``FUSED_RECURRENCE_MAX_HIDDEN`` hidden units (from that step's gates in row layout, kept
-    in two buffers used in turn), else by a GEMM after each step."""
+    """:func:`lstm_backward` on CuPy arrays: up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units
+    one launch (:func:`sculler.math.cuda.lstm_backward_sequences`, after a transposed copy of
+    the weight); wider, one fused kernel a step
+    (:func:`sculler.math.cuda.lstm_backward_step`) and a cuBLAS product ``dg W^T`` for the
+    recurrent gradient, from that step's gates in row layout."""
     _contiguous_or_fail(gates, c, state, dh, dc, dgates, peepholes, weight)
     hs = dh.shape[1]
-    fused = hs <= cuda.FUSED_RECURRENCE_MAX_HIDDEN
+    if hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        weight_t = _gpu_scratch(tmp, weight.size).reshape(4 * hs, hs)
+        weight_t[...] = weight.T
+        cuda.lstm_backward_sequences(gates, c, state, dh, dc, dgates, peepholes, acts,
+                                     weight_t, plan.step_starts, plan.batch_sizes)
+        return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
     size = 4 * first * hs
-    work = _gpu_scratch(tmp, 2 * size if fused else size + first * hs)
-    drows = (work[:size].reshape(first, 4 * hs),
-             work[size:2 * size].reshape(first, 4 * hs) if fused else None)
-    dh_rec = None if fused else work[size:size + first * hs].reshape(first, hs)
+    work = _gpu_scratch(tmp, size + first * hs)
+    drow_all = work[:size].reshape(first, 4 * hs)
+    dh_rec = work[size:size + first * hs].reshape(first, hs)
     dc[...] = 0.0
-    n_rec, turn = 0, 0
+    n_rec = 0
     w_t = weight.T
     for n, rows, prev in _steps(plan, backward=True):
-        drow = None if prev is None else drows[turn]
-        start = 0 if prev is None else prev.start
-        if fused:
-            cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, acts,
-                                    rows.start, start, n, n_rec=n_rec,
-                                    drow_next=drows[1 - turn], weight=weight)
-        else:
-            cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, acts,
-                                    rows.start, start, n, dh_rec=dh_rec, n_rec=n_rec)
-            if drow is not None:
-                drow[:n].dot(w_t, out=dh_rec[:n])
+        drow = None if prev is None else drow_all
+        cuda.lstm_backward_step(gates, c, state, dh, dc, dgates, peepholes, drow, acts,
+                                rows.start, 0 if prev is None else prev.start, n,
+                                dh_rec=dh_rec, n_rec=n_rec)
         if drow is not None:
-            n_rec, turn = n, (1 - turn if fused else 0)
+            drow[:n].dot(w_t, out=dh_rec[:n])
+            n_rec = n
 
 
 def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
@@ -475,7 +475,14 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
 def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     """GRU over all steps: ``gates`` (3, rows, H) gate-major time-major input + bias in,
     activated ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows
-    of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 2 H^2``."""
+    of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 3 H^2``. On the
+    GPU up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch
+    (:func:`sculler.math.cuda.gru_forward_sequences`)."""
+    if is_gpu_array(h) and h.shape[1] <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        _contiguous_or_fail(gates, w_gate, w_cand, reset_h, h)
+        cuda.gru_forward_sequences(gates, w_gate, w_cand, reset_h, h, acts, plan.step_starts,
+                                   plan.batch_sizes)
+        return
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
     with small_gemms(_step_gemm(plan, w_gate)):
@@ -493,7 +500,20 @@ def _contiguous_blocks(weight, count: int, tmp):
 
 def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
-    output and receives the recurrent terms; writes ``dgates`` (3, rows, H)."""
+    output and receives the recurrent terms; writes ``dgates`` (3, rows, H). On the GPU up
+    to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch after transposed copies of the
+    weights into ``tmp`` (:func:`sculler.math.cuda.gru_backward_sequences`)."""
+    hs = dh.shape[1]
+    if is_gpu_array(dh) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        _contiguous_or_fail(gates, h, dh, dgates)
+        w_gate_t = _gpu_scratch(tmp, 3 * hs * hs)
+        w_cand_t = w_gate_t[2 * hs * hs:].reshape(hs, hs)
+        w_gate_t = w_gate_t[:2 * hs * hs].reshape(2 * hs, hs)
+        w_gate_t[...] = w_gate.T
+        w_cand_t[...] = w_cand.T
+        cuda.gru_backward_sequences(gates, h, w_gate_t, w_cand_t, dh, dgates, acts,
+                                    plan.step_starts, plan.batch_sizes)
+        return
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
     with small_gemms(_step_gemm(plan, w_gate)):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import get_array_module, to_gpu_together, to_numpy
 from sculler.math import cuda
 
 
@@ -111,7 +111,8 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     entries in batch order: each row's terms are summed in the order ``np.add.at`` adds them,
     then added to ``dst`` once (4-7x faster than ``add.at`` on 8,168 ids of 128 floats; the
     same values where ``dst`` starts at zero, else equal up to rounding). On the GPU the sums
-    are the segment-sum kernel's, its three index arrays copied over in one piece.
+    are the segment-sum kernel's, its three index arrays copied over in one asynchronous
+    piece.
     """
     xp = get_array_module(dst)
     host = to_numpy(rows) if host_rows is None else host_rows
@@ -124,7 +125,8 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     indptr = np.append(first, host.size)
     if xp is not np and src.ndim == 2:  # the same sums, in batch order, by one kernel
         n, k = order.size, first.size
-        index = xp.asarray(np.concatenate([order, indptr, ordered[first]]).astype(np.int64))
+        index = to_gpu_together([np.concatenate([order, indptr, ordered[first]])
+                                 .astype(np.int64)])[0]
         sums = xp.empty((k, src.shape[1]), dtype=src.dtype)
         cuda.segment_sum(src[index[:n]], index[n:n + k + 1], sums)
         dst[index[n + k + 1:]] += sums

@@ -77,16 +77,17 @@ CASES = list(itertools.product(DTYPES, [True, False],
                                [("tanh", "sigmoid", "tanh"), ("relu", "sigmoid", "linear")]))
 
 
-@pytest.mark.parametrize("fused", [True, False], ids=["product-in-kernel", "cublas-product"])
+@pytest.mark.parametrize("whole", [True, False], ids=["one-launch", "per-step-cublas"])
 @pytest.mark.parametrize("dtype, has_peep, names", CASES)
-def test_lstm_forward_and_backward_through_time(dtype, has_peep, names, fused, monkeypatch):
+def test_lstm_forward_and_backward_through_time(dtype, has_peep, names, whole, monkeypatch):
     """The whole recurrence, four sequences of lengths 4, 1, 4, 2 (steps of 4, 3, 2, 2
-    rows): the GPU's fused per-step kernels give the NumPy path's gates, cells, outputs and
-    gradients, with the recurrent product in the kernel (narrow layers) or by cuBLAS."""
+    rows): the GPU gives the NumPy path's gates, cells, outputs and gradients, both with the
+    one-launch sequence kernels (a block a sequence: narrow layers) and with a fused kernel
+    and a cuBLAS product a step (wide layers)."""
     from sculler.math.seq2batch import SequenceBatch
 
-    if not fused:
-        monkeypatch.setattr(cuda, "FUSED_RECURRENCE_MAX_HIDDEN", 0)
+    if not whole:
+        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
 
     rng = np.random.RandomState(3)
     plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
@@ -204,6 +205,39 @@ def test_gru_step(dtype, first, layout, blocks):
     for got, want in zip(results[1], results[0]):
         if want is not None:
             _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["one-launch", "per-step"])
+@pytest.mark.parametrize("names", [("tanh", "sigmoid"), ("relu", "sigmoid")])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gru_forward_and_backward_through_time(dtype, names, whole, monkeypatch):
+    """The whole GRU recurrence over sequences of lengths 4, 1, 4, 2: the GPU gives the
+    NumPy path's gates, outputs, ``r h_prev`` and gradients, with the one-launch sequence
+    kernels (narrow layers) and with the step kernels (wide ones)."""
+    from sculler.math.seq2batch import SequenceBatch
+
+    if not whole:
+        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
+    rng = np.random.RandomState(7)
+    plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
+    rows, hs = 11, 3
+    first = int(plan.batch_sizes[0])
+    acts = tuple(rnn.cell_activation(a) for a in names)
+    gates = rng.randn(3, rows, hs).astype(dtype)
+    w_gate = (rng.randn(hs, 2 * hs) * 0.5).astype(dtype)
+    w_cand = (rng.randn(hs, hs) * 0.5).astype(dtype)
+    dh = rng.randn(rows, hs).astype(dtype)
+    results = []
+    for to in (np.asarray, _gpu):
+        g, d = to(gates.copy()), to(dh.copy())
+        h, reset_h = to(np.zeros((rows, hs), dtype)), to(np.zeros((rows, hs), dtype))
+        dg = to(np.zeros((3, rows, hs), dtype))
+        tmp = to(np.zeros(2 * first * hs + 3 * hs * hs, dtype))
+        rnn.gru_forward(plan, g, to(w_gate), to(w_cand), reset_h, h, acts, tmp)
+        rnn.gru_backward(plan, g, h, to(w_gate), to(w_cand), d, dg, acts, tmp)
+        results.append((g, h, reset_h[first:], d, dg))
+    for got, want in zip(results[1], results[0]):
+        _close(got, want, dtype)
 
 
 # (kernel, stride, padding, dilation) of the convolution kernel tests

@@ -8,11 +8,19 @@ does) and ``import cupy`` finds this module:
 - ``ElementwiseKernel`` compiles the kernel body as C++ with g++ and runs it over the arrays,
   one loop iteration per element, with raw parameters as pointers. A strided argument is
   copied to a contiguous one and back, which is how CuPy indexes raw arrays logically;
+- ``RawKernel`` compiles CUDA C++ with g++ too, under a prelude that makes ``__global__``,
+  ``__shared__``, ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` and
+  ``__syncthreads()`` mean on the CPU what they mean on a GPU: the blocks run one after
+  another, the threads of a block as coroutines (ucontext) that each run to the next
+  barrier in turn, ``__shared__`` arrays shared by them (one-dimensional grids and blocks,
+  static shared memory). A missing barrier shows as a wrong result, every time;
 - ``cuda.runtime`` reports one device;
 - ``counts`` tallies what would cost host time on a GPU: ``launch`` (a ufunc, a kernel, a
   gather or scatter, a copy or a CuPy function on device arrays), ``h2d`` and ``d2h`` (copies
   between host and device; reading a device scalar with ``float``, ``int``, ``bool`` or
-  ``.item()`` is one), with their bytes in ``h2d_bytes`` and ``d2h_bytes``.
+  ``.item()`` is one), with their bytes in ``h2d_bytes`` and ``d2h_bytes``, and ``wait``:
+  the copies that make the host wait for the kernels queued before them (every copy back,
+  and a copy over from pageable memory; not ``set`` from pinned memory on a stream).
   ``bench/gpu_launches.py`` reads them per batch.
 
 Every kernel of sculler.math.cuda can be checked this way against its NumPy twin. What only
@@ -51,6 +59,7 @@ counts: collections.Counter = collections.Counter()
 
 def _d2h(a: np.ndarray) -> None:
     counts["d2h"] += 1
+    counts["wait"] += 1
     counts["d2h_bytes"] += a.nbytes
 
 
@@ -71,6 +80,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             raise ValueError(f"set: {arr.shape} {arr.dtype} into {self.shape} {self.dtype}")
         counts["h2d"] += 1
         counts["h2d_bytes"] += arr.nbytes
+        counts["wait"] += stream is None
         np.copyto(self.view(np.ndarray), arr)
 
     @property
@@ -101,6 +111,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         if isinstance(value, np.ndarray) and not isinstance(value, ndarray) and value.ndim:
             counts["h2d"] += 1  # CuPy would copy a host array over first
             counts["h2d_bytes"] += value.nbytes
+            counts["wait"] += 1
         super().__setitem__(key, value)
 
     def _launch(name: str) -> Any:  # noqa: N805 (a method factory)
@@ -191,6 +202,7 @@ def asarray(a: Any, dtype: Any = None) -> ndarray:
     host = np.asarray(a, dtype=dtype)
     counts["h2d"] += 1
     counts["h2d_bytes"] += host.nbytes
+    counts["wait"] += 1  # a copy from pageable memory waits for the queued kernels
     return np.array(host).view(ndarray)
 
 
@@ -199,6 +211,17 @@ def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
         counts["launch"] += 1
         return np.array(a, dtype=dtype, copy=copy).view(ndarray)
     return asarray(a, dtype)
+
+
+def ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
+    """``a`` itself where it is a C-contiguous device array of that dtype (no kernel, as in
+    CuPy), else a contiguous copy (one)."""
+    if isinstance(a, ndarray) and a.flags.c_contiguous and (dtype is None or a.dtype == dtype):
+        return a
+    if not isinstance(a, ndarray):
+        return asarray(np.ascontiguousarray(a, dtype=dtype))
+    counts["launch"] += 1
+    return np.ascontiguousarray(a, dtype=dtype).view(ndarray)
 
 
 def asnumpy(a: Any) -> np.ndarray:
@@ -268,8 +291,9 @@ def _compile(source: str) -> ctypes.CDLL:
         folder = tempfile.mkdtemp(prefix="cupy-stand-in-")
         with open(f"{folder}/kernel.cpp", "w") as f:
             f.write(source)
-        done = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", f"{folder}/kernel.so",
-                               f"{folder}/kernel.cpp"], capture_output=True, text=True)
+        done = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o",
+                               f"{folder}/kernel.so", f"{folder}/kernel.cpp"],
+                              capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"the kernel does not compile:\n{source}\n{done.stderr}")
         lib = _libraries[key] = ctypes.CDLL(f"{folder}/kernel.so")
@@ -326,3 +350,108 @@ class ElementwiseKernel:
         _compile(source).run(ctypes.c_longlong(n), *values)
         for a, flat in copies:
             np.ndarray.__setitem__(a, Ellipsis, flat)
+
+
+_RAW_PRELUDE = """#include <cmath>
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <ucontext.h>
+#include <vector>
+using std::min; using std::max; using std::exp; using std::log; using std::tanh; using std::sqrt;
+struct stand_in_dim3 { unsigned x, y, z; };
+static stand_in_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static ucontext_t stand_in_main;
+static std::vector<ucontext_t> stand_in_fibers;
+static std::function<void()> stand_in_body;
+static unsigned stand_in_now;
+static std::vector<char> stand_in_done;
+static inline void __syncthreads() { swapcontext(&stand_in_fibers[stand_in_now], &stand_in_main); }
+static void stand_in_run() { stand_in_body(); stand_in_done[stand_in_now] = 1; }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static
+"""
+_C_SCALARS = {"long long": ctypes.c_longlong, "long long int": ctypes.c_longlong,
+              "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,
+              "double": ctypes.c_double, "bool": ctypes.c_bool}
+
+
+class RawKernel:
+    """CuPy's RawKernel, run by the CPU (see the module's docstring)."""
+
+    def __init__(self, code: str, name: str, options: tuple = (), **kwargs: Any) -> None:
+        import re
+
+        self.code, self.name = code, name
+        head = re.search(r"__global__\s+void\s+" + re.escape(name) + r"\s*\(([^)]*)\)", code)
+        if head is None:
+            raise ValueError(f"RawKernel: no __global__ function {name!r} in the code")
+        typedefs = dict((alias, real) for real, alias in
+                        re.findall(r"typedef\s+([\w ]+?)\s+(\w+)\s*;", code))
+        self.params = []
+        for piece in (p.strip() for p in head.group(1).split(",") if p.strip()):
+            type_, pname = re.match(r"(.*?)(\w+)$", piece).groups()
+            type_ = type_.replace("const", "").replace("__restrict__", "").strip()
+            pointer = "*" in type_
+            base = type_.replace("*", "").strip()
+            self.params.append((pointer, typedefs.get(base, base), pname))
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.name}: {len(self.params)} arguments expected, got "
+                            f"{len(args)}")
+        if shared_mem:
+            raise NotImplementedError("the stand-in has static shared memory only")
+        grid, block = tuple(grid) + (1,) * 2, tuple(block) + (1,) * 2
+        if grid[1:3] != (1, 1) or block[1:3] != (1, 1):
+            raise NotImplementedError("the stand-in runs one-dimensional grids and blocks")
+        declared, values = [], []
+        for (pointer, type_, pname), a in zip(self.params, args):
+            if pointer:
+                if not isinstance(a, ndarray):
+                    raise TypeError(f"{self.name}: {pname} must be a device array")
+                declared.append(f"{type_}* {pname}")
+                values.append(ctypes.c_void_p(a.ctypes.data))
+            else:
+                if not isinstance(a, np.generic):
+                    raise TypeError(f"{self.name}: pass {pname} as a NumPy scalar of its C "
+                                    f"type ({type_}), got {type(a).__name__}")
+                declared.append(f"{type_} {pname}")
+                values.append(_C_SCALARS[type_](a.item()))
+        names = ", ".join(p[2] for p in self.params)
+        source = (_RAW_PRELUDE + self.code + f"""
+extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block,
+                                {", ".join(declared)}) {{
+  gridDim = {{stand_in_grid, 1, 1}}; blockDim = {{stand_in_block, 1, 1}};
+  const size_t stack = 1 << 16;
+  std::vector<char> stacks(stack * stand_in_block);
+  stand_in_fibers.assign(stand_in_block, ucontext_t());
+  stand_in_body = [=] {{ {self.name}({names}); }};
+  for (unsigned b = 0; b < stand_in_grid; ++b) {{
+    blockIdx = {{b, 0, 0}};
+    stand_in_done.assign(stand_in_block, 0);
+    for (unsigned t = 0; t < stand_in_block; ++t) {{
+      getcontext(&stand_in_fibers[t]);
+      stand_in_fibers[t].uc_stack.ss_sp = &stacks[t * stack];
+      stand_in_fibers[t].uc_stack.ss_size = stack;
+      stand_in_fibers[t].uc_link = &stand_in_main;
+      makecontext(&stand_in_fibers[t], stand_in_run, 0);
+    }}
+    for (unsigned left = stand_in_block; left; ) {{  /* a round: each thread to its barrier */
+      left = 0;
+      for (unsigned t = 0; t < stand_in_block; ++t) {{
+        if (stand_in_done[t]) continue;
+        stand_in_now = t; threadIdx = {{t, 0, 0}};
+        swapcontext(&stand_in_main, &stand_in_fibers[t]);
+        left += !stand_in_done[t];
+      }}
+    }}
+  }}
+}}
+""")
+        counts["launch"] += 1
+        _compile(source).stand_in_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]),
+                                         *values)
