@@ -193,11 +193,21 @@ class Network:
 
     def zero_grad(self) -> None:
         """Clear the gradients of the used parameters; those written only by first-write
-        layers are marked instead (their first writer overwrites them)."""
+        layers are marked instead (their first writer overwrites them). On the GPU a packed
+        gradient buffer (:meth:`ParameterSet.pack`) is cleared whole, in one launch: launches,
+        not bytes, are what costs there."""
         for p in self._mark_params:
             p.grad_unwritten = True
+        packed: dict[int, object] = {}  # on the GPU: the packed gradient buffers, by id
         for p in self._zero_params:
-            p.zero_grad()
+            grad = p.grad
+            if p.packed and backend.is_gpu_array(grad) and grad.base is not None:
+                packed[id(grad.base)] = grad.base
+                p.zero_grad(fill=False)
+            else:
+                p.zero_grad()
+        for buffer in packed.values():  # one launch a buffer instead of one a parameter
+            buffer.fill(0)
 
     def prefetch(self) -> dict[str, np.ndarray]:
         """Rows of sparse parameters the current batch touches, merged over layers."""

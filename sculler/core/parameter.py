@@ -86,9 +86,12 @@ class Parameter:
             stop = min(start + _INIT_CHUNK, flat.size)
             flat[start:stop] = xp.asarray(draw(stop - start), dtype=flat.dtype)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, fill: bool = True) -> None:
+        """Clear the gradient for a new batch; ``fill=False`` when the caller clears the
+        buffer it lives in (a packed one) itself."""
         self.grad_unwritten = False
-        if self.grad is None:
+        if self.grad is None or not fill:
+            self.touched_rows = []
             return
         if self.config.sparse_update and self.touched_rows:
             self.grad[self.touched_rows_array()] = 0

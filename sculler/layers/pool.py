@@ -24,12 +24,13 @@ from sculler.layers.image import (
     set_output_geometry,
     xy_pair,
 )
-from sculler.math.conv import channel_sums, conv_output_size
+from sculler.math.conv import channel_sums, conv_output_size, pair
 from sculler.math.pool import (
     avg_pool2d_backward,
     avg_pool2d_forward,
     max_pool2d_backward,
     max_pool2d_forward,
+    tap_dtype,
 )
 
 
@@ -87,6 +88,8 @@ class PoolLayer(ImageLayer):
         super().init(layer_map, parameter_map)
         cf = pool_conf(self.config)
         self.window = (cf["pool_size"], cf["stride"], cf["padding"])
+        ky, kx = pair(cf["pool_size"], "size", 1)
+        self._taps = tap_dtype(ky * kx + 1)  # the argmax dtype of max pooling
         self.is_max = _pool_type(self.config) == "max"
         self.ceil_mode = bool(self.attr("ceil_mode", True))
         self.exclude_mode = bool(self.attr("exclude_mode", True))
@@ -97,8 +100,9 @@ class PoolLayer(ImageLayer):
         self.reserve_output(x.shape[0], self.size)
         out = self.output_image()
         if self.is_max:
-            _, self._argmax = max_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
-                                                 out=out)
+            _, self._argmax = max_pool2d_forward(
+                x, *self.window, ceil_mode=self.ceil_mode, out=out,
+                argmax_out=self.scratch("argmax", out.shape, self._taps))
         else:
             avg_pool2d_forward(x, *self.window, ceil_mode=self.ceil_mode,
                                exclude_mode=self.exclude_mode, out=out)

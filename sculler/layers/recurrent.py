@@ -309,14 +309,15 @@ class RecurrentLayer(_SequenceRecurrent):
         y = self._to_batch("y", x)
         if self.bias is not None:
             y += self.bias.w.reshape(1, -1)
-        rnn.rnn_forward(plan, y, self.weights[0].w, self.act, self._tmp(self.size))
+        rnn.rnn_forward(plan, y, self.weights[0].w, self.act, self._tmp(self.size, self.size ** 2))
         self._emit(y)
 
     def backward(self, callback=None) -> None:
         dy = self._output_grad()
         y = self._bufs["y"][:dy.size].reshape(dy.shape)
         weight = self.weights[0]
-        rnn.rnn_backward(self.plan, y, weight.w, dy, self.act, self._tmp(self.size))
+        rnn.rnn_backward(self.plan, y, weight.w, dy, self.act,
+                         self._tmp(self.size, self.size ** 2))
         self._gate_input_grad(dy[None])
         if weight.w_grad is not None:
             rnn.accumulate_prev_product(y, self.prev, dy, weight.w_grad, self._prev_scratch(),

@@ -583,6 +583,10 @@ def conv2d_backward_data(
         dcols = _grouped_gemm(xp, w2, dy_cols, True, False).reshape(groups * cg * kh * kw, -1)
         if xp is np:
             dx = col2im(dcols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
+        elif (out is not None and out.shape == x_shape and out.flags.c_contiguous
+              and out.dtype == dcols.dtype):  # the fold adds into out itself
+            return cuda.col2im(dcols, x_shape, (kh, kw), st, pad, dil, tuple(dy.shape[2:]),
+                               batch_last, out=out, beta=beta)
         else:
             dx = cuda.col2im(dcols, x_shape, (kh, kw), st, pad, dil, tuple(dy.shape[2:]),
                              batch_last)

@@ -671,6 +671,82 @@ extern "C" __global__ void {name}(const T* g, const T* h, const T* wgt, const T*
                              _starts(sizes), i64(len(sizes)), i64(dh.shape[0]), i64(hs)))
 
 
+def rnn_forward_sequences(y: Any, weight: Any, act: str, starts: np.ndarray,
+                          sizes: np.ndarray) -> None:
+    """The plain RNN recurrence (:func:`sculler.math.rnn.rnn_forward`) in one launch, a block
+    per sequence and a thread per unit: ``y_t = act(y_t + y_{t-1} W)`` in place on the
+    time-major ``y`` (R, H), ``y_{t-1}`` in shared memory. Up to
+    ``SEQUENCE_KERNEL_MAX_HIDDEN`` units."""
+    hs = y.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(T* y, const T* w, const long long* starts,
+                                  const long long* sizes, long long steps, long long H) {{
+  __shared__ T y_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x;
+  for (long long t = 0; t < steps && sizes[t] > b; ++t) {{
+    const long long o = (starts[t] + b) * H + j;
+    T v = y[o];
+    if (t > 0)
+      for (long long m = 0; m < H; ++m) v += y_prev[m] * w[m * H + j];
+    v = {_act(act, "v")};
+    y[o] = v;
+    __syncthreads();
+    y_prev[j] = v;
+    __syncthreads();
+  }}
+}}
+"""
+
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    kernel = _raw(("rnn_seq_fwd", act), y.dtype, make)
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (y, weight, _starts(starts), _starts(sizes), i64(len(sizes)),
+                             i64(hs)))
+
+
+def rnn_backward_sequences(y: Any, weight_t: Any, dy: Any, act: str, starts: np.ndarray,
+                           sizes: np.ndarray) -> None:
+    """Backward of :func:`rnn_forward_sequences` in one launch: walking each sequence last
+    step first, ``dy`` (R, H) becomes dL/d(pre-activation), the recurrent term
+    ``d_{t+1} W^T`` included (``weight_t`` = ``W^T``, C-contiguous)."""
+    hs = dy.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(const T* y, const T* wt, T* dy, const long long* starts,
+                                  const long long* sizes, long long steps, long long H) {{
+  __shared__ T d_next[{SEQUENCE_KERNEL_MAX_HIDDEN}];
+  const long long b = blockIdx.x, j = threadIdx.x;
+  long long len = 0;
+  while (len < steps && sizes[len] > b) ++len;
+  for (long long t = len - 1; t >= 0; --t) {{
+    const long long o = (starts[t] + b) * H + j;
+    T g = dy[o];
+    if (t < len - 1)
+      for (long long k = 0; k < H; ++k) g += d_next[k] * wt[k * H + j];
+    const T yo = y[o];
+    g *= {_grad(act, "yo")};
+    dy[o] = g;
+    __syncthreads();
+    d_next[j] = g;
+    __syncthreads();
+  }}
+}}
+"""
+
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    kernel = _raw(("rnn_seq_bwd", act), dy.dtype, make)
+    i64 = np.int64
+    kernel((n_seq,), (hs,), (y, weight_t, dy, _starts(starts), _starts(sizes),
+                             i64(len(sizes)), i64(hs)))
+
+
 # the parameters the unfold and fold kernels share, and their values
 _CONV_GEOMETRY = ("int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy, int64 sx,"
                   " int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow")
@@ -700,14 +776,17 @@ def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw:
 
 
 def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, dil: tuple,
-           out_hw: tuple, batch_last: bool) -> Any:
-    """Fold ``(C*kh*kw, columns)`` patches back into a new ``(N, C, H, W)`` image, each pixel
+           out_hw: tuple, batch_last: bool, out: Any | None = None, beta: float = 0.0) -> Any:
+    """Fold ``(C*kh*kw, columns)`` patches back into an ``(N, C, H, W)`` image, each pixel
     gathering the taps that land on it (one thread a pixel: no atomics, deterministic). The
-    columns are ordered ``(oy, ox, n)`` with ``batch_last``, else ``(n, oy, ox)``."""
+    columns are ordered ``(oy, ox, n)`` with ``batch_last``, else ``(n, oy, ox)``. Into a new
+    array, or ``out = fold + beta * out`` for a C-contiguous ``out`` (an input gradient added
+    where it is kept: no temporary, no second launch)."""
     import cupy
 
-    kernel_ = _elementwise(("col2im", batch_last), lambda: (
-        "raw T cols, " + _CONV_GEOMETRY, "T img",
+    accumulate = out is not None and beta != 0.0
+    kernel_ = _elementwise(("col2im", batch_last, accumulate), lambda: (
+        "raw T cols, " + _CONV_GEOMETRY + (", T beta" if accumulate else ""), "T img",
         "ptrdiff_t x = i % W, t = i / W, y = t % H; t /= H;"
         "ptrdiff_t c = t % C, n = t / C, ncols = N * oh * ow; T acc = 0;"
         "for (ptrdiff_t a = 0; a < kh; ++a) {"
@@ -721,9 +800,12 @@ def col2im(cols: Any, x_shape: tuple, kernel: tuple, stride: tuple, pad: tuple, 
         "    acc += cols[((c * kh + a) * kw + b) * ncols + col];"
         "  }"
         "}"
-        "img = acc;"))
-    img = cupy.empty(x_shape, dtype=cols.dtype)
-    kernel_(_contiguous(cols), *_conv_geometry(x_shape, kernel, stride, pad, dil, out_hw), img)
+        + ("img = acc + beta * img;" if accumulate else "img = acc;")))
+    img = cupy.empty(x_shape, dtype=cols.dtype) if out is None else out
+    args = [_contiguous(cols), *_conv_geometry(x_shape, kernel, stride, pad, dil, out_hw)]
+    if accumulate:
+        args.append(_scalar(img, beta))
+    kernel_(*args, img)
     return img
 
 

@@ -137,6 +137,7 @@ def max_pool2d_forward(
     padding: IntPair = 0,
     ceil_mode: bool = True,
     out: Any = None,
+    argmax_out: Any = None,
 ) -> tuple[Any, Any]:
     """Max pooling: ``y[n, c, oy, ox] = max over the clipped window of x``.
 
@@ -145,6 +146,8 @@ def max_pool2d_forward(
         size: window ``(ky, kx)`` or an int; stride, padding: ints or ``(y, x)`` pairs.
         ceil_mode: Paddle's default ``True`` (see :func:`pool_output_shape`).
         out: optional ``(N, C, oh, ow)`` buffer for ``y``, overwritten.
+        argmax_out: optional buffer for ``argmax`` (same shape, dtype ``tap_dtype(ky * kx +
+            1)``), overwritten: a layer keeps one instead of a new array a batch.
 
     Returns:
         ``(y, argmax)``: ``y`` of shape ``(N, C, oh, ow)`` and ``argmax`` of the same shape,
@@ -166,7 +169,15 @@ def max_pool2d_forward(
     else:
         _check_out(out, shape, "max_pool2d_forward")
         y = out
-    argmax = xp.empty(shape, dtype=tap_dtype(k[0] * k[1] + 1))
+    taps = tap_dtype(k[0] * k[1] + 1)
+    if argmax_out is None:
+        argmax = xp.empty(shape, dtype=taps)
+    else:
+        _check_out(argmax_out, shape, "max_pool2d_forward")
+        if argmax_out.dtype != taps:
+            raise ValueError(f"max_pool2d_forward: argmax_out is {argmax_out.dtype}, expected "
+                             f"{np.dtype(taps)} for {k[0]}x{k[1]} windows")
+        argmax = argmax_out
     if xp is not np and x.dtype.kind == "f":
         cuda.max_pool2d_forward(x, k, st, pad, y, argmax)
         return y, argmax

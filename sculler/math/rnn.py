@@ -478,7 +478,7 @@ def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 3 H^2``. On the
     GPU up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch
     (:func:`sculler.math.cuda.gru_forward_sequences`)."""
-    if is_gpu_array(h) and h.shape[1] <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+    if is_gpu_array(h) and h.shape[1] <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN and w_gate.ndim == 2:
         _contiguous_or_fail(gates, w_gate, w_cand, reset_h, h)
         cuda.gru_forward_sequences(gates, w_gate, w_cand, reset_h, h, acts, plan.step_starts,
                                    plan.batch_sizes)
@@ -504,7 +504,7 @@ def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch after transposed copies of the
     weights into ``tmp`` (:func:`sculler.math.cuda.gru_backward_sequences`)."""
     hs = dh.shape[1]
-    if is_gpu_array(dh) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+    if is_gpu_array(dh) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN and w_gate.ndim == 2:
         _contiguous_or_fail(gates, h, dh, dgates)
         w_gate_t = _gpu_scratch(tmp, 3 * hs * hs)
         w_cand_t = w_gate_t[2 * hs * hs:].reshape(hs, hs)
@@ -526,8 +526,13 @@ def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
 def rnn_forward(plan, y, weight, act, tmp) -> None:
     """Plain RNN over all steps: ``y`` (rows, H) time-major ``x + b`` in,
     ``y_t = act(x_t + b + y_{t-1} W)`` out, in place; ``tmp`` flat scratch of
-    ``batch_sizes[0] * H``."""
+    ``batch_sizes[0] * H``. On the GPU up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` units, one launch
+    (:func:`sculler.math.cuda.rnn_forward_sequences`)."""
     hs = y.shape[1]
+    if is_gpu_array(y) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        _contiguous_or_fail(y, weight)
+        cuda.rnn_forward_sequences(y, weight, act.name, plan.step_starts, plan.batch_sizes)
+        return
     with small_gemms(_step_gemm(plan, weight)):
         for n, rows, prev in _steps(plan):
             if prev is not None:
@@ -539,8 +544,17 @@ def rnn_forward(plan, y, weight, act, tmp) -> None:
 
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     """Backward of :func:`rnn_forward`: ``dy`` (rows, H) dL/dy in, dL/d(pre-activation) out
-    (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``."""
+    (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``, and on the
+    GPU (one launch, :func:`sculler.math.cuda.rnn_backward_sequences`) of ``H^2`` for the
+    transposed weight."""
     hs = y.shape[1]
+    if is_gpu_array(dy) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+        _contiguous_or_fail(y, dy, weight)
+        weight_t = _gpu_scratch(tmp, hs * hs).reshape(hs, hs)
+        weight_t[...] = weight.T
+        cuda.rnn_backward_sequences(y, weight_t, dy, act.name, plan.step_starts,
+                                    plan.batch_sizes)
+        return
     with small_gemms(_step_gemm(plan, weight)):
         for n, rows, prev in _steps(plan, backward=True):
             prod = tmp[:n * hs].reshape(n, hs)

@@ -240,6 +240,34 @@ def test_gru_forward_and_backward_through_time(dtype, names, whole, monkeypatch)
         _close(got, want, dtype)
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["one-launch", "per-step"])
+@pytest.mark.parametrize("name", ["tanh", "relu", "sigmoid", "linear"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rnn_forward_and_backward_through_time(dtype, name, whole, monkeypatch):
+    """The plain RNN over sequences of lengths 4, 1, 4, 2: the GPU's outputs and
+    pre-activation gradients equal NumPy's, in one launch each way and step by step."""
+    from sculler.math.seq2batch import SequenceBatch
+
+    if not whole:
+        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
+    rng = np.random.RandomState(8)
+    plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
+    rows, hs = 11, 3
+    act = rnn.cell_activation(name)
+    y0 = rng.randn(rows, hs).astype(dtype)
+    weight = (rng.randn(hs, hs) * 0.5).astype(dtype)
+    dy0 = rng.randn(rows, hs).astype(dtype)
+    results = []
+    for to in (np.asarray, _gpu):
+        y, dy, w = to(y0.copy()), to(dy0.copy()), to(weight)
+        tmp = to(np.zeros(int(plan.batch_sizes[0]) * hs + hs * hs, dtype))
+        rnn.rnn_forward(plan, y, w, act, tmp)
+        rnn.rnn_backward(plan, y, w, dy, act, tmp)
+        results.append((y, dy))
+    for got, want in zip(results[1], results[0]):
+        _close(got, want, dtype)
+
+
 # (kernel, stride, padding, dilation) of the convolution kernel tests
 CONV_GEOMETRIES = [((3, 2), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)),
                    ((2, 2), (1, 2), (1, 0), (2, 1))]
@@ -249,7 +277,8 @@ CONV_GEOMETRIES = [((3, 2), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1
 @pytest.mark.parametrize("geometry", CONV_GEOMETRIES)
 def test_conv_backward_data_folds_on_the_gpu(dtype, geometry):
     """conv2d_backward_data's GPU path (one GEMM, then the gathering col2im kernel) equals
-    the NumPy path, for batch-last (small outputs) and batch-first (large) column orders."""
+    the NumPy path, for batch-last (small outputs) and batch-first (large) column orders,
+    into a new array and added into a given one (beta 1, 0.5; 0 overwrites even NaNs)."""
     from sculler.math import conv
 
     k, st, pad, dil = geometry
@@ -261,6 +290,15 @@ def test_conv_backward_data_folds_on_the_gpu(dtype, geometry):
         want = conv.conv2d_backward_data(dy, w, shape, st, pad, dil, groups=2)
         got = conv.conv2d_backward_data(_gpu(dy), _gpu(w), shape, st, pad, dil, groups=2)
         _close(got, want, dtype)
+        prior = rng.randn(*shape).astype(dtype)
+        for beta in (1.0, 0.5, 0.0):  # the fold adds into a kept gradient in its kernel
+            want = conv.conv2d_backward_data(dy, w, shape, st, pad, dil, groups=2,
+                                             out=prior.copy(), beta=beta)
+            out = _gpu(prior if beta else np.full(shape, np.nan, dtype))
+            got = conv.conv2d_backward_data(_gpu(dy), _gpu(w), shape, st, pad, dil, groups=2,
+                                            out=out, beta=beta)
+            assert got is out
+            _close(got, want, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -11,8 +11,9 @@ does) and ``import cupy`` finds this module:
 - ``RawKernel`` compiles CUDA C++ with g++ too, under a prelude that makes ``__global__``,
   ``__shared__``, ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` and
   ``__syncthreads()`` mean on the CPU what they mean on a GPU: the blocks run one after
-  another, the threads of a block as coroutines (ucontext) that each run to the next
-  barrier in turn, ``__shared__`` arrays shared by them (one-dimensional grids and blocks,
+  another, the threads of a block as coroutines (each started on its own stack with
+  ``makecontext``, switched with ``_setjmp``/``_longjmp``) that each run to the next barrier
+  in turn, ``__shared__`` arrays shared by them (one-dimensional grids and blocks,
   static shared memory). A missing barrier shows as a wrong result, every time;
 - ``cuda.runtime`` reports one device;
 - ``counts`` tallies what would cost host time on a GPU: ``launch`` (a ufunc, a kernel, a
@@ -291,7 +292,7 @@ def _compile(source: str) -> ctypes.CDLL:
         folder = tempfile.mkdtemp(prefix="cupy-stand-in-")
         with open(f"{folder}/kernel.cpp", "w") as f:
             f.write(source)
-        done = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o",
+        done = subprocess.run(["g++", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-o",
                                f"{folder}/kernel.so", f"{folder}/kernel.cpp"],
                               capture_output=True, text=True)
         if done.returncode:
@@ -354,6 +355,7 @@ class ElementwiseKernel:
 
 _RAW_PRELUDE = """#include <cmath>
 #include <algorithm>
+#include <csetjmp>
 #include <cstddef>
 #include <functional>
 #include <ucontext.h>
@@ -361,19 +363,27 @@ _RAW_PRELUDE = """#include <cmath>
 using std::min; using std::max; using std::exp; using std::log; using std::tanh; using std::sqrt;
 struct stand_in_dim3 { unsigned x, y, z; };
 static stand_in_dim3 threadIdx, blockIdx, blockDim, gridDim;
-static ucontext_t stand_in_main;
-static std::vector<ucontext_t> stand_in_fibers;
+struct stand_in_fiber { jmp_buf at; ucontext_t start; bool started, done; };
+static jmp_buf stand_in_main;
+static std::vector<stand_in_fiber> stand_in_fibers;
 static std::function<void()> stand_in_body;
 static unsigned stand_in_now;
-static std::vector<char> stand_in_done;
-static inline void __syncthreads() { swapcontext(&stand_in_fibers[stand_in_now], &stand_in_main); }
-static void stand_in_run() { stand_in_body(); stand_in_done[stand_in_now] = 1; }
+/* a thread's turn ends at a barrier: save where it is, go back to the scheduler */
+static inline void __syncthreads() {
+  if (!_setjmp(stand_in_fibers[stand_in_now].at)) _longjmp(stand_in_main, 1);
+}
+static void stand_in_run() {
+  stand_in_body();
+  stand_in_fibers[stand_in_now].done = true;
+  _longjmp(stand_in_main, 1);
+}
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
 """
+
 _C_SCALARS = {"long long": ctypes.c_longlong, "long long int": ctypes.c_longlong,
               "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,
               "double": ctypes.c_double, "bool": ctypes.c_bool}
@@ -428,25 +438,32 @@ extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block,
   gridDim = {{stand_in_grid, 1, 1}}; blockDim = {{stand_in_block, 1, 1}};
   const size_t stack = 1 << 16;
   std::vector<char> stacks(stack * stand_in_block);
-  stand_in_fibers.assign(stand_in_block, ucontext_t());
+  stand_in_fibers.assign(stand_in_block, stand_in_fiber());
   stand_in_body = [=] {{ {self.name}({names}); }};
+  ucontext_t here;
   for (unsigned b = 0; b < stand_in_grid; ++b) {{
     blockIdx = {{b, 0, 0}};
-    stand_in_done.assign(stand_in_block, 0);
     for (unsigned t = 0; t < stand_in_block; ++t) {{
-      getcontext(&stand_in_fibers[t]);
-      stand_in_fibers[t].uc_stack.ss_sp = &stacks[t * stack];
-      stand_in_fibers[t].uc_stack.ss_size = stack;
-      stand_in_fibers[t].uc_link = &stand_in_main;
-      makecontext(&stand_in_fibers[t], stand_in_run, 0);
+      stand_in_fiber& f = stand_in_fibers[t];
+      f.started = f.done = false;
+      getcontext(&f.start);
+      f.start.uc_stack.ss_sp = &stacks[t * stack];
+      f.start.uc_stack.ss_size = stack;
+      f.start.uc_link = nullptr;
+      makecontext(&f.start, stand_in_run, 0);
     }}
     for (unsigned left = stand_in_block; left; ) {{  /* a round: each thread to its barrier */
       left = 0;
-      for (unsigned t = 0; t < stand_in_block; ++t) {{
-        if (stand_in_done[t]) continue;
+      for (volatile unsigned t = 0; t < stand_in_block; ++t) {{
+        stand_in_fiber& f = stand_in_fibers[t];
+        if (f.done) continue;
         stand_in_now = t; threadIdx = {{t, 0, 0}};
-        swapcontext(&stand_in_main, &stand_in_fibers[t]);
-        left += !stand_in_done[t];
+        if (!_setjmp(stand_in_main)) {{
+          if (f.started) _longjmp(f.at, 1);
+          f.started = true;
+          swapcontext(&here, &f.start);
+        }}
+        left += !stand_in_fibers[t].done;
       }}
     }}
   }}
