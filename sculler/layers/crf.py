@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_device_of, to_numpy
+from sculler.backend import is_gpu_array, to_device_of, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -20,6 +20,7 @@ from sculler.core.expression import (
 )
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
+from sculler.math import cuda
 from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
 
 
@@ -47,17 +48,29 @@ def _sequence_input(layer: Layer):
     return arg.value, to_numpy(arg.seq_starts)
 
 
-def _label_ids(layer: Layer, index: int, rows: int, num_classes: int):
+def _label_ids(layer: Layer, index: int, rows: int, num_classes: int, on_device: bool = False):
+    """The label ids of input ``index``, checked to lie in ``[0, num_classes)``: as int64 on
+    the host, or ``on_device`` as the (int64) device array they are (checked on their host
+    copy where the feeder has not checked them already, so nothing is read back)."""
     arg = layer.get_input(index)
     ids = arg.ids
     if ids is None or ids.shape != (rows,):
         raise ValueError(f"layer {layer.name!r} ({layer.type_name}): label input "
                          f"({layer.inputs[index].name!r}) must carry {rows} integer ids (one per "
                          f"token of input 0), got {arg.describe()}")
-    if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+    host = None if arg.ids_known_below(num_classes) else arg.host_ids()
+    if host is not None and host.size and (host.min() < 0 or host.max() >= num_classes):
         raise ValueError(f"layer {layer.name!r} ({layer.type_name}): label ids must lie in "
-                         f"[0, {num_classes}), got min {int(ids.min())} max {int(ids.max())}")
-    return to_numpy(ids).astype(np.int64, copy=False)
+                         f"[0, {num_classes}), got min {int(host.min())} max {int(host.max())}")
+    if on_device:
+        return ids if ids.dtype == np.int64 else ids.astype(np.int64)
+    return (arg.host_ids() if host is None else host).astype(np.int64, copy=False)
+
+
+def _on_device(x, num_classes: int) -> bool:
+    """Whether the CRF maths runs on the GPU: device emissions and at most
+    ``cuda.CRF_MAX_CLASSES`` classes (a thread a class)."""
+    return is_gpu_array(x) and num_classes <= cuda.CRF_MAX_CLASSES
 
 
 @register_layer("crf")
@@ -89,13 +102,20 @@ class CRFLayer(_CRFBase):
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts = _sequence_input(self)
-        labels = _label_ids(self, 1, x.shape[0], x.shape[1])
+        device = _on_device(x, x.shape[1])
+        labels = _label_ids(self, 1, x.shape[0], x.shape[1], device)
         n = starts.size - 1
         out = self.reserve_output(n, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
-        nll, self._saved = crf_nll(to_numpy(x), labels, starts, to_numpy(self.weights[0].w),
-                                   alloc=self.host_scratch)
-        self._nll = to_device_of(nll, out)
+        if device:  # one launch: the recursion, log Z and the labels' score on the GPU
+            alpha, log_z = self.scratch("alpha", x.shape), self.scratch("log_z", (n,))
+            self._nll = self.scratch("nll", (n,))
+            cuda.crf_nll_forward(x, labels, starts, self.weights[0].w, alpha, log_z, self._nll)
+            self._saved = (x, labels, starts, alpha, log_z)
+        else:
+            nll, self._saved = crf_nll(to_numpy(x), labels, starts,
+                                       to_numpy(self.weights[0].w), alloc=self.host_scratch)
+            self._nll = to_device_of(nll, out)
         out[:, 0] = self._nll
         if len(self.inputs) == 3:
             out[:, 0] *= self._weight_column(n)
@@ -111,8 +131,16 @@ class CRFLayer(_CRFBase):
                 dw_in[:, 0] += dcost * self._nll
             dcost = dcost * self._weight_column(n)
         weight = self.weights[0]
-        labels = to_numpy(self.get_input(1).ids).astype(np.int64, copy=False)
         dx, dw = self.get_input_grad(0), weight.w_grad
+        if isinstance(self._saved, tuple):  # the forward ran on the GPU
+            x, labels, starts, alpha, log_z = self._saved
+            parts = self.scratch("dw_parts", (n,) + tuple(weight.w.shape))
+            cuda.crf_nll_backward(x, labels, starts, weight.w, alpha, log_z, dcost, dx, parts)
+            if dw is not None:
+                dw += parts.sum(axis=0).reshape(dw.shape)
+            weight.parameter.inc_update(callback)
+            return
+        labels = self.get_input(1).host_ids().astype(np.int64, copy=False)
         dx_part, dw_part = self.host_part("dx", dx), self.host_part("dw", dw)
         crf_nll_backward(self._saved, labels, to_numpy(weight.w), to_numpy(dcost), dx_part,
                          dw_part, alloc=self.host_scratch)
@@ -140,10 +168,16 @@ class CRFDecodingLayer(_CRFBase):
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts = _sequence_input(self)
-        tags = crf_viterbi(to_numpy(x), starts, to_numpy(self.weights[0].w),
-                           alloc=self.host_scratch)
+        device = _on_device(x, x.shape[1])
+        if device:  # one launch: the recursion and the backtracking on the GPU
+            tags = self.scratch("tags", (x.shape[0],), np.int64)
+            cuda.crf_viterbi(x, starts, self.weights[0].w,
+                             self.scratch("back", x.shape, np.int64), tags)
+        else:
+            tags = crf_viterbi(to_numpy(x), starts, to_numpy(self.weights[0].w),
+                               alloc=self.host_scratch)
         if len(self.inputs) == 2:
-            labels = _label_ids(self, 1, x.shape[0], x.shape[1])
+            labels = _label_ids(self, 1, x.shape[0], x.shape[1], device)
             out = self.reserve_output(x.shape[0], 1)
             out[:, 0] = to_device_of(tags != labels, out)
         else:

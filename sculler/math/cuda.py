@@ -747,6 +747,186 @@ extern "C" __global__ void {name}(const T* y, const T* wt, T* dy, const long lon
                              i64(len(sizes)), i64(hs)))
 
 
+CRF_MAX_CLASSES = 1024  # one thread a class, a block a sequence
+
+# log-sum-exp over i of TERM (an expression in i), max-shifted as sculler.math.crf's (a
+# non-finite maximum shifts by 0); leaves the result in OUT
+_CRF_LOGSUMEXP = """
+  {{ T m_ = neg_inf;
+    for (long long i = 0; i < C; ++i) {{ const T v_ = {term}; m_ = v_ > m_ ? v_ : m_; }}
+    if (!(m_ > neg_inf && m_ < -neg_inf)) m_ = 0;
+    T s_ = 0;
+    for (long long i = 0; i < C; ++i) s_ += exp({term} - m_);
+    {out} = log(s_) + m_; }}
+"""
+
+
+def _crf_logsumexp(term: str, out: str) -> str:
+    return _CRF_LOGSUMEXP.format(term=term, out=out)
+
+
+def crf_nll_forward(x: Any, labels: Any, starts: np.ndarray, weight: Any, alpha: Any,
+                    log_z: Any, nll: Any) -> None:
+    """A linear-chain CRF's negative log-likelihood per sequence
+    (:func:`sculler.math.crf.crf_nll`) in one launch: a block per sequence and a thread per
+    class run the forward recursion ``alpha_t[j] = logsumexp_i(alpha_{t-1}[i] + w[i, j]) +
+    x_t[j]`` over the packed rows of ``x`` (T, C), keeping ``alpha`` (T, C) for the backward
+    pass; one thread then forms ``log Z`` and the labels' score. ``weight`` (C + 2, C):
+    start scores, end scores, transitions. An empty sequence costs 0."""
+    c = x.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(const T* x, const long long* labels,
+                                  const long long* starts, const T* wt, T* alpha, T* log_z,
+                                  T* nll, long long C, T neg_inf) {{
+  __shared__ T prev[{CRF_MAX_CLASSES}];
+  const long long n = blockIdx.x, j = threadIdx.x, s0 = starts[n], L = starts[n + 1] - s0;
+  const T* a = wt; const T* bb = wt + C; const T* w = wt + 2 * C;
+  if (L == 0) {{
+    if (j == 0) {{ log_z[n] = 0; nll[n] = 0; }}
+    return;
+  }}
+  T al = a[j] + x[s0 * C + j];
+  alpha[s0 * C + j] = al;
+  for (long long t = 1; t < L; ++t) {{
+    __syncthreads();
+    prev[j] = al;
+    __syncthreads();
+    T acc;
+    {_crf_logsumexp("prev[i] + w[i * C + j]", "acc")}
+    al = acc + x[(s0 + t) * C + j];
+    alpha[(s0 + t) * C + j] = al;
+  }}
+  __syncthreads();
+  prev[j] = al + bb[j];
+  __syncthreads();
+  if (j == 0) {{
+    T lz;
+    {_crf_logsumexp("prev[i]", "lz")}
+    T gold = a[labels[s0]] + bb[labels[s0 + L - 1]];
+    for (long long t = 0; t < L; ++t) gold += x[(s0 + t) * C + labels[s0 + t]];
+    for (long long t = 1; t < L; ++t) gold += w[labels[s0 + t - 1] * C + labels[s0 + t]];
+    log_z[n] = lz;
+    nll[n] = lz - gold;
+  }}
+}}
+"""
+
+    n = len(starts) - 1
+    if n <= 0:
+        return
+    kernel = _raw(("crf_nll_fwd",), x.dtype, make)
+    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), _starts(starts), weight, alpha,
+                        log_z, nll, np.int64(c), _scalar(x, -np.inf)))
+
+
+def crf_nll_backward(x: Any, labels: Any, starts: np.ndarray, weight: Any, alpha: Any,
+                     log_z: Any, scale: Any, dx: Any | None, parts: Any) -> None:
+    """Backward of :func:`crf_nll_forward` scaled per sequence by ``scale`` (N,), as
+    :func:`sculler.math.crf.crf_nll_backward`, in one launch: each block walks its sequence
+    last step first with ``beta`` in a register and ``x_{t+1} + beta_{t+1}`` in shared
+    memory. Adds ``marginal - onehot(label)`` into ``dx`` (T, C; None to skip) and writes each
+    sequence's gradient of the (C + 2, C) weight into ``parts[n]`` (N, C + 2, C; each thread
+    its own column, so no atomics: the caller sums over sequences)."""
+    c = x.shape[1]
+    has_dx = dx is not None
+
+    def make(name: str) -> str:
+        dx_line = ("dx[row * C + j] += marg - own;" if has_dx else "")
+        return f"""
+extern "C" __global__ void {name}(const T* x, const long long* labels,
+                                  const long long* starts, const T* wt, const T* alpha,
+                                  const T* log_z, const T* scale, T* dx, T* parts,
+                                  long long C, T neg_inf) {{
+  __shared__ T nxt[{CRF_MAX_CLASSES}];
+  const long long n = blockIdx.x, j = threadIdx.x, s0 = starts[n], L = starts[n + 1] - s0;
+  const T* bb = wt + C; const T* w = wt + 2 * C;
+  T* part = parts + n * (C + 2) * C;
+  for (long long r = 0; r < C + 2; ++r) part[r * C + j] = 0;
+  if (L == 0) return;
+  const T sc = scale[n], lz = log_z[n];
+  T be = bb[j];
+  for (long long t = L - 1; t >= 0; --t) {{
+    const long long row = s0 + t;
+    if (t < L - 1) {{
+      {_crf_logsumexp("w[j * C + i] + nxt[i]", "be")}
+      for (long long i = 0; i < C; ++i)
+        part[(2 + i) * C + j] += exp(alpha[row * C + i] + w[i * C + j] + nxt[j] - lz) * sc;
+    }}
+    const T marg = exp(alpha[row * C + j] + be - lz) * sc;
+    const T own = labels[row] == j ? sc : (T)0;
+    {dx_line}
+    if (t == 0) part[j] += marg - own;
+    if (t == L - 1) part[C + j] += marg - own;
+    if (t > 0 && labels[row] == j) part[(2 + labels[row - 1]) * C + j] -= sc;
+    __syncthreads();
+    nxt[j] = x[row * C + j] + be;
+    __syncthreads();
+  }}
+}}
+"""
+
+    n = len(starts) - 1
+    if n <= 0:
+        return
+    kernel = _raw(("crf_nll_bwd", has_dx), x.dtype, make)
+    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), _starts(starts), weight, alpha,
+                        log_z, _contiguous(scale), dx if has_dx else parts, parts,
+                        np.int64(c), _scalar(x, -np.inf)))
+
+
+def crf_viterbi(x: Any, starts: np.ndarray, weight: Any, back: Any, tags: Any) -> None:
+    """The best tag path of each sequence (:func:`sculler.math.crf.crf_viterbi`) in one
+    launch: a block per sequence and a thread per class run ``delta_t[j] = max_i(delta_{t-1}
+    [i] + w[i, j]) + x_t[j]``, keeping the winners in ``back`` (T, C, int64); one thread then
+    backtracks into ``tags`` (T,). Ties go to the lowest index."""
+    c = x.shape[1]
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(const T* x, const long long* starts, const T* wt,
+                                  long long* back, long long* tags, long long C) {{
+  __shared__ T prev[{CRF_MAX_CLASSES}];
+  const long long n = blockIdx.x, j = threadIdx.x, s0 = starts[n], L = starts[n + 1] - s0;
+  const T* a = wt; const T* bb = wt + C; const T* w = wt + 2 * C;
+  if (L == 0) return;
+  T d = a[j] + x[s0 * C + j];
+  for (long long t = 1; t < L; ++t) {{
+    __syncthreads();
+    prev[j] = d;
+    __syncthreads();
+    T best = prev[0] + w[j];
+    long long arg = 0;
+    for (long long i = 1; i < C; ++i) {{
+      const T v = prev[i] + w[i * C + j];
+      if (v > best) {{ best = v; arg = i; }}
+    }}
+    back[(s0 + t) * C + j] = arg;
+    d = best + x[(s0 + t) * C + j];
+  }}
+  __syncthreads();
+  prev[j] = d + bb[j];
+  __syncthreads();
+  if (j == 0) {{
+    long long last = 0;
+    for (long long i = 1; i < C; ++i) if (prev[i] > prev[last]) last = i;
+    tags[s0 + L - 1] = last;
+    for (long long t = L - 1; t > 0; --t) {{
+      last = back[(s0 + t) * C + last];
+      tags[s0 + t - 1] = last;
+    }}
+  }}
+}}
+"""
+
+    n = len(starts) - 1
+    if n <= 0:
+        return
+    kernel = _raw(("crf_viterbi",), x.dtype, make)
+    kernel((n,), (c,), (_contiguous(x), _starts(starts), weight, back, tags, np.int64(c)))
+
+
 # the parameters the unfold and fold kernels share, and their values
 _CONV_GEOMETRY = ("int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy, int64 sx,"
                   " int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow")

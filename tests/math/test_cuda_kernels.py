@@ -268,6 +268,38 @@ def test_rnn_forward_and_backward_through_time(dtype, name, whole, monkeypatch):
         _close(got, want, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_crf_on_the_gpu(dtype):
+    """The CRF kernels (a block a sequence, a thread a class) give the host recursions'
+    negative log-likelihoods, input and weight gradients and Viterbi paths, an empty sequence
+    and a one-step one included."""
+    from sculler.math import crf
+
+    rng = np.random.RandomState(9)
+    c = 5
+    starts = np.array([0, 4, 4, 5, 11])
+    x = (rng.randn(11, c) * 2).astype(dtype)
+    labels = rng.randint(0, c, 11)
+    weight = rng.randn(c + 2, c).astype(dtype)
+    scale = rng.rand(4).astype(dtype) + 0.5
+    nll, saved = crf.crf_nll(x, labels, starts, weight)
+    dx, dw = np.full_like(x, 0.25), np.zeros_like(weight)
+    crf.crf_nll_backward(saved, labels, weight, scale, dx, dw)
+    tags = crf.crf_viterbi(x, starts, weight)
+
+    xg, lg, wg = _gpu(x), _gpu(labels.astype(np.int64)), _gpu(weight)
+    alpha, log_z, nll_g = (_gpu(np.zeros(shape, dtype)) for shape in ((11, c), (4,), (4,)))
+    cuda.crf_nll_forward(xg, lg, starts, wg, alpha, log_z, nll_g)
+    _close(nll_g, nll, dtype)
+    dx_g, parts = _gpu(np.full_like(x, 0.25)), _gpu(np.full((4, c + 2, c), np.nan, dtype))
+    cuda.crf_nll_backward(xg, lg, starts, wg, alpha, log_z, _gpu(scale), dx_g, parts)
+    _close(dx_g, dx, dtype)
+    _close(parts.sum(axis=0), dw, dtype)
+    tags_g = _gpu(np.zeros(11, np.int64))
+    cuda.crf_viterbi(xg, starts, wg, _gpu(np.zeros((11, c), np.int64)), tags_g)
+    np.testing.assert_array_equal(tags_g.get(), tags)
+
+
 # (kernel, stride, padding, dilation) of the convolution kernel tests
 CONV_GEOMETRIES = [((3, 2), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)),
                    ((2, 2), (1, 2), (1, 0), (2, 1))]
