@@ -5,7 +5,7 @@ Both output one ``-log p(label_n | x_n)`` per sequence (N x 1); the label is an 
 with as many sequences as the input. ``norm_by_times`` divides only the gradient by the
 sequence's length T_n (as PaddlePaddle does). A sequence shorter than its label needs
 (``T_n < |l_n| + adjacent repeats``) costs 0 and gets no gradient. The recursions are in
-:mod:`sculler.math.ctc`.
+:mod:`sculler.math.ctc`, and on the GPU in one kernel (:func:`sculler.math.cuda.ctc_loss`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_device_of, to_numpy
+from sculler.backend import cached_like, get_array_module, is_gpu_array, to_device_of, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -23,7 +23,9 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.crf import check_label_classes
-from sculler.math.ctc import ctc_loss
+from sculler.math import cuda
+from sculler.math.ctc import ctc_feasible, ctc_loss, label_repeats
+from sculler.math.segment import segment_of_rows
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
 
@@ -50,8 +52,9 @@ class _CTCBase(Layer):
         """(T, C) log-probabilities of the input rows."""
         raise NotImplementedError
 
-    def input_grad(self, x, gamma, scale_row, dx) -> None:
-        """Add ``scale_row * d cost / d x`` into ``dx`` given ``d cost / d log p = -gamma``."""
+    def input_grad(self, x, gamma, scale_row, dx, rows) -> None:
+        """Add ``scale_row * d cost / d x`` into ``dx`` given ``d cost / d log p = -gamma``
+        (on the device ``x`` is on); ``rows`` gives each row's sequence."""
         raise NotImplementedError
 
     def _inputs(self):
@@ -60,7 +63,7 @@ class _CTCBase(Layer):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): input 0 "
                              f"({self.inputs[0].name!r}) must be a dense sequence, got "
                              f"{arg.describe()}")
-        x = to_numpy(arg.value)  # the recursion runs on the host on either device
+        x = arg.value
         c = self.num_classes(x.shape[1])
         if lab.ids is None or lab.seq_starts is None:
             raise ValueError(f"layer {self.name!r} ({self.type_name}): label input "
@@ -70,21 +73,39 @@ class _CTCBase(Layer):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): {arg.num_sequences} input "
                              f"sequences but {lab.num_sequences} label sequences")
         blank = self.blank(c)
-        ids = to_numpy(lab.ids).astype(np.int64, copy=False)
+        ids = lab.host_ids().astype(np.int64, copy=False)  # checked there: nothing read back
         if ids.size and (ids.min() < 0 or ids.max() >= c or (ids == blank).any()):
             raise ValueError(f"layer {self.name!r} ({self.type_name}): label ids must lie in "
                              f"[0, {c}) and differ from the blank {blank}; got min "
                              f"{int(ids.min())} max {int(ids.max())}")
         return x, to_numpy(arg.seq_starts), ids, to_numpy(lab.seq_starts), blank
 
+    def _on_device(self, x, label_starts) -> bool:
+        """Whether the recursion runs on the GPU: device inputs and labels of at most
+        ``(cuda.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended label)."""
+        longest = int(np.diff(label_starts).max(initial=0))
+        return is_gpu_array(x) and 2 * longest + 1 <= cuda.CTC_MAX_STATES
+
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts, ids, label_starts, blank = self._inputs()
-        out = self.reserve_output(starts.size - 1, 1)
+        n = starts.size - 1
+        out = self.reserve_output(n, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
-        cost, self._gamma, self._scored = ctc_loss(
-            self.log_probs(x), starts, ids, label_starts, blank, want_grad=self.need_gradient,
-            alloc=self.host_scratch)
+        if self._on_device(x, label_starts):  # one launch: both recursions and the occupations
+            lengths = np.diff(label_starts)
+            feasible = ctc_feasible(lengths, label_repeats(ids, label_starts), np.diff(starts))
+            states = 2 * int(lengths.max(initial=0)) + 1
+            cost, self._scored = self.scratch("cost", (n,)), self.scratch("scored", (n,))
+            self._gamma = self.scratch("gamma", x.shape) if self.need_gradient else None
+            labels = self.get_input(1).ids.astype(np.int64, copy=False)
+            cuda.ctc_loss(self.log_probs(x), starts, labels, label_starts,
+                          feasible, blank, self.scratch("alpha", (x.shape[0], states)), cost,
+                          self._scored, self._gamma)
+        else:
+            cost, self._gamma, self._scored = ctc_loss(
+                to_numpy(self.log_probs(to_numpy(x))), starts, ids, label_starts, blank,
+                want_grad=self.need_gradient, alloc=self.host_scratch)
         out[:, 0] = to_device_of(cost, out)
 
     def backward(self, callback=None) -> None:
@@ -93,12 +114,18 @@ class _CTCBase(Layer):
             return
         starts = to_numpy(self.get_input(0).seq_starts)
         lengths = np.diff(starts)
-        scale = to_numpy(self.output.grad[:, 0]).astype(dx.dtype)
+        scale = self.output.grad[:, 0].astype(dx.dtype)
         if self.attr("norm_by_times", False):
-            scale = scale / np.maximum(lengths, 1)
+            scale = scale / cached_like(np.maximum(lengths, 1).astype(dx.dtype), scale)
+        x = self.get_input_value(0)
+        if is_gpu_array(self._gamma):  # the occupations are on the GPU: so is the gradient
+            rows = cached_like(segment_of_rows(starts), x)
+            self.input_grad(x, self._gamma, scale[rows][:, None], dx, rows)
+            return
+        scale = to_numpy(scale)
         part = self.host_part("dx", dx)
-        self.input_grad(to_numpy(self.get_input_value(0)), self._gamma,
-                        np.repeat(scale, lengths)[:, None], part)
+        self.input_grad(to_numpy(x), self._gamma, np.repeat(scale, lengths)[:, None], part,
+                        np.repeat(np.arange(lengths.size), lengths))
         self.add_host_part(dx, part)
 
 
@@ -119,12 +146,14 @@ class CTCLayer(_CTCBase):
         return width
 
     def log_probs(self, x):
-        out = self.host_scratch("log_probs", x.shape)
-        np.maximum(x, FLT_MIN, out=out)
-        return np.log(out, out=out)
+        xp = get_array_module(x)
+        out = self.scratch("log_probs", x.shape, host=xp is np)
+        xp.maximum(x, FLT_MIN, out=out)
+        return xp.log(out, out=out)
 
-    def input_grad(self, x, gamma, scale_row, dx) -> None:
-        dx -= scale_row * np.where(x > FLT_MIN, gamma / np.maximum(x, FLT_MIN), 0.0)
+    def input_grad(self, x, gamma, scale_row, dx, rows) -> None:
+        xp = get_array_module(x)
+        dx -= scale_row * xp.where(x > FLT_MIN, gamma / xp.maximum(x, FLT_MIN), 0.0)
 
 
 @register_layer("warp_ctc")
@@ -153,16 +182,17 @@ class WarpCTCLayer(_CTCBase):
         return blank
 
     def log_probs(self, x):
-        out = self.host_scratch("log_probs", x.shape)
-        np.subtract(x, x.max(axis=1, keepdims=True), out=out)
-        out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+        xp = get_array_module(x)
+        out = self.scratch("log_probs", x.shape, host=xp is np)
+        xp.subtract(x, x.max(axis=1, keepdims=True), out=out)
+        out -= xp.log(xp.exp(out).sum(axis=1, keepdims=True))
         return out
 
-    def input_grad(self, x, gamma, scale_row, dx) -> None:
-        lengths = np.diff(to_numpy(self.get_input(0).seq_starts))
-        feasible = np.repeat(self._scored, lengths)[:, None]
-        soft = np.exp(self.log_probs(x))
-        dx += scale_row * np.where(feasible, soft - gamma, 0.0)
+    def input_grad(self, x, gamma, scale_row, dx, rows) -> None:
+        xp = get_array_module(x)
+        feasible = self._scored[rows][:, None] > 0
+        soft = xp.exp(self.log_probs(x))
+        dx += scale_row * xp.where(feasible, soft - gamma, 0.0)
 
 
 def _ctc(layer_type: str, input: LayerOutput, label: LayerOutput,  # noqa: A002

@@ -22,7 +22,7 @@ import numpy as np
 from sculler.math.seq2batch import SequenceBatch
 from sculler.math.workspace import Alloc, work_array
 
-__all__ = ["ctc_loss", "ctc_feasible"]
+__all__ = ["ctc_loss", "ctc_feasible", "label_repeats"]
 
 NEG_INF = -np.inf
 
@@ -30,6 +30,19 @@ NEG_INF = -np.inf
 def ctc_feasible(label_lengths, repeats, input_lengths):
     """True where a sequence is long enough for its label: ``T_n >= |l_n| + repeats_n``."""
     return np.asarray(input_lengths) >= np.asarray(label_lengths) + np.asarray(repeats)
+
+
+def label_repeats(labels, label_starts) -> np.ndarray:
+    """Per label sequence, how many ids equal the one before them (each needs a blank
+    between, so one more input step)."""
+    lab, starts = np.asarray(labels), np.asarray(label_starts)
+    n = starts.size - 1
+    same = np.zeros(lab.size, dtype=bool)
+    same[1:] = lab[1:] == lab[:-1]
+    same[starts[:-1][np.diff(starts) > 0]] = False
+    repeats = np.zeros(n, dtype=np.int64)
+    np.add.at(repeats, np.repeat(np.arange(n), np.diff(starts))[same], 1)
+    return repeats
 
 
 def _lse(*terms):
@@ -74,15 +87,8 @@ def ctc_loss(log_probs, seq_starts, labels, label_starts, blank: int, want_grad:
     order = plan.order
     ext, ext_len, skip = _extended(labels, np.asarray(label_starts), blank, order)
     n, s_max = ext.shape
-    lab = np.asarray(labels)
     starts_l = np.asarray(label_starts)
-    repeats = np.zeros(n, dtype=np.int64)
-    same = np.zeros(lab.size, dtype=bool)
-    same[1:] = lab[1:] == lab[:-1]
-    same[starts_l[:-1][np.diff(starts_l) > 0]] = False
-    seq_of_label = np.repeat(np.arange(n), np.diff(starts_l))
-    np.add.at(repeats, seq_of_label[same], 1)
-    feasible = ctc_feasible(np.diff(starts_l), repeats, plan.lengths)
+    feasible = ctc_feasible(np.diff(starts_l), label_repeats(labels, starts_l), plan.lengths)
     feasible_slot = feasible[order]
     rows = log_probs.shape[0]
     lpb = plan.to_batch(log_probs,

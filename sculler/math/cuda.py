@@ -927,6 +927,106 @@ extern "C" __global__ void {name}(const T* x, const long long* starts, const T* 
     kernel((n,), (c,), (_contiguous(x), _starts(starts), weight, back, tags, np.int64(c)))
 
 
+CTC_MAX_STATES = 1024  # a thread an extended-label state: labels of up to 511 ids
+
+
+def ctc_loss(log_probs: Any, starts: np.ndarray, labels: Any, label_starts: np.ndarray,
+             feasible: np.ndarray, blank: int, alpha: Any, cost: Any, scored: Any,
+             gamma: Any | None) -> None:
+    """CTC's ``-log p(label | x)`` per sequence (:func:`sculler.math.ctc.ctc_loss`) in one
+    launch: a block per sequence and a thread per state of the extended label
+    ``[blank, l_1, blank, ..., blank]`` run the alpha recursion over the packed rows of
+    ``log_probs`` (T, C) (``alpha``: (T, states) work space, states = ``2 max|l| + 1``, the
+    block's width), then, with ``gamma`` (T, C), the beta recursion, one thread of the block
+    adding each step's occupations ``exp(alpha + beta - log p)`` into ``gamma`` per class
+    (in state order: deterministic). ``cost`` (N,) gets ``-log p`` and ``scored`` (N,) 1 where
+    the sequence is ``feasible`` (host bools, long enough for its label) and ``log p`` finite,
+    else 0 and 0 (its ``gamma`` rows 0)."""
+    c = log_probs.shape[1]
+    want_grad = gamma is not None
+
+    def make(name: str) -> str:
+        grad = """
+  for (long long t = 0; t < Tn; ++t)
+    for (long long kk = s; kk < C; kk += SM) gamma[(t0 + t) * C + kk] = 0;
+  T b = (valid && (s == S - 1 || s == S - 2)) ? (T)0 : neg_inf;
+  for (long long t = Tn - 1; t >= 0; --t) {
+    if (t < Tn - 1) {
+      const T up1 = s + 1 < S ? nb[s + 1] : neg_inf;
+      const T up2 = s + 2 < S && skips(s + 2) ? nb[s + 2] : neg_inf;
+      b = valid ? lse3(nb[s], up1, up2, neg_inf) : neg_inf;
+    }
+    occ[s] = ok && valid ? exp(alpha[(t0 + t) * SM + s] + b - logp) : (T)0;
+    __syncthreads();
+    if (s == 0)
+      for (long long q = 0; q < S; ++q) gamma[(t0 + t) * C + state(q)] += occ[q];
+    __syncthreads();
+    nb[s] = valid ? b + lp[(t0 + t) * C + k] : neg_inf;
+    __syncthreads();
+  }
+""" if want_grad else ""
+        return f"""
+__device__ T lse3(T a, T b, T c, T neg_inf) {{
+  T m = a > b ? a : b; m = m > c ? m : c;
+  if (!(m > neg_inf && m < -neg_inf)) m = 0;
+  return log(exp(a - m) + exp(b - m) + exp(c - m)) + m;
+}}
+extern "C" __global__ void {name}(const T* lp, const long long* starts, const long long* labels,
+                                  const long long* lstarts, const long long* feasible,
+                                  T* alpha, T* cost, T* scored, T* gamma, long long C,
+                                  long long SM, long long blank, T neg_inf) {{
+  __shared__ T prev[{CTC_MAX_STATES}];
+  __shared__ T occ[{CTC_MAX_STATES}];
+  T* nb = prev;
+  const long long n = blockIdx.x, s = threadIdx.x, t0 = starts[n], Tn = starts[n + 1] - t0;
+  const long long l0 = lstarts[n], S = 2 * (lstarts[n + 1] - l0) + 1;
+  const bool valid = s < S;
+  #define state(q) (((q) & 1) ? labels[l0 + ((q) >> 1)] : blank)
+  #define skips(q) (((q) & 1) && (q) >= 2 && labels[l0 + ((q) >> 1)] != labels[l0 + ((q) >> 1) - 1])
+  const long long k = valid ? state(s) : blank;
+  const bool skip = valid && skips(s);
+  if (Tn == 0) {{
+    if (s == 0) {{ cost[n] = 0; scored[n] = 0; }}
+    return;
+  }}
+  T a = valid && s < 2 ? lp[t0 * C + k] : neg_inf;
+  alpha[t0 * SM + s] = a;
+  for (long long t = 1; t < Tn; ++t) {{
+    __syncthreads();
+    prev[s] = a;
+    __syncthreads();
+    if (valid) {{
+      const T one = s >= 1 ? prev[s - 1] : neg_inf, two = skip ? prev[s - 2] : neg_inf;
+      a = lse3(prev[s], one, two, neg_inf) + lp[(t0 + t) * C + k];
+    }}
+    alpha[(t0 + t) * SM + s] = a;
+  }}
+  __syncthreads();
+  prev[s] = a;
+  __syncthreads();
+  const T logp = lse3(prev[S - 1], S >= 2 ? prev[S - 2] : neg_inf, neg_inf, neg_inf);
+  const bool ok = feasible[n] && logp > neg_inf && logp < -neg_inf;
+  if (s == 0) {{ cost[n] = ok ? -logp : (T)0; scored[n] = ok ? (T)1 : (T)0; }}
+  __syncthreads();
+{grad}
+  #undef state
+  #undef skips
+}}
+"""
+
+    n = len(starts) - 1
+    if n <= 0:
+        return
+    lab_len = np.diff(np.asarray(label_starts))
+    states = 2 * int(lab_len.max(initial=0)) + 1
+    kernel = _raw(("ctc_loss", want_grad), log_probs.dtype, make)
+    kernel((n,), (states,), (_contiguous(log_probs), _starts(starts), _contiguous(labels),
+                             _starts(label_starts),
+                             cached_on_gpu(np.asarray(feasible, dtype=np.int64)), alpha, cost,
+                             scored, gamma if want_grad else cost, np.int64(c),
+                             np.int64(states), np.int64(blank), _scalar(log_probs, -np.inf)))
+
+
 # the parameters the unfold and fold kernels share, and their values
 _CONV_GEOMETRY = ("int64 N, int64 C, int64 H, int64 W, int64 kh, int64 kw, int64 sy, int64 sx,"
                   " int64 py, int64 px, int64 dy, int64 dx, int64 oh, int64 ow")

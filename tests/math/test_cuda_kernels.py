@@ -300,6 +300,37 @@ def test_crf_on_the_gpu(dtype):
     np.testing.assert_array_equal(tags_g.get(), tags)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("want_grad", [True, False])
+def test_ctc_on_the_gpu(dtype, want_grad):
+    """The CTC kernel (a block a sequence, a thread an extended-label state) gives the host
+    recursion's costs, scored flags and occupations: labels with repeats, an empty label, a
+    sequence too short for its label (cost 0, no gradient) and an empty input sequence."""
+    from sculler.math import ctc
+
+    rng = np.random.RandomState(10)
+    c, blank = 5, 4
+    starts = np.array([0, 6, 9, 9, 13, 15])
+    label_starts = np.array([0, 3, 3, 4, 6, 9])
+    labels = np.array([1, 1, 2, 3, 0, 0, 2, 1, 2])  # 1 1 2 | - | 3 (no input) | 0 0 | 2 1 2
+    logits = rng.randn(15, c)
+    lp = (logits - np.log(np.exp(logits).sum(1, keepdims=True))).astype(dtype)
+    cost, gamma, scored = ctc.ctc_loss(lp, starts, labels, label_starts, blank, want_grad)
+    lab_len = np.diff(label_starts)
+    repeats = np.array([1, 0, 0, 1, 0])
+    feasible = ctc.ctc_feasible(lab_len, repeats, np.diff(starts))
+    states = 2 * int(lab_len.max()) + 1
+    cost_g, scored_g = _gpu(np.full(5, np.nan, dtype)), _gpu(np.full(5, np.nan, dtype))
+    gamma_g = _gpu(np.full((15, c), np.nan, dtype)) if want_grad else None
+    cuda.ctc_loss(_gpu(lp), starts, _gpu(labels), label_starts, feasible, blank,
+                  _gpu(np.zeros((15, states), dtype)), cost_g, scored_g, gamma_g)
+    _close(cost_g, cost, dtype)
+    np.testing.assert_array_equal(scored_g.get() > 0, scored)
+    np.testing.assert_array_equal(scored, [True, True, False, True, False])  # empty, too short
+    if want_grad:
+        _close(gamma_g, gamma, dtype)
+
+
 # (kernel, stride, padding, dilation) of the convolution kernel tests
 CONV_GEOMETRIES = [((3, 2), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)),
                    ((2, 2), (1, 2), (1, 0), (2, 1))]
