@@ -108,6 +108,26 @@ def segment_sum(x: Any, starts: Any, out: Any) -> None:
     kernel(_contiguous(x), _starts(starts), x.shape[1], out)
 
 
+def segment_max(x: Any, starts: Any, out: Any, argmax: Any | None) -> None:
+    """``out[k, j] = max over the rows of segment k of x[:, j]`` and, with ``argmax`` ((n, d)
+    int), the absolute row of the first maximum, one thread per (segment, column), as
+    :func:`sculler.math.segment.segment_max` (a NaN makes the maximum NaN and its row
+    ``T``, the number of rows, as there). Every segment must be non-empty."""
+    want = argmax is not None
+    kernel = _elementwise(("segment_max", want), lambda: (
+        "raw T x, raw int64 starts, int64 d, int64 rows", "T out" + (", I arg" if want else ""),
+        "ptrdiff_t k = i / d, col = i - k * d, r0 = starts[k];"
+        "T best = x[r0 * d + col], nan = best; ptrdiff_t at = r0;"
+        "for (ptrdiff_t r = r0 + 1; r < starts[k + 1]; ++r) {"
+        "  T v = x[r * d + col];"
+        "  if (v != v) nan = v; else if (v > best) { best = v; at = r; }"
+        "}"
+        "if (nan != nan) { best = nan; at = rows; }"
+        "out = best;" + ("arg = at;" if want else "")))
+    args = [_contiguous(x), _starts(starts), x.shape[1], x.shape[0], out]
+    kernel(*args, *([argmax] if want else []))
+
+
 def segment_softmax(x: Any, starts: Any, out: Any) -> None:
     """Softmax over each segment ``starts[k] .. starts[k+1]`` of a column ``x`` (T,) into
     ``out``, one thread a segment (short segments: attention over a source sentence): one

@@ -80,8 +80,18 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
     """``out[i, j] = max over the rows of segment i of x[:, j]``; returns the absolute row of
     each maximum, ``(n, d)`` int (the first row on ties), or None without ``argmax``. Every
     segment must be non-empty. ``rep`` ((T, d), x's dtype) and ``hit`` ((T, d) int32) are
-    optional work buffers."""
+    optional work buffers. On the GPU one kernel (:func:`sculler.math.cuda.segment_max`)
+    writes the maxima and, into ``hit``'s first ``n d`` entries, their rows."""
     xp = get_array_module(out)
+    if xp is not np:  # one kernel, nothing through the host
+        n, d = out.shape
+        found = None
+        if argmax:
+            found = (hit.reshape(-1)[:n * d].reshape(n, d) if hit is not None
+                     and get_array_module(hit) is xp and hit.size >= n * d
+                     else xp.empty((n, d), dtype=np.int64))
+        cuda.segment_max(x, starts, out, found)
+        return found
     s = np.asarray(starts[:-1])
     hx = _host(x)
     t = hx.shape[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sculler.backend import to_numpy
-from sculler.math import cuda, optim, rnn
+from sculler.math import cuda, optim, rnn, segment
 
 pytestmark = pytest.mark.gpu
 
@@ -162,8 +162,6 @@ def test_trainer_packs_gpu_parameters_into_one_buffer():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_segment_sum(dtype):
-    from sculler.math import segment
-
     rng = np.random.RandomState(5)
     starts = np.array([0, 3, 3, 7, 8])  # an empty segment too
     x = rng.randn(8, 4).astype(dtype)
@@ -329,6 +327,25 @@ def test_ctc_on_the_gpu(dtype, want_grad):
     np.testing.assert_array_equal(scored, [True, True, False, True, False])  # empty, too short
     if want_grad:
         _close(gamma_g, gamma, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_segment_max_on_the_gpu(dtype):
+    """segment_max's GPU kernel gives the host's maxima and first arg-max rows, ties and a
+    NaN (its maximum NaN, its row the row count) included, into the layer's int32 scratch."""
+    rng = np.random.RandomState(11)
+    starts = np.array([0, 3, 4, 9])
+    x = rng.randint(0, 3, (9, 4)).astype(dtype)  # many ties
+    x[6, 2] = np.nan
+    want = np.empty((3, 4), dtype)
+    rows = segment.segment_max(x, starts, want)
+    got = _gpu(np.empty((3, 4), dtype))
+    hit = _gpu(np.zeros((9, 4), np.int32))
+    got_rows = segment.segment_max(_gpu(x), starts, got, hit=hit)
+    np.testing.assert_array_equal(got.get(), want)
+    np.testing.assert_array_equal(got_rows.get(), rows)
+    assert got_rows.dtype == np.int32 and rows[2, 2] == 9
+    assert segment.segment_max(_gpu(x), starts, got, argmax=False) is None
 
 
 # (kernel, stride, padding, dilation) of the convolution kernel tests
