@@ -95,8 +95,9 @@ def device(gpu: bool) -> Iterator[None]:
 
 
 def to_device(a: Any) -> Any:
-    """``a`` as an array of the current device (:func:`xp`); host arrays are copied once."""
-    return xp().asarray(a)
+    """``a`` as an array of the current device (:func:`xp`); host arrays are copied once (on
+    the GPU asynchronously, :func:`to_gpu`)."""
+    return to_gpu(a) if _state["use_gpu"] else np.asarray(a)
 
 
 def is_gpu_array(a: Any) -> bool:
@@ -118,13 +119,15 @@ def current_gpu() -> int:
 
 
 def to_gpu(a: Any, what: str = "copying to the GPU") -> Any:
-    """``a`` as an array of the current CUDA device: a host array is copied there once, a
-    device array there already is returned as it is. Without CuPy, :func:`require_gpu`'s
-    error naming ``what``."""
+    """``a`` as an array of the current CUDA device: a host array is copied there once
+    (asynchronously, :func:`to_gpu_together`), a device array there already is returned as
+    it is. Without CuPy, :func:`require_gpu`'s error naming ``what``."""
     cupy = _cupy()
     if cupy is None:
         require_gpu(what)
-    return cupy.asarray(a)
+    if is_gpu_array(a):
+        return cupy.asarray(a)
+    return to_gpu_together([np.asarray(a)])[0]
 
 
 def to_place(a: Any, gpu: bool, what: str = "copying to the GPU") -> Any:
@@ -142,6 +145,7 @@ def to_device_of(a: Any, like: Any) -> Any:
 
 
 STAGING_ALIGN = 256  # bytes: each array of a joint copy starts at a multiple of this
+STAGING_MAX_BYTES = 1 << 26  # larger copies go straight from their own memory
 _staging: dict[str, Any] = {"buffers": [None, None], "copied": [None, None], "turn": 0}
 
 
@@ -153,13 +157,14 @@ def to_gpu_together(arrays: list[np.ndarray]) -> list[Any]:
     A copy from pageable memory makes the host wait for every kernel queued before it; this
     one returns at once, and the kernels that read the arrays queue after it on the same
     stream. Two pinned buffers, grown as needed, are filled in turn, each only after its
-    previous copy has finished (a CUDA event)."""
+    previous copy has finished (a CUDA event). Above ``STAGING_MAX_BYTES`` in all (a data set
+    moved at once, say) each array is copied from its own memory instead."""
     cupy = _cupy()
     offsets, total = [], 0
     for a in arrays:
         offsets.append(total)
         total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
-    if total == 0:
+    if total == 0 or total > STAGING_MAX_BYTES:
         return [cupy.asarray(a) for a in arrays]
     buffers, copied, turn = _staging["buffers"], _staging["copied"], _staging["turn"]
     _staging["turn"] = 1 - turn

@@ -236,6 +236,19 @@ def _raw(key: tuple, dtype: np.dtype, make: Callable[[str], str]) -> Any:
     return kernel
 
 
+def _run_sequences(key: tuple, dtype: np.dtype, make: Callable[[str], str], width: int,
+                   starts: np.ndarray, sizes: np.ndarray, arrays: tuple, *scalars: int) -> None:
+    """Launch the sequence kernel ``_raw(key, dtype, make)``: a block per sequence (the
+    ``sizes[0]`` of the first step), ``width`` threads, with the arguments ``arrays``, the
+    steps' row ``starts`` and ``sizes`` and their count, then ``scalars`` (as int64)."""
+    n_seq = int(sizes[0]) if len(sizes) else 0
+    if n_seq == 0:
+        return
+    kernel = _raw(key, dtype, make)
+    kernel((n_seq,), (width,), (*arrays, _starts(starts), _starts(sizes), np.int64(len(sizes)),
+                                *(np.int64(v) for v in scalars)))
+
+
 SEQUENCE_KERNEL_MAX_HIDDEN = 256  # one thread a unit, the block's state in shared memory
 
 
@@ -291,15 +304,9 @@ extern "C" __global__ void {name}(T* g, T* c, T* state, T* h, const T* w, const 
 }}
 """
 
-    kernel = _raw(("lstm_seq_fwd", *names, has_peep), h.dtype, make)
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (gates, c, state, h, weight,
-                             peepholes if has_peep else weight,
-                             _starts(starts), _starts(sizes), i64(len(sizes)),
-                             i64(h.shape[0]), i64(hs)))
+    _run_sequences(("lstm_seq_fwd", *names, has_peep), h.dtype, make, hs, starts, sizes,
+                   (gates, c, state, h, weight, peepholes if has_peep else weight),
+                   h.shape[0], hs)
 
 
 def lstm_backward_sequences(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dgates: Any,
@@ -359,15 +366,9 @@ extern "C" __global__ void {name}(const T* g, const T* c, const T* state, T* dh,
 }}
 """
 
-    kernel = _raw(("lstm_seq_bwd", *names, has_peep), dh.dtype, make)
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (gates, c, state, dh, dc, dgates, weight_t,
-                             peepholes if has_peep else weight_t,
-                             _starts(starts), _starts(sizes), i64(len(sizes)),
-                             i64(dh.shape[0]), i64(hs)))
+    _run_sequences(("lstm_seq_bwd", *names, has_peep), dh.dtype, make, hs, starts, sizes,
+                   (gates, c, state, dh, dc, dgates, weight_t,
+                    peepholes if has_peep else weight_t), dh.shape[0], hs)
 
 
 def lstm_forward_step(gates: Any, c: Any, state: Any, h: Any, peepholes: Any | None,
@@ -617,13 +618,8 @@ extern "C" __global__ void {name}(T* g, const T* wg, const T* wc, T* rh, T* h,
 }}
 """
 
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    kernel = _raw(("gru_seq_fwd", *names), h.dtype, make)
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (gates, w_gate, w_cand, reset_h, h, _starts(starts),
-                             _starts(sizes), i64(len(sizes)), i64(h.shape[0]), i64(hs)))
+    _run_sequences(("gru_seq_fwd", *names), h.dtype, make, hs, starts, sizes,
+                   (gates, w_gate, w_cand, reset_h, h), h.shape[0], hs)
 
 
 def gru_backward_sequences(gates: Any, h: Any, w_gate_t: Any, w_cand_t: Any, dh: Any,
@@ -682,13 +678,8 @@ extern "C" __global__ void {name}(const T* g, const T* h, const T* wgt, const T*
 }}
 """
 
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    kernel = _raw(("gru_seq_bwd", *names), dh.dtype, make)
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (gates, h, w_gate_t, w_cand_t, dh, dgates, _starts(starts),
-                             _starts(sizes), i64(len(sizes)), i64(dh.shape[0]), i64(hs)))
+    _run_sequences(("gru_seq_bwd", *names), dh.dtype, make, hs, starts, sizes,
+                   (gates, h, w_gate_t, w_cand_t, dh, dgates), dh.shape[0], hs)
 
 
 def rnn_forward_sequences(y: Any, weight: Any, act: str, starts: np.ndarray,
@@ -719,13 +710,7 @@ extern "C" __global__ void {name}(T* y, const T* w, const long long* starts,
 }}
 """
 
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    kernel = _raw(("rnn_seq_fwd", act), y.dtype, make)
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (y, weight, _starts(starts), _starts(sizes), i64(len(sizes)),
-                             i64(hs)))
+    _run_sequences(("rnn_seq_fwd", act), y.dtype, make, hs, starts, sizes, (y, weight), hs)
 
 
 def rnn_backward_sequences(y: Any, weight_t: Any, dy: Any, act: str, starts: np.ndarray,
@@ -758,13 +743,8 @@ extern "C" __global__ void {name}(const T* y, const T* wt, T* dy, const long lon
 }}
 """
 
-    n_seq = int(sizes[0]) if len(sizes) else 0
-    if n_seq == 0:
-        return
-    kernel = _raw(("rnn_seq_bwd", act), dy.dtype, make)
-    i64 = np.int64
-    kernel((n_seq,), (hs,), (y, weight_t, dy, _starts(starts), _starts(sizes),
-                             i64(len(sizes)), i64(hs)))
+    _run_sequences(("rnn_seq_bwd", act), dy.dtype, make, hs, starts, sizes,
+                   (y, weight_t, dy), hs)
 
 
 CRF_MAX_CLASSES = 1024  # one thread a class, a block a sequence

@@ -115,44 +115,36 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             counts["wait"] += 1
         super().__setitem__(key, value)
 
-    def _launch(name: str) -> Any:  # noqa: N805 (a method factory)
+    def _counted(name: str, kind: str) -> Any:  # noqa: N805 (a method factory)
+        """NumPy's method ``name``, counted as a ``launch`` or as a ``read`` back."""
         method = getattr(np.ndarray, name)
 
         @functools.wraps(method)
         def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
-            counts["launch"] += 1
-            return _device(method(self, *args, **kwargs))
-
-        return call
-
-    copy = _launch("copy")
-    astype = _launch("astype")
-    take = _launch("take")
-    repeat = _launch("repeat")
-    fill = _launch("fill")
-    argmax = _launch("argmax")
-    argmin = _launch("argmin")
-    cumsum = _launch("cumsum")
-    nonzero = _launch("nonzero")
-    del _launch
-
-    def _read(name: str) -> Any:  # noqa: N805 (a method factory)
-        method = getattr(np.ndarray, name)
-
-        @functools.wraps(method)
-        def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+            if kind == "launch":
+                counts["launch"] += 1
+                return _device(method(self, *args, **kwargs))
             _d2h(self)
             return method(self, *args, **kwargs)
 
         return call
 
-    item = _read("item")
-    tolist = _read("tolist")
-    __float__ = _read("__float__")
-    __int__ = _read("__int__")
-    __bool__ = _read("__bool__")
-    __index__ = _read("__index__")
-    del _read
+    copy = _counted("copy", "launch")
+    astype = _counted("astype", "launch")
+    take = _counted("take", "launch")
+    repeat = _counted("repeat", "launch")
+    fill = _counted("fill", "launch")
+    argmax = _counted("argmax", "launch")
+    argmin = _counted("argmin", "launch")
+    cumsum = _counted("cumsum", "launch")
+    nonzero = _counted("nonzero", "launch")
+    item = _counted("item", "read")
+    tolist = _counted("tolist", "read")
+    __float__ = _counted("__float__", "read")
+    __int__ = _counted("__int__", "read")
+    __bool__ = _counted("__bool__", "read")
+    __index__ = _counted("__index__", "read")
+    del _counted
 
 
 def _basic(key: Any) -> bool:
