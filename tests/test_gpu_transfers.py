@@ -155,3 +155,22 @@ def test_benchmark_batches_wait_for_the_gpu_once(counts, workload, most_h2d):
         sys.path.remove(str(BENCH))
     assert per_batch["d2h"] == 1 and per_batch["wait"] == 1
     assert 1 <= per_batch["h2d"] <= most_h2d
+
+
+def test_beam_search_reads_back_only_each_paths_best_ids(counts):
+    """A beam-search step chooses each path's best ids on the GPU and reads back those and
+    their log-probabilities in one copy (paths x beam numbers, not paths x vocabulary): the
+    same candidates as the host's choice."""
+    from sculler.layers.beam_search import BeamSearchLayer
+
+    rng = np.random.RandomState(4)
+    probs = rng.dirichlet(np.ones(50), size=6).astype(np.float32)
+    scores = rng.randn(6)
+    want = BeamSearchLayer._expand(probs, scores, 3)
+    device = backend.to_gpu(probs)
+    counts.clear()
+    got = BeamSearchLayer._expand(device, scores, 3)
+    assert counts["d2h"] == 1 and counts["d2h_bytes"] == 2 * 6 * 3 * 8
+    order_w, order_g = np.lexsort((want[1], want[0])), np.lexsort((got[1], got[0]))
+    for w, g in zip(want, got):  # the same (parent, id, score) set, in any order
+        np.testing.assert_allclose(g[order_g], w[order_w], rtol=1e-12)

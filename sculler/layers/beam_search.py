@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import get_array_module, to_numpy
 from sculler.core.argument import Argument
 from sculler.core.layer import PASS_TEST, register_layer
 from sculler.core.recurrent_group import sequence_rows
@@ -127,14 +127,23 @@ class BeamSearchLayer(RecurrentGroupLayer):
     @staticmethod
     def _expand(probs, scores, beam: int):
         """(parent, id, score) of every candidate: each path's ``min(beam, V)`` best ids. The
-        beams are kept on the host: the step's probabilities come there once."""
-        logp = np.log(np.maximum(to_numpy(probs), TINY))
+        beams' bookkeeping is on the host. On the GPU each path's best ids are chosen there
+        (a stable sort: ties go to the lower id) and only they and their log-probabilities
+        come back, in one copy: ``paths x beam`` numbers instead of ``paths x V``."""
+        xp = get_array_module(probs)
+        logp = xp.log(xp.maximum(probs, TINY))
         k = min(beam, logp.shape[1])
+        parent = np.repeat(np.arange(logp.shape[0]), k)
+        if xp is not np:
+            top = xp.argsort(-logp, axis=1)[:, :k]
+            picked = xp.take_along_axis(logp, top, axis=1)
+            both = to_numpy(xp.stack([top.astype(np.float64), picked.astype(np.float64)]))
+            cand = both[0].reshape(-1).astype(np.int64)
+            return parent, cand, scores[parent] + both[1].reshape(-1)
         if k == 1:
             top = logp.argmax(axis=1)[:, None]
         else:
             top = np.argpartition(-logp, k - 1, axis=1)[:, :k]
-        parent = np.repeat(np.arange(logp.shape[0]), k)
         cand = top.reshape(-1)
         return parent, cand, scores[parent] + logp[parent, cand]
 
