@@ -97,7 +97,10 @@ def device(gpu: bool) -> Iterator[None]:
 def to_device(a: Any) -> Any:
     """``a`` as an array of the current device (:func:`xp`); host arrays are copied once (on
     the GPU asynchronously, :func:`to_gpu`)."""
-    return to_gpu(a) if _state["use_gpu"] else np.asarray(a)
+    module = xp()
+    if module is not np and module is _cupy():
+        return to_gpu(a)
+    return module.asarray(a)
 
 
 def is_gpu_array(a: Any) -> bool:

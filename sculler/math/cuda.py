@@ -117,12 +117,12 @@ def segment_max(x: Any, starts: Any, out: Any, argmax: Any | None) -> None:
     kernel = _elementwise(("segment_max", want), lambda: (
         "raw T x, raw int64 starts, int64 d, int64 rows", "T out" + (", I arg" if want else ""),
         "ptrdiff_t k = i / d, col = i - k * d, r0 = starts[k];"
-        "T best = x[r0 * d + col], nan = best; ptrdiff_t at = r0;"
+        "T best = x[r0 * d + col], odd = best; ptrdiff_t at = r0;"
         "for (ptrdiff_t r = r0 + 1; r < starts[k + 1]; ++r) {"
         "  T v = x[r * d + col];"
-        "  if (v != v) nan = v; else if (v > best) { best = v; at = r; }"
+        "  if (v != v) odd = v; else if (v > best) { best = v; at = r; }"
         "}"
-        "if (nan != nan) { best = nan; at = rows; }"
+        "if (odd != odd) { best = odd; at = rows; }"
         "out = best;" + ("arg = at;" if want else "")))
     args = [_contiguous(x), _starts(starts), x.shape[1], x.shape[0], out]
     kernel(*args, *([argmax] if want else []))
