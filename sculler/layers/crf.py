@@ -20,7 +20,7 @@ from sculler.core.expression import (
 )
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
-from sculler.math import cuda
+from sculler.math import cuda_sequences
 from sculler.math.crf import crf_nll, crf_nll_backward, crf_viterbi
 
 
@@ -69,8 +69,8 @@ def _label_ids(layer: Layer, index: int, rows: int, num_classes: int, on_device:
 
 def _on_device(x, num_classes: int) -> bool:
     """Whether the CRF maths runs on the GPU: device emissions and at most
-    ``cuda.CRF_MAX_CLASSES`` classes (a thread a class)."""
-    return is_gpu_array(x) and num_classes <= cuda.CRF_MAX_CLASSES
+    ``cuda_sequences.CRF_MAX_CLASSES`` classes (a thread a class)."""
+    return is_gpu_array(x) and num_classes <= cuda_sequences.CRF_MAX_CLASSES
 
 
 @register_layer("crf")
@@ -110,7 +110,8 @@ class CRFLayer(_CRFBase):
         if device:  # one launch: the recursion, log Z and the labels' score on the GPU
             alpha, log_z = self.scratch("alpha", x.shape), self.scratch("log_z", (n,))
             self._nll = self.scratch("nll", (n,))
-            cuda.crf_nll_forward(x, labels, starts, self.weights[0].w, alpha, log_z, self._nll)
+            cuda_sequences.crf_nll_forward(x, labels, starts, self.weights[0].w, alpha, log_z,
+                                           self._nll)
             self._saved = (x, labels, starts, alpha, log_z)
         else:
             nll, self._saved = crf_nll(to_numpy(x), labels, starts,
@@ -135,7 +136,8 @@ class CRFLayer(_CRFBase):
         if isinstance(self._saved, tuple):  # the forward ran on the GPU
             x, labels, starts, alpha, log_z = self._saved
             parts = self.scratch("dw_parts", (n,) + tuple(weight.w.shape))
-            cuda.crf_nll_backward(x, labels, starts, weight.w, alpha, log_z, dcost, dx, parts)
+            cuda_sequences.crf_nll_backward(x, labels, starts, weight.w, alpha, log_z, dcost, dx,
+                                            parts)
             if dw is not None:
                 dw += parts.sum(axis=0).reshape(dw.shape)
             weight.parameter.inc_update(callback)
@@ -171,7 +173,7 @@ class CRFDecodingLayer(_CRFBase):
         device = _on_device(x, x.shape[1])
         if device:  # one launch: the recursion and the backtracking on the GPU
             tags = self.scratch("tags", (x.shape[0],), np.int64)
-            cuda.crf_viterbi(x, starts, self.weights[0].w,
+            cuda_sequences.crf_viterbi(x, starts, self.weights[0].w,
                              self.scratch("back", x.shape, np.int64), tags)
         else:
             tags = crf_viterbi(to_numpy(x), starts, to_numpy(self.weights[0].w),

@@ -5,7 +5,8 @@ Both output one ``-log p(label_n | x_n)`` per sequence (N x 1); the label is an 
 with as many sequences as the input. ``norm_by_times`` divides only the gradient by the
 sequence's length T_n (as PaddlePaddle does). A sequence shorter than its label needs
 (``T_n < |l_n| + adjacent repeats``) costs 0 and gets no gradient. The recursions are in
-:mod:`sculler.math.ctc`, and on the GPU in one kernel (:func:`sculler.math.cuda.ctc_loss`).
+:mod:`sculler.math.ctc`, and on the GPU in one kernel
+(:func:`sculler.math.cuda_sequences.ctc_loss`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sculler.core.expression import (
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.crf import check_label_classes
-from sculler.math import cuda
+from sculler.math import cuda_sequences
 from sculler.math.ctc import ctc_feasible, ctc_loss, label_repeats
 from sculler.math.segment import segment_of_rows
 
@@ -82,9 +83,9 @@ class _CTCBase(Layer):
 
     def _on_device(self, x, label_starts) -> bool:
         """Whether the recursion runs on the GPU: device inputs and labels of at most
-        ``(cuda.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended label)."""
+        ``(cuda_sequences.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended label)."""
         longest = int(np.diff(label_starts).max(initial=0))
-        return is_gpu_array(x) and 2 * longest + 1 <= cuda.CTC_MAX_STATES
+        return is_gpu_array(x) and 2 * longest + 1 <= cuda_sequences.CTC_MAX_STATES
 
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
@@ -99,7 +100,7 @@ class _CTCBase(Layer):
             cost, self._scored = self.scratch("cost", (n,)), self.scratch("scored", (n,))
             self._gamma = self.scratch("gamma", x.shape) if self.need_gradient else None
             labels = self.get_input(1).ids.astype(np.int64, copy=False)
-            cuda.ctc_loss(self.log_probs(x), starts, labels, label_starts,
+            cuda_sequences.ctc_loss(self.log_probs(x), starts, labels, label_starts,
                           feasible, blank, self.scratch("alpha", (x.shape[0], states)), cost,
                           self._scored, self._gamma)
         else:

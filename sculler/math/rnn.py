@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from sculler.backend import get_array_module, is_gpu_array
-from sculler.math import cuda
+from sculler.math import cuda, cuda_sequences
 from sculler.math.activation import NAME_ALIASES
 from sculler.math.blas import small_gemms
 
@@ -376,15 +376,22 @@ def _contiguous_or_fail(*arrays) -> None:
         raise ValueError(f"the GPU recurrence needs C-contiguous arrays; got views shaped {bad}")
 
 
+def _whole_on_gpu(a, hs: int) -> bool:
+    """Whether a recurrence over the device array ``a`` runs as one launch each way
+    (:mod:`sculler.math.cuda_sequences`: at most ``SEQUENCE_KERNEL_MAX_HIDDEN`` units)."""
+    return is_gpu_array(a) and hs <= cuda_sequences.SEQUENCE_KERNEL_MAX_HIDDEN
+
+
 def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) -> None:
     """:func:`lstm_forward` on CuPy arrays. Up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units,
-    one launch for the whole recurrence (:func:`sculler.math.cuda.lstm_forward_sequences`);
+    one launch for the whole recurrence
+    (:func:`sculler.math.cuda_sequences.lstm_forward_sequences`);
     wider, a cuBLAS product ``h_prev W`` and one fused kernel a step
     (:func:`sculler.math.cuda.lstm_forward_step`)."""
     _contiguous_or_fail(gates, c, state, h, peepholes, weight)
     hs = h.shape[1]
-    if hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
-        cuda.lstm_forward_sequences(gates, c, state, h, peepholes, acts, weight,
+    if _whole_on_gpu(h, hs):
+        cuda_sequences.lstm_forward_sequences(gates, c, state, h, peepholes, acts, weight,
                                     plan.step_starts, plan.batch_sizes)
         return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
@@ -401,16 +408,16 @@ def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) ->
 def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates, acts,
                        tmp) -> None:
     """:func:`lstm_backward` on CuPy arrays: up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units
-    one launch (:func:`sculler.math.cuda.lstm_backward_sequences`, after a transposed copy of
-    the weight); wider, one fused kernel a step
+    one launch (:func:`sculler.math.cuda_sequences.lstm_backward_sequences`, after a
+    transposed copy of the weight); wider, one fused kernel a step
     (:func:`sculler.math.cuda.lstm_backward_step`) and a cuBLAS product ``dg W^T`` for the
     recurrent gradient, from that step's gates in row layout."""
     _contiguous_or_fail(gates, c, state, dh, dc, dgates, peepholes, weight)
     hs = dh.shape[1]
-    if hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+    if _whole_on_gpu(dh, hs):
         weight_t = _gpu_scratch(tmp, weight.size).reshape(4 * hs, hs)
         weight_t[...] = weight.T
-        cuda.lstm_backward_sequences(gates, c, state, dh, dc, dgates, peepholes, acts,
+        cuda_sequences.lstm_backward_sequences(gates, c, state, dh, dc, dgates, peepholes, acts,
                                      weight_t, plan.step_starts, plan.batch_sizes)
         return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
@@ -477,11 +484,11 @@ def gru_forward(plan, gates, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
     activated ``[z | r | c~]`` out; fills ``h`` and ``reset_h`` (rows, H) (``r h_prev``; rows
     of step 0 untouched). ``tmp``: flat scratch of ``2 * batch_sizes[0] * H + 3 H^2``. On the
     GPU up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch
-    (:func:`sculler.math.cuda.gru_forward_sequences`)."""
-    if is_gpu_array(h) and h.shape[1] <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN and w_gate.ndim == 2:
+    (:func:`sculler.math.cuda_sequences.gru_forward_sequences`)."""
+    if _whole_on_gpu(h, h.shape[1]) and w_gate.ndim == 2:
         _contiguous_or_fail(gates, w_gate, w_cand, reset_h, h)
-        cuda.gru_forward_sequences(gates, w_gate, w_cand, reset_h, h, acts, plan.step_starts,
-                                   plan.batch_sizes)
+        cuda_sequences.gru_forward_sequences(gates, w_gate, w_cand, reset_h, h, acts,
+                                             plan.step_starts, plan.batch_sizes)
         return
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
@@ -502,16 +509,16 @@ def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
     """Backward of :func:`gru_forward` through time: ``dh`` (rows, H) holds dL/dh from the
     output and receives the recurrent terms; writes ``dgates`` (3, rows, H). On the GPU up
     to ``SEQUENCE_KERNEL_MAX_HIDDEN`` hidden units, one launch after transposed copies of the
-    weights into ``tmp`` (:func:`sculler.math.cuda.gru_backward_sequences`)."""
+    weights into ``tmp`` (:func:`sculler.math.cuda_sequences.gru_backward_sequences`)."""
     hs = dh.shape[1]
-    if is_gpu_array(dh) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN and w_gate.ndim == 2:
+    if _whole_on_gpu(dh, hs) and w_gate.ndim == 2:
         _contiguous_or_fail(gates, h, dh, dgates)
         w_gate_t = _gpu_scratch(tmp, 3 * hs * hs)
         w_cand_t = w_gate_t[2 * hs * hs:].reshape(hs, hs)
         w_gate_t = w_gate_t[:2 * hs * hs].reshape(2 * hs, hs)
         w_gate_t[...] = w_gate.T
         w_cand_t[...] = w_cand.T
-        cuda.gru_backward_sequences(gates, h, w_gate_t, w_cand_t, dh, dgates, acts,
+        cuda_sequences.gru_backward_sequences(gates, h, w_gate_t, w_cand_t, dh, dgates, acts,
                                     plan.step_starts, plan.batch_sizes)
         return
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
@@ -527,11 +534,12 @@ def rnn_forward(plan, y, weight, act, tmp) -> None:
     """Plain RNN over all steps: ``y`` (rows, H) time-major ``x + b`` in,
     ``y_t = act(x_t + b + y_{t-1} W)`` out, in place; ``tmp`` flat scratch of
     ``batch_sizes[0] * H``. On the GPU up to ``SEQUENCE_KERNEL_MAX_HIDDEN`` units, one launch
-    (:func:`sculler.math.cuda.rnn_forward_sequences`)."""
+    (:func:`sculler.math.cuda_sequences.rnn_forward_sequences`)."""
     hs = y.shape[1]
-    if is_gpu_array(y) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+    if _whole_on_gpu(y, hs):
         _contiguous_or_fail(y, weight)
-        cuda.rnn_forward_sequences(y, weight, act.name, plan.step_starts, plan.batch_sizes)
+        cuda_sequences.rnn_forward_sequences(y, weight, act.name, plan.step_starts,
+                                             plan.batch_sizes)
         return
     with small_gemms(_step_gemm(plan, weight)):
         for n, rows, prev in _steps(plan):
@@ -545,14 +553,14 @@ def rnn_forward(plan, y, weight, act, tmp) -> None:
 def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
     """Backward of :func:`rnn_forward`: ``dy`` (rows, H) dL/dy in, dL/d(pre-activation) out
     (recurrent terms included); ``tmp`` flat scratch of ``batch_sizes[0] * H``, and on the
-    GPU (one launch, :func:`sculler.math.cuda.rnn_backward_sequences`) of ``H^2`` for the
+    GPU (one launch, :func:`sculler.math.cuda_sequences.rnn_backward_sequences`) of ``H^2`` for the
     transposed weight."""
     hs = y.shape[1]
-    if is_gpu_array(dy) and hs <= cuda.SEQUENCE_KERNEL_MAX_HIDDEN:
+    if _whole_on_gpu(dy, hs):
         _contiguous_or_fail(y, dy, weight)
         weight_t = _gpu_scratch(tmp, hs * hs).reshape(hs, hs)
         weight_t[...] = weight.T
-        cuda.rnn_backward_sequences(y, weight_t, dy, act.name, plan.step_starts,
+        cuda_sequences.rnn_backward_sequences(y, weight_t, dy, act.name, plan.step_starts,
                                     plan.batch_sizes)
         return
     with small_gemms(_step_gemm(plan, weight)):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sculler.backend import to_numpy
-from sculler.math import cuda, optim, rnn, segment
+from sculler.math import cuda, cuda_sequences, optim, rnn, segment
 
 pytestmark = pytest.mark.gpu
 
@@ -87,7 +87,7 @@ def test_lstm_forward_and_backward_through_time(dtype, has_peep, names, whole, m
     from sculler.math.seq2batch import SequenceBatch
 
     if not whole:
-        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
+        monkeypatch.setattr(cuda_sequences, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
 
     rng = np.random.RandomState(3)
     plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
@@ -215,7 +215,7 @@ def test_gru_forward_and_backward_through_time(dtype, names, whole, monkeypatch)
     from sculler.math.seq2batch import SequenceBatch
 
     if not whole:
-        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
+        monkeypatch.setattr(cuda_sequences, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
     rng = np.random.RandomState(7)
     plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
     rows, hs = 11, 3
@@ -247,7 +247,7 @@ def test_rnn_forward_and_backward_through_time(dtype, name, whole, monkeypatch):
     from sculler.math.seq2batch import SequenceBatch
 
     if not whole:
-        monkeypatch.setattr(cuda, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
+        monkeypatch.setattr(cuda_sequences, "SEQUENCE_KERNEL_MAX_HIDDEN", 0)
     rng = np.random.RandomState(8)
     plan = SequenceBatch(np.array([0, 4, 5, 9, 11]))
     rows, hs = 11, 3
@@ -287,14 +287,14 @@ def test_crf_on_the_gpu(dtype):
 
     xg, lg, wg = _gpu(x), _gpu(labels.astype(np.int64)), _gpu(weight)
     alpha, log_z, nll_g = (_gpu(np.zeros(shape, dtype)) for shape in ((11, c), (4,), (4,)))
-    cuda.crf_nll_forward(xg, lg, starts, wg, alpha, log_z, nll_g)
+    cuda_sequences.crf_nll_forward(xg, lg, starts, wg, alpha, log_z, nll_g)
     _close(nll_g, nll, dtype)
     dx_g, parts = _gpu(np.full_like(x, 0.25)), _gpu(np.full((4, c + 2, c), np.nan, dtype))
-    cuda.crf_nll_backward(xg, lg, starts, wg, alpha, log_z, _gpu(scale), dx_g, parts)
+    cuda_sequences.crf_nll_backward(xg, lg, starts, wg, alpha, log_z, _gpu(scale), dx_g, parts)
     _close(dx_g, dx, dtype)
     _close(parts.sum(axis=0), dw, dtype)
     tags_g = _gpu(np.zeros(11, np.int64))
-    cuda.crf_viterbi(xg, starts, wg, _gpu(np.zeros((11, c), np.int64)), tags_g)
+    cuda_sequences.crf_viterbi(xg, starts, wg, _gpu(np.zeros((11, c), np.int64)), tags_g)
     np.testing.assert_array_equal(tags_g.get(), tags)
 
 
@@ -320,7 +320,7 @@ def test_ctc_on_the_gpu(dtype, want_grad):
     states = 2 * int(lab_len.max()) + 1
     cost_g, scored_g = _gpu(np.full(5, np.nan, dtype)), _gpu(np.full(5, np.nan, dtype))
     gamma_g = _gpu(np.full((15, c), np.nan, dtype)) if want_grad else None
-    cuda.ctc_loss(_gpu(lp), starts, _gpu(labels), label_starts, feasible, blank,
+    cuda_sequences.ctc_loss(_gpu(lp), starts, _gpu(labels), label_starts, feasible, blank,
                   _gpu(np.zeros((15, states), dtype)), cost_g, scored_g, gamma_g)
     _close(cost_g, cost, dtype)
     np.testing.assert_array_equal(scored_g.get() > 0, scored)
