@@ -174,7 +174,7 @@ class CRFDecodingLayer(_CRFBase):
         if device:  # one launch: the recursion and the backtracking on the GPU
             tags = self.scratch("tags", (x.shape[0],), np.int64)
             cuda_sequences.crf_viterbi(x, starts, self.weights[0].w,
-                             self.scratch("back", x.shape, np.int64), tags)
+                                       self.scratch("back", x.shape, np.int64), tags)
         else:
             tags = crf_viterbi(to_numpy(x), starts, to_numpy(self.weights[0].w),
                                alloc=self.host_scratch)

@@ -83,7 +83,8 @@ class _CTCBase(Layer):
 
     def _on_device(self, x, label_starts) -> bool:
         """Whether the recursion runs on the GPU: device inputs and labels of at most
-        ``(cuda_sequences.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended label)."""
+        ``(cuda_sequences.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended
+        label)."""
         longest = int(np.diff(label_starts).max(initial=0))
         return is_gpu_array(x) and 2 * longest + 1 <= cuda_sequences.CTC_MAX_STATES
 
@@ -100,9 +101,9 @@ class _CTCBase(Layer):
             cost, self._scored = self.scratch("cost", (n,)), self.scratch("scored", (n,))
             self._gamma = self.scratch("gamma", x.shape) if self.need_gradient else None
             labels = self.get_input(1).ids.astype(np.int64, copy=False)
-            cuda_sequences.ctc_loss(self.log_probs(x), starts, labels, label_starts,
-                          feasible, blank, self.scratch("alpha", (x.shape[0], states)), cost,
-                          self._scored, self._gamma)
+            cuda_sequences.ctc_loss(self.log_probs(x), starts, labels, label_starts, feasible,
+                                    blank, self.scratch("alpha", (x.shape[0], states)), cost,
+                                    self._scored, self._gamma)
         else:
             cost, self._gamma, self._scored = ctc_loss(
                 to_numpy(self.log_probs(to_numpy(x))), starts, ids, label_starts, blank,

@@ -392,7 +392,7 @@ def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) ->
     hs = h.shape[1]
     if _whole_on_gpu(h, hs):
         cuda_sequences.lstm_forward_sequences(gates, c, state, h, peepholes, acts, weight,
-                                    plan.step_starts, plan.batch_sizes)
+                                              plan.step_starts, plan.batch_sizes)
         return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
     rec_all = _gpu_scratch(tmp, 4 * first * hs).reshape(first, 4 * hs)
@@ -417,8 +417,9 @@ def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates,
     if _whole_on_gpu(dh, hs):
         weight_t = _gpu_scratch(tmp, weight.size).reshape(4 * hs, hs)
         weight_t[...] = weight.T
-        cuda_sequences.lstm_backward_sequences(gates, c, state, dh, dc, dgates, peepholes, acts,
-                                     weight_t, plan.step_starts, plan.batch_sizes)
+        cuda_sequences.lstm_backward_sequences(gates, c, state, dh, dc, dgates, peepholes,
+                                               acts, weight_t, plan.step_starts,
+                                               plan.batch_sizes)
         return
     first = int(plan.batch_sizes[0]) if plan.num_steps else 0
     size = 4 * first * hs
@@ -519,7 +520,7 @@ def gru_backward(plan, gates, h, w_gate, w_cand, dh, dgates, acts, tmp) -> None:
         w_gate_t[...] = w_gate.T
         w_cand_t[...] = w_cand.T
         cuda_sequences.gru_backward_sequences(gates, h, w_gate_t, w_cand_t, dh, dgates, acts,
-                                    plan.step_starts, plan.batch_sizes)
+                                              plan.step_starts, plan.batch_sizes)
         return
     w_blocks = _contiguous_blocks(w_gate, 2, tmp)
     tmp = tmp[w_blocks.size:]
@@ -561,7 +562,7 @@ def rnn_backward(plan, y, weight, dy, act, tmp) -> None:
         weight_t = _gpu_scratch(tmp, hs * hs).reshape(hs, hs)
         weight_t[...] = weight.T
         cuda_sequences.rnn_backward_sequences(y, weight_t, dy, act.name, plan.step_starts,
-                                    plan.batch_sizes)
+                                              plan.batch_sizes)
         return
     with small_gemms(_step_gemm(plan, weight)):
         for n, rows, prev in _steps(plan, backward=True):
