@@ -23,11 +23,14 @@ from sculler.backend import cached_on_gpu, is_gpu_array
 _kernels: dict[tuple, Any] = {}
 
 # f(x) and f'(x) written in terms of y = f(x), for the cell activations of sculler.math.rnn
-# (sigmoid's argument clamped to [-40, 13] as there)
+# (sigmoid's argument clamped to [-40, 13] as there). Comparisons, not min/max: the same text
+# compiles in ElementwiseKernels, in RawKernels (sculler.math.cuda_sequences, which have no
+# CuPy preamble) and with the stand-in's g++, and a NaN stays NaN as in NumPy
 _ACTIVATION = {
-    "sigmoid": "((T)1 / ((T)1 + exp(-min(max({x}, (T)-40), (T)13))))",
+    "sigmoid": "((T)1 / ((T)1 + exp(-(({x}) < (T)-40 ? (T)-40 : (({x}) > (T)13 ? (T)13"
+               " : ({x}))))))",
     "tanh": "tanh({x})",
-    "relu": "max({x}, (T)0)",
+    "relu": "(({x}) < (T)0 ? (T)0 : ({x}))",
     "linear": "({x})",
 }
 _DERIVATIVE = {
