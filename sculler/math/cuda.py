@@ -54,6 +54,24 @@ def _elementwise(key: tuple, make: Callable[[], tuple[str, str, str]]) -> Any:
     return kernel
 
 
+_C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_raw_kernels: dict[tuple, Any] = {}
+
+
+def _raw(key: tuple, dtype: np.dtype, make: Callable[[str], str]) -> Any:
+    """The cached ``cupy.RawKernel`` for ``key`` and ``dtype``: ``make(name)`` gives the CUDA
+    source of ``extern "C" __global__ void name(...)``, which may use ``T`` for the dtype."""
+    key = (*key, np.dtype(dtype).str)
+    kernel = _raw_kernels.get(key)
+    if kernel is None:
+        import cupy
+
+        name = "sculler_" + "_".join(str(k).strip("<>|") for k in key)
+        source = f"typedef {_C_TYPE[np.dtype(dtype)]} T;\n" + make(name)
+        kernel = _raw_kernels[key] = cupy.RawKernel(source, name)
+    return kernel
+
+
 def _contiguous(a: Any) -> Any:
     import cupy
 
@@ -330,11 +348,130 @@ def _gate_weight_strides(w_gate: Any) -> tuple[int, int]:
     return (hs * hs, hs) if w_gate.ndim == 3 else (hs, 2 * hs)
 
 
+GRU_STEP_BLOCK_MAX_HIDDEN = 256  # a block a row, a thread a unit: one launch a step each way
+
+
+def _gate_strides(gates: Any) -> tuple[int, int] | None:
+    """(gate, row) strides in elements of a (3, n, H) gate view whose units are adjacent, or
+    None when they are not."""
+    item = gates.itemsize
+    if gates.strides[2] != item:
+        return None
+    return gates.strides[0] // item, gates.strides[1] // item
+
+
+def _gru_step_in_one(gates: Any, arrays: tuple, w_gate: Any, w_cand: Any) -> bool:
+    """Whether a later GRU step can run as one RawKernel a way: at most
+    ``GRU_STEP_BLOCK_MAX_HIDDEN`` units, adjacent units in the gates, C-contiguous (n, H)
+    arrays and weights."""
+    return (gates.shape[2] <= GRU_STEP_BLOCK_MAX_HIDDEN and _gate_strides(gates) is not None
+            and all(a.flags.c_contiguous for a in (*arrays, w_gate, w_cand)))
+
+
+def _gru_step_forward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any,
+                             reset_h: Any, h: Any, acts: tuple) -> None:
+    """:func:`gru_step_forward` after the first step in one launch: a block a row keeps
+    ``h_prev`` and then ``r h_prev`` in shared memory, so both recurrent products happen in
+    one kernel (the sums in the order of the two-kernel version)."""
+    act, gate = (a.name for a in acts)
+    n, hs = h.shape
+    gk, gr = _gate_strides(gates)
+    wk, wm = _gate_weight_strides(w_gate)
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(T* g, const T* hp, const T* wg, const T* wc, T* rh, T* h,
+                                  long long H, long long gk, long long gr, long long wk,
+                                  long long wm) {{
+  __shared__ T h_prev[{GRU_STEP_BLOCK_MAX_HIDDEN}];
+  __shared__ T rh_prev[{GRU_STEP_BLOCK_MAX_HIDDEN}];
+  const long long r = blockIdx.x, j = threadIdx.x, o = r * H + j, q = r * gr + j;
+  const T v = hp[o];
+  h_prev[j] = v;
+  __syncthreads();
+  T gz = g[q], gg = g[gk + q];
+  for (long long m = 0; m < H; ++m) {{
+    const T u = h_prev[m];
+    gz += u * wg[m * wm + j]; gg += u * wg[wk + m * wm + j];
+  }}
+  const T z = {_act(gate, "gz")}, rr = {_act(gate, "gg")};
+  g[q] = z; g[gk + q] = rr;
+  const T rhj = rr * v;
+  rh[o] = rhj; rh_prev[j] = rhj;
+  __syncthreads();
+  T gc = g[2 * gk + q];
+  for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
+  const T cc = {_act(act, "gc")};
+  g[2 * gk + q] = cc; h[o] = (cc - v) * z + v;
+}}
+"""
+
+    if n:
+        i64 = np.int64
+        _raw(("gru_step_fwd", act, gate), h.dtype, make)(
+            (n,), (hs,), (gates, h_prev, w_gate, w_cand, reset_h, h, i64(hs), i64(gk), i64(gr),
+                          i64(wk), i64(wm)))
+
+
+def _gru_step_backward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any, dh: Any,
+                              dgates: Any, dh_prev: Any, acts: tuple) -> None:
+    """:func:`gru_step_backward` after the first step in one launch: a block a row shares the
+    step's ``dg_c``, then ``dg_z`` and ``dg_r``, through shared memory for the products with
+    the transposed weights, and adds into ``dh_prev`` in the order of the three-kernel
+    version."""
+    act, gate = (a.name for a in acts)
+    n, hs = dh.shape
+    gk, gr = _gate_strides(gates)
+    dk, dr = _gate_strides(dgates)
+    wk, wm = _gate_weight_strides(w_gate)
+
+    def make(name: str) -> str:
+        return f"""
+extern "C" __global__ void {name}(const T* g, const T* hp, const T* wg, const T* wc,
+                                  const T* dh, T* dg, T* dhp, long long H, long long gk,
+                                  long long gr, long long dk, long long dr, long long wk,
+                                  long long wm) {{
+  __shared__ T d_cand[{GRU_STEP_BLOCK_MAX_HIDDEN}];
+  __shared__ T d_zr[{2 * GRU_STEP_BLOCK_MAX_HIDDEN}];
+  const long long r = blockIdx.x, j = threadIdx.x, o = r * H + j;
+  const long long q = r * gr + j, p = r * dr + j;
+  const T z = g[q], cc = g[2 * gk + q], d = dh[o], v = hp[o];
+  const T dgc = d * z * {_grad(act, "cc")};
+  const T dgz = (cc - v) * d * {_grad(gate, "z")};
+  dg[2 * dk + p] = dgc; dg[p] = dgz;
+  T acc_h = dhp[o];
+  acc_h += d - d * z;
+  d_cand[j] = dgc;
+  __syncthreads();
+  T t = 0;
+  for (long long k = 0; k < H; ++k) t += d_cand[k] * wc[j * H + k];
+  const T rr = g[gk + q];
+  const T dgr = t * v * {_grad(gate, "rr")};
+  dg[dk + p] = dgr;
+  acc_h += t * rr;
+  d_zr[j] = dgz; d_zr[H + j] = dgr;
+  __syncthreads();
+  T acc = 0;
+  for (long long k = 0; k < H; ++k)
+    acc += d_zr[k] * wg[j * wm + k] + d_zr[H + k] * wg[wk + j * wm + k];
+  dhp[o] = acc_h + acc;
+}}
+"""
+
+    if n:
+        i64 = np.int64
+        _raw(("gru_step_bwd", act, gate), dh.dtype, make)(
+            (n,), (hs,), (gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, i64(hs), i64(gk),
+                          i64(gr), i64(dk), i64(dr), i64(wk), i64(wm)))
+
+
 def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, reset_h: Any,
                      h: Any, acts: tuple) -> None:
-    """One GRU step (:func:`sculler.math.rnn.gru_step_forward`) in two kernels, the recurrent
-    products computed inside them: ``[z|r]`` (and ``r h_prev``), then ``c~`` and ``h``; one
-    kernel at the first step. ``gates``: the (3, n, H) gate view."""
+    """One GRU step (:func:`sculler.math.rnn.gru_step_forward`), the recurrent products
+    computed in the kernels: one RawKernel (a block a row) where
+    :func:`_gru_step_in_one` allows, else two ElementwiseKernels, ``[z|r]`` (and
+    ``r h_prev``), then ``c~`` and ``h``; one kernel at the first step. ``gates``: the
+    (3, n, H) gate view."""
     names = tuple(a.name for a in acts)
     act, gate = names
     first = h_prev is None
@@ -359,6 +496,9 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
         outs = "raw T g" + (", raw T h" if first else ", raw T rh")
         return ins, outs, "\n".join(body)
 
+    if not first and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate, w_cand):
+        _gru_step_forward_in_one(gates, h_prev, w_gate, w_cand, reset_h, h, acts)
+        return
     kernel = _elementwise(("gru_fwd_zr", *names, first), make_zr)
     if first:
         kernel(hs, n, gates, h, size=n * hs)
@@ -376,10 +516,11 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
 
 def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, dh: Any,
                       dgates: Any, dh_prev: Any | None, acts: tuple) -> None:
-    """Backward of :func:`gru_step_forward` (:func:`sculler.math.rnn.gru_step_backward`) in
-    three kernels (one at the first step): ``dg_c``, ``dg_z`` and ``dh (1 - z)``; then
-    ``dg_r`` and ``r (dg_c W_c^T)``; then ``[dg_z|dg_r] [U_z|U_r]^T``, each adding into
-    ``dh_prev``. ``gates``/``dgates``: (3, n, H) gate views."""
+    """Backward of :func:`gru_step_forward` (:func:`sculler.math.rnn.gru_step_backward`): one
+    RawKernel where :func:`_gru_step_in_one` allows, else three kernels (one at the first
+    step): ``dg_c``, ``dg_z`` and ``dh (1 - z)``; then ``dg_r`` and ``r (dg_c W_c^T)``; then
+    ``[dg_z|dg_r] [U_z|U_r]^T``, each adding into ``dh_prev``. ``gates``/``dgates``:
+    (3, n, H) gate views."""
     names = tuple(a.name for a in acts)
     act, gate = names
     first = h_prev is None
@@ -395,6 +536,10 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
                  "dhp[o] += d - d * z;"]
     ins = "int64 H, int64 n, raw T g, raw T dh" + ("" if first else ", raw T hp")
     outs = "raw T dg" + ("" if first else ", raw T dhp")
+    if not first and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand) and \
+            _gate_strides(dgates) is not None:
+        _gru_step_backward_in_one(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts)
+        return
     kernel = _elementwise(("gru_bwd_zc", *names, first), lambda: (ins, outs, "\n".join(body)))
     if first:
         kernel(hs, n, gates, dh, dgates, size=n * hs)

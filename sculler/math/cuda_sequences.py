@@ -18,24 +18,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import cached_on_gpu
-from sculler.math.cuda import _act, _contiguous, _grad, _scalar, _starts
-
-_C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-_raw_kernels: dict[tuple, Any] = {}
-
-
-def _raw(key: tuple, dtype: np.dtype, make: Callable[[str], str]) -> Any:
-    """The cached ``cupy.RawKernel`` for ``key`` and ``dtype``: ``make(name)`` gives the CUDA
-    source of ``extern "C" __global__ void name(...)``, which may use ``T`` for the dtype."""
-    key = (*key, np.dtype(dtype).str)
-    kernel = _raw_kernels.get(key)
-    if kernel is None:
-        import cupy
-
-        name = "sculler_" + "_".join(str(k).strip("<>|") for k in key)
-        source = f"typedef {_C_TYPE[np.dtype(dtype)]} T;\n" + make(name)
-        kernel = _raw_kernels[key] = cupy.RawKernel(source, name)
-    return kernel
+from sculler.math.cuda import _act, _contiguous, _grad, _raw, _scalar, _starts
 
 
 def _run_sequences(key: tuple, dtype: np.dtype, make: Callable[[str], str], width: int,
