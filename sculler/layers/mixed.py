@@ -51,6 +51,7 @@ from sculler.core.faces import announce, layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
+from sculler.math.blas import gemm
 from sculler.math.segment import shifted_add
 from sculler.math.sparse import add_rows
 
@@ -196,8 +197,14 @@ class MixedLayer(ConvTerms, Layer):
         super().forward(pass_type)
         batch = self.check_same_batch()
         out = self.reserve_output(batch, self.size)
-        out[...] = 0
-        for i, kind in enumerate(self.kinds):
+        first = 0
+        if (self.kinds and self.kinds[0] == "full_matrix" and self._columns(0) == slice(None)
+                and not self.get_input(0).is_sparse):
+            gemm(self._in(0), self.weights[0].w, out)  # written, not added: no clearing pass
+            first = 1
+        else:
+            out[...] = 0
+        for i, kind in enumerate(self.kinds[first:], first):
             getattr(self, "_fwd_" + kind)(i, out[:, self._columns(i)])
         self.add_bias()
         self.forward_activation()
