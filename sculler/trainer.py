@@ -65,6 +65,12 @@ class TrainingInterrupted(SystemExit):
         return self.message
 
 
+def _evaluated_once(batch_ev, pass_ev) -> bool:
+    """Whether a batch's evaluation is done once and added to the pass's evaluator: its whole
+    state is ``total`` and ``count`` (``Evaluator.additive``) and both are of one type."""
+    return batch_ev.additive and type(pass_ev) is type(batch_ev)
+
+
 class SGD:
     """Trains the topology of ``cost`` (+ ``extra_layers``) on ``parameters`` with the
     optimizer ``update_equation``. ``is_local=False`` trains on a Ray cluster
@@ -263,7 +269,7 @@ class SGD:
         layers = self.network.layers
         pending = []
         for bev, pev in zip(self._batch_evals, self._pass_evals):
-            if bev.additive and type(pev) is type(bev):
+            if _evaluated_once(bev, pev):
                 sums = bev.device_sums(layers)
                 if sums is not None:
                     pending.append((bev, sums))
@@ -294,7 +300,7 @@ class SGD:
         set restarted every batch (printing evaluators run once), returned when ``report``."""
         layers = self.network.layers
         for bev, pev in zip(self._batch_evals, self._pass_evals):
-            if bev.additive and type(pev) is type(bev):  # evaluate once, add to the pass
+            if _evaluated_once(bev, pev):  # evaluate once, add to the pass
                 bev.start()
                 read = self._device_sums.pop(id(bev), None)
                 if read is None:

@@ -34,25 +34,18 @@ def test_gpu_tests_pass_with_the_cpu_stand_in(tmp_path):
 def test_the_stand_in_catches_a_wrong_kernel(tmp_path):
     """The stand-in really runs the kernel body: a body with a wrong sign gives wrong
     numbers (so the test above can fail)."""
-    if shutil.which("g++") is None:
-        pytest.skip("no C++ compiler (g++) for the stand-in")
     code = (
         "import numpy as np, cupy\n"
         "k = cupy.ElementwiseKernel('T x', 'T y', 'y = -x * 2;', 'wrong')\n"
         "x = cupy.asarray(np.arange(4.0)); y = cupy.empty_like(x); k(x, y)\n"
         "print(y.get().tolist())\n")
-    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=True).stdout
-    assert out.strip() == "[-0.0, -2.0, -4.0, -6.0]"
+    assert _run_on_stand_in(code, tmp_path) == ["[-0.0, -2.0, -4.0, -6.0]"]
 
 
 def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     """A RawKernel's block shares its ``__shared__`` arrays and meets at ``__syncthreads()``:
     reversing a row through shared memory is right with the barrier and wrong without it (so
     a kernel that forgets one fails its test here as it would on a GPU)."""
-    if shutil.which("g++") is None:
-        pytest.skip("no C++ compiler (g++) for the stand-in")
     code = (
         "import numpy as np, cupy\n"
         "src = '''typedef double T;\n"
@@ -69,8 +62,16 @@ def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
         "    flip = cupy.RawKernel(src.replace('BARRIER', barrier), 'flip')\n"
         "    flip((2,), (4,), (x, y, np.int64(4)))\n"
         "    print(y.get().tolist())\n")
-    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=True).stdout.splitlines()
+    out = _run_on_stand_in(code, tmp_path)
     assert out[0] == "[[3.0, 2.0, 1.0, 0.0], [7.0, 6.0, 5.0, 4.0]]"
     assert out[1] != out[0]
+
+
+def _run_on_stand_in(code: str, tmp_path) -> list[str]:
+    """The lines ``code`` prints, run by Python with the stand-in as ``cupy`` (the test is
+    skipped where there is no g++ to compile its kernels)."""
+    if shutil.which("g++") is None:
+        pytest.skip("no C++ compiler (g++) for the stand-in")
+    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=True).stdout.splitlines()

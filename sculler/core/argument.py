@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import is_gpu_array, to_numpy
+from sculler.backend import to_numpy
 from sculler.math.sparse import CsrMatrix
 
 
@@ -53,7 +53,7 @@ class Argument:
         known = self.ids_host
         if known is not None and known[0] is self.ids:
             return known[1]
-        return to_numpy(self.ids) if is_gpu_array(self.ids) else np.asarray(self.ids)
+        return to_numpy(self.ids)
 
     @property
     def batch_size(self) -> int:

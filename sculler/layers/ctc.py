@@ -81,23 +81,17 @@ class _CTCBase(Layer):
                              f"{int(ids.min())} max {int(ids.max())}")
         return x, to_numpy(arg.seq_starts), ids, to_numpy(lab.seq_starts), blank
 
-    def _on_device(self, x, label_starts) -> bool:
-        """Whether the recursion runs on the GPU: device inputs and labels of at most
-        ``(cuda_sequences.CTC_MAX_STATES - 1) / 2`` ids (a thread a state of the extended
-        label)."""
-        longest = int(np.diff(label_starts).max(initial=0))
-        return is_gpu_array(x) and 2 * longest + 1 <= cuda_sequences.CTC_MAX_STATES
-
     def forward(self, pass_type: str) -> None:
         super().forward(pass_type)
         x, starts, ids, label_starts, blank = self._inputs()
         n = starts.size - 1
         out = self.reserve_output(n, 1)
         self.output.seq_starts = self.output.sub_seq_starts = None
-        if self._on_device(x, label_starts):  # one launch: both recursions and the occupations
-            lengths = np.diff(label_starts)
+        lengths = np.diff(label_starts)
+        states = 2 * int(lengths.max(initial=0)) + 1  # of the longest extended label
+        # on the GPU (a thread a state) one launch: both recursions and the occupations
+        if is_gpu_array(x) and states <= cuda_sequences.CTC_MAX_STATES:
             feasible = ctc_feasible(lengths, label_repeats(ids, label_starts), np.diff(starts))
-            states = 2 * int(lengths.max(initial=0)) + 1
             cost, self._scored = self.scratch("cost", (n,)), self.scratch("scored", (n,))
             self._gamma = self.scratch("gamma", x.shape) if self.need_gradient else None
             labels = self.get_input(1).ids.astype(np.int64, copy=False)

@@ -99,11 +99,9 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
     out[...] = xp.asarray(best)
     if not argmax:
         return None
-    if not isinstance(rep, np.ndarray):
-        rep = None  # a device buffer: the maxima are found on the host
     rep = np.take(best, segment_of_rows(starts), axis=0, out=rep)
     index_type = np.int32 if t < 2**31 - 1 else np.int64
-    if not isinstance(hit, np.ndarray) or hit.dtype != index_type:
+    if hit is None or hit.dtype != index_type:
         hit = np.empty(hx.shape, dtype=index_type)
     hit[...] = t
     np.copyto(hit, np.arange(t, dtype=index_type)[:, None], where=hx == rep)
