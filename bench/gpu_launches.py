@@ -9,6 +9,8 @@ be judged here before a GPU is lent. The counts come from the CuPy stand-in of t
 (``tests/cupy_stand_in``): it runs Sculler's GPU code on the CPU and tallies each ufunc,
 kernel, gather or scatter, copy and CuPy function on device arrays as one launch (a close
 approximation: CuPy fuses none of these, and an allocation is counted apart).
+``host ms`` is Sculler's own Python a batch: the wall time less the time spent inside the
+stand-in. On a GPU a batch's host time is about that plus 10-30 us a launch.
 
 Run: ``python bench/gpu_launches.py [--batches 3] [--only lenet seq2seq]`` (it puts the
 stand-in on the path itself; with a real CuPy installed it counts nothing and says so).
@@ -19,9 +21,10 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-KINDS = ("launch", "alloc", "h2d", "d2h", "wait", "h2d_bytes", "d2h_bytes")
+KINDS = ("launch", "alloc", "h2d", "d2h", "wait", "h2d_bytes", "d2h_bytes", "stand_in_s", "wall_s")
 
 
 def workloads(batches: int) -> dict:
@@ -63,11 +66,13 @@ def count(name: str, make: object, batches: int) -> dict[str, float]:
 
     run = make()
     cupy.counts.clear()
+    start = time.perf_counter()
     run(2)
-    base = dict(cupy.counts)
+    base = dict(cupy.counts, wall_s=time.perf_counter() - start)
     cupy.counts.clear()
+    start = time.perf_counter()
     run(batches + 2)
-    more = dict(cupy.counts)
+    more = dict(cupy.counts, wall_s=time.perf_counter() - start)
     return {k: (more.get(k, 0) - base.get(k, 0)) / batches for k in KINDS}
 
 
@@ -85,14 +90,14 @@ def main() -> int:
         return 0
     print(f"per training batch ({args.batches} batches, less a run of 2), on the stand-in")
     print(f"{'workload':10s} {'launches':>9s} {'allocs':>7s} {'h2d':>6s} {'d2h':>6s} "
-          f"{'waits':>6s} {'h2d KB':>9s} {'d2h KB':>9s}")
+          f"{'waits':>6s} {'h2d KB':>9s} {'d2h KB':>9s} {'host ms':>8s}")
     for name, make in workloads(args.batches).items():
         if args.only and name not in args.only:
             continue
         c = count(name, make, args.batches)
         print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "
-              f"{c['wait']:6.0f} {c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f}",
-              flush=True)
+              f"{c['wait']:6.0f} {c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f} "
+              f"{1e3 * (c['wall_s'] - c['stand_in_s']):8.2f}", flush=True)
     return 0
 
 

@@ -6,6 +6,7 @@ against their NumPy twins, eager mode, the demos) on every change. What only CUD
 (NVRTC compilation, the device's own arithmetic, speed) is left to bench/gpu_check.sh on a
 GPU."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -67,11 +68,62 @@ def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     assert out[1] != out[0]
 
 
-def _run_on_stand_in(code: str, tmp_path) -> list[str]:
+def test_the_stand_in_records_each_kernel_it_runs_for_the_nvrtc_check(tmp_path):
+    """With CUPY_STAND_IN_KERNELS set, each distinct kernel run is written down once, with
+    what bench/nvrtc_check.py needs to compile it as CuPy would; the source it generates for
+    an ElementwiseKernel declares inputs const (so NVRTC rejects a body that writes one)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import nvrtc_check
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    record = tmp_path / "kernels.jsonl"
+    code = (
+        "import numpy as np, cupy\n"
+        "k = cupy.ElementwiseKernel('T x, raw T w, int64 n', 'T y', 'y = x * w[i % n];', 'ew')\n"
+        "x = cupy.asarray(np.arange(4.0, dtype=np.float32)); y = cupy.empty_like(x)\n"
+        "k(x, x, 2, y); k(x, x, 3, y)\n"
+        "src = 'extern \"C\" __global__ void r(float* a) { a[threadIdx.x] += 1; }'\n"
+        "cupy.RawKernel(src, 'r')((1,), (4,), (x,))\n"
+        "print(y.get().tolist(), x.get().tolist())\n")
+    out = _run_on_stand_in(code, tmp_path, {"CUPY_STAND_IN_KERNELS": str(record)})
+    assert out == ["[0.0, 1.0, 4.0, 0.0] [1.0, 2.0, 3.0, 4.0]"]  # y = x * x[i % 3]
+    kernels = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [k["kind"] for k in kernels] == ["elementwise", "raw"]  # the second call: same
+    assert kernels[1]["code"].startswith('extern "C" __global__ void r(')
+    source = nvrtc_check.elementwise_source(kernels[0])
+    assert "typedef float T;" in source
+    assert "const CArray<float, 1> _raw_x" in source and "const CArray<float, 1> w" in source
+    assert "const long long n" in source and "CArray<float, 1> _raw_y" in source
+    assert "float &y = _raw_y[_ind.get()];" in source and "y = x * w[i % n];" in source
+
+
+def test_nvrtc_compiles_the_kernels_the_stand_in_recorded(tmp_path):
+    """On a machine with a real CuPy and NVRTC (no GPU needed): the recorded kernels compile,
+    and a body that writes an input does not."""
+    try:
+        from cupy._core import core  # noqa: F401 (a real CuPy, not the stand-in)
+    except ImportError:
+        pytest.skip("needs a real CuPy with NVRTC: bench/nvrtc_check.py says how to install one")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import nvrtc_check
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    good = {"kind": "elementwise", "name": "scale", "types": {"T": "float"},
+            "operation": "y = 2 * x",
+            "params": [{"raw": False, "type": "float", "name": "x", "input": True, "ndim": 1},
+                       {"raw": False, "type": "float", "name": "y", "input": False, "ndim": 1}]}
+    bad = {**good, "name": "writes_input", "operation": "x = y"}
+    assert [name for name, _ in nvrtc_check.compile_all([good, bad], "90")] == ["writes_input"]
+
+
+def _run_on_stand_in(code: str, tmp_path, env_extra: dict | None = None) -> list[str]:
     """The lines ``code`` prints, run by Python with the stand-in as ``cupy`` (the test is
     skipped where there is no g++ to compile its kernels)."""
     if shutil.which("g++") is None:
         pytest.skip("no C++ compiler (g++) for the stand-in")
-    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path),
+           **(env_extra or {})}
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=120, check=True).stdout.splitlines()

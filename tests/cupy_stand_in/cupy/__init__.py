@@ -22,10 +22,16 @@ does) and ``import cupy`` finds this module:
   ``.item()`` is one), with their bytes in ``h2d_bytes`` and ``d2h_bytes``, and ``wait``:
   the copies that make the host wait for the kernels queued before them (every copy back,
   and a copy over from pageable memory; not ``set`` from pinned memory on a stream).
-  ``bench/gpu_launches.py`` reads them per batch.
+  ``bench/gpu_launches.py`` reads them per batch. ``stand_in_s`` is the time spent inside the
+  stand-in (its NumPy work, kernels and bookkeeping), so that the caller's own host time is
+  the wall time less it.
+
+With ``CUPY_STAND_IN_KERNELS=FILE`` set, each distinct kernel it runs (a RawKernel's code, an
+ElementwiseKernel's parameters, body and argument types) is appended to ``FILE`` as a JSON line,
+for ``bench/nvrtc_check.py`` to compile with CuPy's own NVRTC path on a machine without a GPU.
 
 Every kernel of sculler.math.cuda can be checked this way against its NumPy twin. What only
-CUDA shows (compilation by NVRTC, speed) needs a GPU: bench/gpu_check.sh.
+CUDA shows (speed) needs a GPU: bench/gpu_check.sh.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ import collections
 import ctypes
 import functools
 import hashlib
+import json
+import os
 import subprocess
 import tempfile
+import time
 import types
 from typing import Any
 
@@ -56,6 +65,25 @@ _CTYPES_SCALAR = {"double": ctypes.c_double, "float": ctypes.c_float,
 
 
 counts: collections.Counter = collections.Counter()
+_depth = [0]
+
+
+def _timed(fn: Any) -> Any:
+    """``fn``, its time added to ``counts["stand_in_s"]`` (outermost calls only)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _depth[0]:
+            return fn(*args, **kwargs)
+        _depth[0] = 1
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            counts["stand_in_s"] += time.perf_counter() - start
+            _depth[0] = 0
+
+    return call
 
 
 def _d2h(a: np.ndarray) -> None:
@@ -71,10 +99,12 @@ def _host(a: Any) -> Any:
 class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     """A NumPy array that Sculler takes for a device array."""
 
+    @_timed
     def get(self) -> np.ndarray:
         _d2h(self)
         return np.array(self)
 
+    @_timed
     def set(self, arr: np.ndarray, stream: Any = None) -> None:
         """Copy host ``arr`` in (CuPy: asynchronous with a ``stream`` and pinned memory)."""
         if arr.shape != self.shape or arr.dtype != self.dtype:
@@ -92,6 +122,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     def device(self) -> Any:  # CuPy's Device: the stand-in has device 0
         return _Device(0)
 
+    @_timed
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         counts["launch"] += 1
         out = kwargs.get("out")
@@ -102,11 +133,13 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             return out[0] if len(out) == 1 else out
         return _device(result)
 
+    @_timed
     def __getitem__(self, key: Any) -> Any:
         if not _basic(key):
             counts["launch"] += 1
         return _device(super().__getitem__(key))
 
+    @_timed
     def __setitem__(self, key: Any, value: Any) -> None:
         counts["launch"] += 1
         if isinstance(value, np.ndarray) and not isinstance(value, ndarray) and value.ndim:
@@ -119,6 +152,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         """NumPy's method ``name``, counted as a ``launch`` or as a ``read`` back."""
         method = getattr(np.ndarray, name)
 
+        @_timed
         @functools.wraps(method)
         def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
             if kind == "launch":
@@ -130,6 +164,12 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         return call
 
     copy = _counted("copy", "launch")
+    dot = _counted("dot", "launch")
+    argsort = _counted("argsort", "launch")
+    sort = _counted("sort", "launch")
+    flatten = _counted("flatten", "launch")
+    searchsorted = _counted("searchsorted", "launch")
+    put = _counted("put", "launch")
     astype = _counted("astype", "launch")
     take = _counted("take", "launch")
     repeat = _counted("repeat", "launch")
@@ -172,6 +212,7 @@ def __getattr__(name: str) -> Any:
     if not callable(attr) or isinstance(attr, (type, np.ufunc)):
         return attr  # a ufunc keeps its methods (add.at); its results follow its inputs
 
+    @_timed
     @functools.wraps(attr)
     def call(*args: Any, **kwargs: Any) -> Any:
         counts["alloc" if name in _ALLOCATIONS else "launch"] += 1
@@ -187,6 +228,7 @@ _ALLOCATIONS = {"empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like
                 "full_like"}
 
 
+@_timed
 def asarray(a: Any, dtype: Any = None) -> ndarray:
     """``a`` on the device: a host array (or list) is copied there, a device array of that
     dtype is returned as it is."""
@@ -199,6 +241,7 @@ def asarray(a: Any, dtype: Any = None) -> ndarray:
     return np.array(host).view(ndarray)
 
 
+@_timed
 def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
     if isinstance(a, ndarray):
         counts["launch"] += 1
@@ -206,6 +249,7 @@ def array(a: Any, dtype: Any = None, copy: bool = True) -> ndarray:
     return asarray(a, dtype)
 
 
+@_timed
 def ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
     """``a`` itself where it is a C-contiguous device array of that dtype (no kernel, as in
     CuPy), else a contiguous copy (one)."""
@@ -217,6 +261,7 @@ def ascontiguousarray(a: Any, dtype: Any = None) -> ndarray:
     return np.ascontiguousarray(a, dtype=dtype).view(ndarray)
 
 
+@_timed
 def asnumpy(a: Any) -> np.ndarray:
     if isinstance(a, ndarray):
         return a.get()
@@ -264,6 +309,21 @@ cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device, Event=_Event,
                              get_current_stream=lambda: _STREAM)
 
 
+_recorded: set[str] = set()
+
+
+def _record(entry: dict) -> None:
+    """Append ``entry`` (a kernel as it was run) to ``$CUPY_STAND_IN_KERNELS``, once."""
+    path = os.environ.get("CUPY_STAND_IN_KERNELS")
+    if not path:
+        return
+    line = json.dumps(entry, sort_keys=True)
+    if line not in _recorded:
+        _recorded.add(line)
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
 def _parameters(spec: str) -> list[tuple[bool, str, str]]:
     """``(raw, type, name)`` of each parameter of ``"raw T x, I label, int64 width"``."""
     out = []
@@ -298,8 +358,10 @@ class ElementwiseKernel:
 
     def __init__(self, in_params: str, out_params: str, operation: str, name: str) -> None:
         self.params = _parameters(in_params) + _parameters(out_params)
+        self.n_in = len(_parameters(in_params))
         self.operation, self.name = operation, name
 
+    @_timed
     def __call__(self, *args: Any, size: int | None = None) -> None:
         if len(args) != len(self.params):
             raise TypeError(f"{self.name}: {len(self.params)} arguments expected, got "
@@ -339,6 +401,12 @@ class ElementwiseKernel:
                   + f'extern "C" void run(long long n_, {", ".join(signature)}) {{\n'
                   + "for (ptrdiff_t i = 0; i < n_; ++i) {\n" + "\n".join(lines)
                   + "\n{\n" + self.operation + "\n}\n}\n}\n")
+        _record({"kind": "elementwise", "name": self.name, "operation": self.operation,
+                 "types": {t: _C_TYPES[d] for t, d in placeholders.items()},
+                 "params": [{"raw": raw, "type": _C_TYPES[placeholders.get(t) or _FIXED[t]],
+                             "name": name, "input": k < self.n_in,
+                             "ndim": a.ndim if isinstance(a, np.ndarray) else None}
+                            for k, ((raw, t, name), a) in enumerate(zip(self.params, args))]})
         counts["launch"] += 1
         _compile(source).run(ctypes.c_longlong(n), *values)
         for a, flat in copies:
@@ -401,6 +469,7 @@ class RawKernel:
             base = type_.replace("*", "").strip()
             self.params.append((pointer, typedefs.get(base, base), pname))
 
+    @_timed
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
         if len(args) != len(self.params):
             raise TypeError(f"{self.name}: {len(self.params)} arguments expected, got "
@@ -461,6 +530,7 @@ extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block,
   }}
 }}
 """)
+        _record({"kind": "raw", "name": self.name, "code": self.code})
         counts["launch"] += 1
         _compile(source).stand_in_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]),
                                          *values)
