@@ -26,6 +26,13 @@ def _cupy() -> types.ModuleType | None:
     return cupy
 
 
+def cupy_cublas() -> types.ModuleType:
+    """``cupy.cublas`` (CuPy's BLAS calls with ``beta``, which ``import cupy`` does not load)."""
+    import cupy.cublas  # noqa: PLC0415
+
+    return cupy.cublas
+
+
 def get_array_module(*arrays: Any) -> types.ModuleType:
     """Return ``cupy`` if any argument is a cupy array, else ``numpy``."""
     for a in arrays:

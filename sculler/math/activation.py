@@ -226,6 +226,9 @@ def _work(like):
 
 def sigmoid_grad_(y, dy) -> None:
     """``dy <- dy * y * (1 - y)`` in place (same operation order as :func:`sigmoid_grad`)."""
+    if is_gpu_array(y):
+        cuda.sigmoid_grad(y, dy)
+        return
     dy *= y
     t = _work(y)
     get_array_module(y).subtract(1.0, y, out=t)
@@ -234,6 +237,9 @@ def sigmoid_grad_(y, dy) -> None:
 
 def tanh_grad_(y, dy) -> None:
     """``dy <- dy * (1 - y*y)`` in place."""
+    if is_gpu_array(y):
+        cuda.tanh_grad(y, dy)
+        return
     xp = get_array_module(y)
     t = _work(y)
     xp.multiply(y, y, out=t)

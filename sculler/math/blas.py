@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import cupy_cublas, get_array_module, is_gpu_array
 from sculler.math import parallel
 from sculler.math.cblas import gemm_accumulate
 from sculler.math.workspace import constant_array
@@ -27,6 +27,8 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
         # 32.5 (bench/gpu_overheads.py, H100)
         if beta == 0.0:
             return a.dot(b, out=out)
+        if _one_cublas_call(a, b, out):  # out = a @ b + beta * out: one launch, not two
+            return cupy_cublas().gemm("N", "N", a, b, out=out, alpha=1.0, beta=beta)
         prod = a.dot(b, out=scratch)
     elif beta == 0.0:
         return xp.matmul(a, b, out=out)
@@ -38,10 +40,33 @@ def gemm(a, b, out, beta: float = 0.0, scratch=None):
     return out
 
 
+def _one_cublas_call(*arrays) -> bool:
+    """Whether ``cupy.cublas`` takes these 2-D device arrays as they are, in one call: each C-
+    or F-contiguous (else it copies them, and ``out`` back), non-empty (a leading dimension
+    of 0 is invalid) and of one float dtype."""
+    dtype = arrays[0].dtype
+    return dtype.char in "fd" and all(
+        x.dtype == dtype and x.size and (x.flags.c_contiguous or x.flags.f_contiguous)
+        for x in arrays)
+
+
 def ones_vector(n: int, dtype: np.dtype) -> np.ndarray:
     """A cached read-only ``(n,)`` vector of ones of ``dtype`` (for GEMVs that sum rows or
     columns)."""
     return constant_array(("ones", n, dtype), np.ones, n, dtype)
+
+
+_gpu_ones: dict[tuple, object] = {}
+
+
+def _device_ones(n: int, like):
+    """A ``(n,)`` vector of ones on ``like``'s GPU, of its dtype (read it only): a view of one
+    grow-only vector per device and dtype, so no batch size makes a new one each time."""
+    key = (like.device.id, like.dtype.str)
+    ones = _gpu_ones.get(key)
+    if ones is None or ones.size < n:
+        ones = _gpu_ones[key] = get_array_module(like).ones(max(n, 1024), like.dtype)
+    return ones[:n]
 
 
 def col_sum(m, out, beta: float = 1.0):
@@ -58,6 +83,12 @@ def col_sum(m, out, beta: float = 1.0):
         if beta != 1.0:
             out *= beta
         out += np.matmul(ones, m).reshape(out.shape)
+        return out
+    if (m.ndim == 2 and out.size == m.shape[1] and out.flags.c_contiguous
+            and is_gpu_array(m) and _one_cublas_call(m, out.reshape(1, -1))):
+        # out = m^T 1 + beta * out as one cuBLAS GEMV (a sum and an add are two launches)
+        ones = _device_ones(m.shape[0], m)
+        cupy_cublas().gemv("T", 1.0, m, ones, beta, out.reshape(m.shape[1]))
         return out
     if beta == 0.0:
         m.sum(axis=0, out=out.reshape(m.shape[1:]))

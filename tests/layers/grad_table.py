@@ -246,6 +246,11 @@ MIXED = [
     Row("mixed", dict(size=3), [INPUT_DATA(6, attrs=proj("identity", offset=2))]),
     Row("mixed", dict(size=6), [INPUT_DATA(6, attrs=proj("full_matrix")),
                                 INPUT_DATA(3, attrs=proj("identity", offset=2))]),
+    Row("mixed", dict(size=4, active_type="tanh"),  # two identities first: written as one sum
+        [INPUT_DATA(4, attrs=proj("identity")), INPUT_DATA(4, attrs=proj("identity")),
+         INPUT_DATA(5, attrs=proj("full_matrix"))]),
+    Row("mixed", dict(size=3), [INPUT_DATA(6, attrs=proj("identity", offset=2)),
+                                INPUT_DATA(2, attrs=proj("full_matrix"))]),
     Row("mixed", dict(bias=True), [INPUT_DATA(5, attrs=proj("dotmul"))]),
     Row("mixed", dict(), [INPUT_HASSUB_SEQUENCE_DATA(5, attrs=proj("scaling"))]),
     Row("mixed", dict(), [INPUT_SEQUENCE_DATA(3, attrs=proj("context", context_len=3,

@@ -124,6 +124,11 @@ def test_relu_grad_and_row_softmax(dtype):
     dyg = _gpu(dy)
     cuda.relu_grad(_gpu(y), dyg)
     _close(dyg, dy * (y > 0), dtype)
+    s = (1 / (1 + np.exp(-rng.randn(6, 9)))).astype(dtype)
+    for grad, want in ((cuda.sigmoid_grad, dy * s * (1 - s)), (cuda.tanh_grad, dy * (1 - s * s))):
+        dyg = _gpu(dy)
+        grad(_gpu(s), dyg)
+        _close(dyg, want, dtype)
     x = (rng.randn(6, 9) * 30).astype(dtype)
     want = np.exp(x - x.max(axis=1, keepdims=True))
     want /= want.sum(axis=1, keepdims=True)
