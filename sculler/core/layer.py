@@ -242,6 +242,9 @@ class Layer:
         # output gradient uncleared, and whether it still is (nobody has written it)
         self.defer_grad_zero = False
         self.grad_unwritten = False
+        # set by the Network: where reserve_output leaves a device gradient to clear, so that
+        # the network clears them all in a few launches once its forward pass is done
+        self.zero_sink: list | None = None
         # set by the Network: the layers that read this one's output
         self.consumers: list[Layer] = []
         # set for one backward pass by a sole consumer that wrote dL/dz (the gradient before
@@ -355,6 +358,8 @@ class Layer:
             grad = self.scratch("grad", (batch_size, size))
             if self.defer_grad_zero:
                 self.grad_unwritten = True
+            elif self.zero_sink is not None and backend.is_gpu_array(grad):
+                self.zero_sink.append(grad)
             else:
                 grad[...] = 0
             self.output.grad = grad

@@ -19,6 +19,7 @@ from sculler.core.group_layout import nest_groups
 from sculler.core.layer import PASS_TEST, Layer, get_layer_class
 from sculler.core.model_config import ModelConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback
+from sculler.math.workspace import clear_together
 
 
 class Network:
@@ -68,6 +69,9 @@ class Network:
         self._backward_layers = [layer for layer in reversed(self.order) if layer.need_gradient]
         self._backward_steps = [layer.backward for layer in self._backward_layers]
         self._lazy_params = self._plan_first_writes()
+        self._grads_to_zero: list = []  # device output gradients reserve_output left to clear
+        for layer in self.order:
+            layer.zero_sink = self._grads_to_zero
         lazy = set(map(id, self._lazy_params))
         # per-batch work resolved once: what zero_grad clears or marks, what backward seeds
         self._zero_params = [p for p, _ in self._used.values() if id(p) not in lazy]
@@ -162,7 +166,15 @@ class Network:
                 d.set_input(arg)
         for step in self._forward_steps:
             step(pass_type)
+        self.clear_reserved_grads()
         return [layer.output for layer in self.output_layers]
+
+    def clear_reserved_grads(self) -> None:
+        """Clear the device output gradients the layers reserved in this forward pass: a few
+        launches (:func:`sculler.math.workspace.clear_together`), not one a layer."""
+        if self._grads_to_zero:
+            clear_together(self._grads_to_zero)
+            self._grads_to_zero.clear()
 
     def backward(
         self, callback: UpdateCallback | None = None, output_grads: Mapping | None = None
@@ -170,6 +182,7 @@ class Network:
         """Back-propagate from the cost outputs (their gradient is 1 per sample), or from the
         given ``output_grads`` (layer name -> dL/dy); each parameter's ``callback`` fires once
         its last user has added its gradient."""
+        self.clear_reserved_grads()  # (a forward pass interrupted before it could)
         for p, n in self._users:
             p.expect_users(n)
         if output_grads is None:

@@ -164,10 +164,12 @@ class StepNetwork(Network):
         steps = self._forward_steps  # an entry is replaced after its first call
         for i in self._tail if tail else self._core:
             steps[i](pass_type)
+        self.clear_reserved_grads()
 
     def run_backward(self, whole: bool = True) -> None:
         """Backward through the frame (as ``Network.backward``: a gradient nobody wrote under
         the first-write protocol is zero); without the ``skip`` layers unless ``whole``."""
+        self.clear_reserved_grads()
         layers, steps = self._backward_layers, self._backward_steps
         for k in range(len(layers)) if whole else self._core_backward:
             layer = layers[k]

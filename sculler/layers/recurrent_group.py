@@ -50,6 +50,7 @@ from sculler.core.recurrent_group import (
 )
 from sculler.layers.group_fusion import fused_cell
 from sculler.math.blas import col_sum
+from sculler.math.workspace import clear_together
 
 
 def _step_model(config) -> ModelConfig:
@@ -422,7 +423,6 @@ class RecurrentGroupLayer(Layer):
                 link_grads.append(None)
                 continue
             g = self.scratch(f"ingrad{k}", (self.plans[k].rows.size, arg.value.shape[1]))
-            g[...] = 0
             link_grads.append(g)
         static_acc = []
         for k, s in enumerate(self.batch_statics):
@@ -432,8 +432,8 @@ class RecurrentGroupLayer(Layer):
                 continue
             acc = self.scratch(f"staticgrad{k}", (self._bufs[f"static{k}_rows"].size,
                                                    arg.value.shape[1]))
-            acc[...] = 0
             static_acc.append(acc)
+        clear_together([g for g in link_grads + static_acc if g is not None])
         frontier_grads = self._backward_tail() if self.hoisted else []
         steps = plan.batch.step_starts
         for t in reversed(range(plan.num_steps)):
@@ -460,7 +460,6 @@ class RecurrentGroupLayer(Layer):
                 if static_acc[k] is None:
                     continue
                 g = self.scratch(f"staticstep{k}", arg.value.shape)
-                g[...] = 0
                 arg.grad = g
                 statics.append((k, g))
             memories = []
@@ -470,9 +469,9 @@ class RecurrentGroupLayer(Layer):
                     arg.grad = None
                     continue
                 g = self.scratch("memgrad_" + m["agent"], arg.value.shape)
-                g[...] = 0
                 arg.grad = g
                 memories.append((m, g))
+            clear_together([g for _, g in statics] + [g for _, g in memories])
             net.run_backward(whole=not self.hoisted)
             for k, g in statics:
                 static_acc[k][: g.shape[0]] += g

@@ -96,6 +96,43 @@ def _scalar(like: Any, value: float) -> Any:
 ROW_SOFTMAX_MAX_WIDTH = 256  # wider rows: CuPy's reductions (one thread a row loops)
 
 
+ZERO_TOGETHER = 8  # buffers one launch of zero_together clears
+
+
+def zero_together(arrays: list) -> None:
+    """Clear device ``arrays`` with one launch for every ``ZERO_TOGETHER`` of them (a clearing
+    each is a launch each: a recurrent group's frames clear several gradients a step). Each
+    C-contiguous one is passed as an address and a count of 4-byte words; any other is cleared
+    alone."""
+    lanes = []
+    for a in arrays:
+        if a.size and a.flags.c_contiguous and a.nbytes % 4 == 0:
+            lanes.append((np.uint64(a.data.ptr), np.int64(a.nbytes // 4)))
+        elif a.size:
+            a[...] = 0
+    for k in range(0, len(lanes), ZERO_TOGETHER):
+        group = lanes[k:k + ZERO_TOGETHER]
+        most = max(int(n) for _, n in group)
+        group += [(np.uint64(0), np.int64(0))] * (ZERO_TOGETHER - len(group))
+        kernel = _raw(("zero_together",), np.float32, lambda name: (
+            f'extern "C" __global__ void {name}('
+            + ", ".join(f"unsigned long long p{j}, long long n{j}" for j in range(ZERO_TOGETHER))
+            + ") {\n"
+            f"  const unsigned long long at[{ZERO_TOGETHER}] = {{"
+            + ", ".join(f"p{j}" for j in range(ZERO_TOGETHER)) + "};\n"
+            f"  const long long count[{ZERO_TOGETHER}] = {{"
+            + ", ".join(f"n{j}" for j in range(ZERO_TOGETHER)) + "};\n"
+            "  const long long step = (long long)blockDim.x * gridDim.x;\n"
+            f"  for (int k = 0; k < {ZERO_TOGETHER}; ++k) {{\n"
+            "    unsigned int* words = (unsigned int*)at[k];\n"
+            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;"
+            " i < count[k]; i += step) words[i] = 0u;\n"
+            "  }\n}\n"))
+        threads = 256
+        blocks = min(max(-(-most // threads), 1), 1024)
+        kernel((blocks,), (threads,), tuple(v for lane in group for v in lane))
+
+
 def relu_grad(y: Any, dy: Any) -> None:
     """``dy <- dy * (y > 0)`` in place."""
     kernel = _elementwise(("relu_grad",), lambda: (

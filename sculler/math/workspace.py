@@ -7,7 +7,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Alloc", "constant_array", "work_array"]
+from sculler.backend import is_gpu_array
+from sculler.math import cuda
+
+__all__ = ["Alloc", "clear_together", "constant_array", "work_array"]
 
 Alloc = Callable[[str, tuple, Any], Any]
 
@@ -32,3 +35,15 @@ def constant_array(key: tuple, make: Callable[..., np.ndarray], *args: Any) -> n
         a = _constants[key] = make(*args)
         a.flags.writeable = False
     return a
+
+
+def clear_together(arrays: list) -> None:
+    """Set every array of ``arrays`` to zero: host arrays one by one, device arrays in a few
+    launches (:func:`sculler.math.cuda.zero_together`), as a launch costs more than the
+    clearing of a small buffer."""
+    on_device = [a for a in arrays if is_gpu_array(a)]
+    for a in arrays:
+        if not is_gpu_array(a):
+            a[...] = 0
+    if on_device:
+        cuda.zero_together(on_device)

@@ -480,3 +480,24 @@ def test_classification_error_counted_on_the_device_equals_the_host_count():
                            "y": SimpleNamespace(output=Argument(ids=to(y)))})
     host, device = evs
     assert (device.total, device.count) == (host.total, host.count) and 0 < host.total < 14
+
+
+def test_zero_together_clears_each_buffer_and_nothing_beside():
+    """More buffers than one launch takes, of both float dtypes and odd sizes, views into a
+    larger buffer (whose other elements stay), a strided view and an empty one."""
+    rng = np.random.RandomState(7)
+    whole = _gpu(rng.rand(100))
+    parts = [whole[3:10], whole[20:21], whole[40:97]]
+    others = [_gpu(rng.rand(n).astype(dtype)) for n, dtype in
+              ((1, np.float32), (5, np.float64), (1000, np.float32), (33, np.float64),
+               (7, np.float32), (2, np.float64), (300, np.float32))]
+    strided = _gpu(rng.rand(6, 4))[:, ::2]
+    empty = _gpu(np.zeros((0, 3)))
+    before = to_numpy(whole).copy()
+    cuda.zero_together(parts + others + [strided, empty])
+    for a in parts + others + [strided]:
+        assert not to_numpy(a).any()
+    kept = np.ones(100, bool)
+    kept[3:10] = kept[20] = False
+    kept[40:97] = False
+    np.testing.assert_array_equal(to_numpy(whole)[kept], before[kept])

@@ -14,7 +14,8 @@ does) and ``import cupy`` finds this module:
   another, the threads of a block as coroutines (each started on its own stack with
   ``makecontext``, switched with ``_setjmp``/``_longjmp``) that each run to the next barrier
   in turn, ``__shared__`` arrays shared by them (one-dimensional grids and blocks,
-  static shared memory). A missing barrier shows as a wrong result, every time;
+  static shared memory). A missing barrier shows as a wrong result, every time. A kernel
+  without ``__syncthreads()`` runs its threads one after another, without coroutines;
 - ``cuda.runtime`` reports one device;
 - ``counts`` tallies what would cost host time on a GPU: ``launch`` (a ufunc, a kernel, a
   gather or scatter, a copy or a CuPy function on device arrays), ``h2d`` and ``d2h`` (copies
@@ -455,7 +456,8 @@ static void stand_in_run() {
 #define __shared__ static
 """
 
-_C_SCALARS = {"long long": ctypes.c_longlong, "long long int": ctypes.c_longlong,
+_C_SCALARS = {"unsigned long long": ctypes.c_ulonglong, "long long": ctypes.c_longlong,
+              "long long int": ctypes.c_longlong,
               "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,
               "double": ctypes.c_double, "bool": ctypes.c_bool}
 
@@ -504,11 +506,21 @@ class RawKernel:
                 declared.append(f"{type_} {pname}")
                 values.append(_C_SCALARS[type_](a.item()))
         names = ", ".join(p[2] for p in self.params)
-        source = (_RAW_PRELUDE + self.code + f"""
-extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block,
-                                {", ".join(declared)}) {{
-  gridDim = {{stand_in_grid, 1, 1}}; blockDim = {{stand_in_block, 1, 1}};
-  const size_t stack = 1 << 16;
+        head = (f'extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block, '
+                f'{", ".join(declared)}) {{\n'
+                "  gridDim = {stand_in_grid, 1, 1}; blockDim = {stand_in_block, 1, 1};\n")
+        if "__syncthreads" not in self.code:  # no barrier: each thread runs through in turn
+            launcher = head + f"""  for (unsigned b = 0; b < stand_in_grid; ++b) {{
+    blockIdx = {{b, 0, 0}};
+    for (unsigned t = 0; t < stand_in_block; ++t) {{
+      threadIdx = {{t, 0, 0}};
+      {self.name}({names});
+    }}
+  }}
+}}
+"""
+        else:
+            launcher = head + f"""  const size_t stack = 1 << 16;
   std::vector<char> stacks(stack * stand_in_block);
   stand_in_fibers.assign(stand_in_block, stand_in_fiber());
   stand_in_body = [=] {{ {self.name}({names}); }};
@@ -540,7 +552,8 @@ extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block,
     }}
   }}
 }}
-""")
+"""
+        source = _RAW_PRELUDE + self.code + "\n" + launcher
         _record({"kind": "raw", "name": self.name, "code": self.code})
         counts["launch"] += 1
         _compile(source).stand_in_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]),
