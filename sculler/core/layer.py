@@ -35,6 +35,7 @@ from sculler.core.argument import Argument
 from sculler.core.model_config import LayerConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback, Weight
 from sculler.core.suggest import close_matches
+from sculler.math import cuda
 from sculler.math.blas import col_sum
 
 PASS_TRAIN = "train"
@@ -407,6 +408,19 @@ class Layer:
         """``y += b`` for the common (1, size) bias (no-op without a bias)."""
         if self.bias is not None:
             self.output.value += self.bias.w.reshape(1, -1)
+
+    def add_bias_and_activate(self) -> None:
+        """:meth:`add_bias` then :meth:`forward_activation`: on the GPU one kernel when the
+        activation is elementwise (``cuda.ACTIVATIONS``) and nothing needs the values before
+        it."""
+        value, act = self.output.value, self.activation
+        if (self.bias is not None and act.name in cuda.ACTIVATIONS and not act.needs_input
+                and not self.keep_preact and backend.is_gpu_array(value) and value.ndim == 2):
+            cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
+            self.forward_activation(applied=True)
+            return
+        self.add_bias()
+        self.forward_activation()
 
     def backward_bias(self, callback: UpdateCallback | None) -> None:
         """``db += sum over the batch of dy`` for that bias, then its ``inc_update``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sculler.backend import einsum_into, get_array_module
+from sculler.backend import einsum_into, get_array_module, is_gpu_array
 from sculler.core.expression import (
     LayerOutput,
     as_inputs,
@@ -18,6 +18,7 @@ from sculler.core.expression import (
 )
 from sculler.core.faces import layer_function
 from sculler.core.layer import Layer, register_layer
+from sculler.math.cuda import scaling_backward
 
 
 def _need_width(config, inp, width: int, what: str) -> None:
@@ -75,6 +76,9 @@ class ScalingLayer(_WeightedBy):
         self.backward_activation()
         w, x = self.get_input_value(0), self.get_input_value(1)
         dy = self.output.grad
+        if is_gpu_array(dy):
+            scaling_backward(w, x, dy, self.get_input_grad(0), self.get_input_grad(1))
+            return
         self._add_grad(0, (x * dy).sum(axis=1, keepdims=True))
         self._add_grad(1, w * dy)
 

@@ -42,8 +42,7 @@ class FCLayer(Layer):
             w = self.weights[0].w
             if type(x) is np.ndarray and x.ndim == 2 and x.shape[1] == w.shape[0]:
                 np.matmul(x, w, out=self.reserve_output(x.shape[0], self.size))
-                self.add_bias()
-                self.forward_activation()
+                self.add_bias_and_activate()
                 return
         batch = self.check_same_batch()
         out = self.reserve_output(batch, self.size)
@@ -55,8 +54,7 @@ class FCLayer(Layer):
                 csr_matmul(x, weight.w, out, beta=beta)
             else:
                 gemm(x, weight.w, out, beta, self.scratch("prod", out.shape))
-        self.add_bias()
-        self.forward_activation()
+        self.add_bias_and_activate()
 
     def backward(self, callback=None) -> None:
         self.backward_activation()

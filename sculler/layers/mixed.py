@@ -200,8 +200,7 @@ class MixedLayer(ConvTerms, Layer):
         first = self._write_first_terms(out)
         for i, kind in enumerate(self.kinds[first:], first):
             getattr(self, "_fwd_" + kind)(i, out[:, self._columns(i)])
-        self.add_bias()
-        self.forward_activation()
+        self.add_bias_and_activate()
 
     def _write_first_terms(self, out) -> int:
         """Write the first terms into ``out`` instead of clearing it and adding them (a pass

@@ -454,33 +454,32 @@ class RecurrentGroupLayer(Layer):
                 if link_grads[k] is not None:
                     _, a, b, _ = self.plans[k].frames[t]
                     net.layers[link["agent"]].output.grad = link_grads[k][a:b]
-            statics = []
+            # a static input's frame value is the first rows of its sorted buffer, a memory's
+            # the first rows of the previous frame's link: the step adds its gradient straight
+            # into those rows (of static_acc, of that link's gradient)
             for k, s in enumerate(self.batch_statics):
-                arg = net.layers[s["agent"]].output
-                if static_acc[k] is None:
-                    continue
-                g = self.scratch(f"staticstep{k}", arg.value.shape)
-                arg.grad = g
-                statics.append((k, g))
-            memories = []
+                agent = net.layers[s["agent"]]
+                if static_acc[k] is not None:
+                    agent.output.grad = static_acc[k][: agent.output.value.shape[0]]
+                    agent.grad_unwritten = False
+            boots = []  # (memory, its own cleared gradient): the first frame's, for the boot
             for m in self.memories:
-                arg = net.layers[m["agent"]].output
+                agent = net.layers[m["agent"]]
+                arg = agent.output
+                agent.grad_unwritten = False
                 if arg.value is None:
                     arg.grad = None
                     continue
-                g = self.scratch("memgrad_" + m["agent"], arg.value.shape)
-                arg.grad = g
-                memories.append((m, g))
-            clear_together([g for _, g in statics] + [g for _, g in memories])
+                dst = writable_grad(self.frames[t - 1].layers[m["link"]]) if t > 0 else None
+                if dst is not None:
+                    arg.grad = dst[: arg.value.shape[0]]
+                    continue
+                arg.grad = self.scratch("memgrad_" + m["agent"], arg.value.shape)
+                boots.append((m, arg.grad))
+            clear_together([g for _, g in boots])
             net.run_backward(whole=not self.hoisted)
-            for k, g in statics:
-                static_acc[k][: g.shape[0]] += g
-            for m, g in memories:
-                if t > 0:
-                    dst = writable_grad(self.frames[t - 1].layers[m["link"]])
-                    if dst is not None:
-                        dst[: g.shape[0]] += g
-                else:
+            if t == 0:
+                for m, g in boots:
                     self._boot_backward(m, g, plan, callback)
         for k, link in enumerate(self.links):
             dst = self.get_input_grad(link["input"])

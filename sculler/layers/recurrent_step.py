@@ -26,6 +26,7 @@ input layer (``layer.extra_outputs[arg_name]``) as an ordinary layer output.
 
 from __future__ import annotations
 
+from sculler.backend import get_array_module
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.recurrent import GatedRecurrentLayer
@@ -98,9 +99,11 @@ class GruStepLayer(_StepLayer):
         h = self.size
         n = self._check_widths(3 * h, h)
         gates = self.scratch("gates", (n, 3 * h))  # z | r | c after activation
-        gates[...] = self.get_input_value(0)
         if self.bias is not None:
-            gates += self.bias.w.reshape(1, -1)
+            get_array_module(gates).add(self.get_input_value(0), self.bias.w.reshape(1, -1),
+                                        out=gates)
+        else:
+            gates[...] = self.get_input_value(0)
         out = self.reserve_output(n, h)
         w_gate, w_cand = self._split(self.weights[0].w)
         rnn.gru_step_forward(gates, self.get_input_value(1), w_gate, w_cand,

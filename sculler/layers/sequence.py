@@ -250,13 +250,15 @@ class AveragePoolingLayer(SequenceAggregate):
         out = self.reserve_output(len(segs) - 1, self.size)
         S.segment_sum(self.get_input_value(0), segs, out)
         self._segs = segs
-        self._scale = cached_like(self._scales(S.lengths(segs), out.dtype), out)[:, None]
-        out *= self._scale
+        self._scale = None  # 'sum': 1 for every segment
+        if self.attr("average_strategy", "average") != "sum":
+            self._scale = cached_like(self._scales(S.lengths(segs), out.dtype), out)
+            out *= self._scale[:, None]
         self.finish_forward(out_seq)
 
     def add_input_grad(self, i, g, dy) -> None:
         rows = cached_like(S.segment_of_rows(self._segs), g)
-        g += S.gather_rows(dy * self._scale, rows, self.scratch("dx", g.shape))
+        S.add_segment_rows(g, dy, rows, self._scale, self.scratch("dx", g.shape))
 
 
 class AggregateLevel:

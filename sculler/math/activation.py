@@ -272,6 +272,9 @@ def softmax_grad_(y, dy) -> None:
 
 
 def _sigmoid_(x) -> None:
+    if is_gpu_array(x):
+        cuda.activate(x, "sigmoid")
+        return
     sigmoid(x, out=x)
 
 

@@ -140,6 +140,26 @@ def relu_grad(y: Any, dy: Any) -> None:
     kernel(y, dy)
 
 
+# y = f(v) of the elementwise activations a kernel applies itself, in the operation order of
+# sculler.math.activation (relu keeps a NaN, as maximum does)
+ACTIVATIONS = {"linear": "v", "tanh": "tanh(v)", "sigmoid": "(tanh(v * (T)0.5) + (T)1) * (T)0.5",
+               "relu": "v < (T)0 ? (T)0 : v"}
+
+
+def activate(y: Any, name: str, bias: Any | None = None) -> None:
+    """``y <- f(y + bias)`` in place for one of ``ACTIVATIONS`` (``bias`` a (1, d) row added
+    to every row of the 2-D ``y``, or None): one launch where the bias add and the
+    activation are two (a sigmoid alone four)."""
+    with_bias = bias is not None
+    kernel = _elementwise(("activate", name, with_bias), lambda: (
+        "raw T b, int64 d" if with_bias else "", "T y",
+        ("T v = y + b[i % d];" if with_bias else "T v = y;") + f"y = {ACTIVATIONS[name]};"))
+    if with_bias:
+        kernel(_contiguous(bias), y.shape[-1], y)
+    else:
+        kernel(y)
+
+
 def sigmoid_grad(y: Any, dy: Any) -> None:
     """``dy <- dy * y * (1 - y)`` in place: one launch where the host form takes three and a
     temporary."""
@@ -170,6 +190,28 @@ def softmax_rows(x: Any, out: Any) -> Any:
     return out
 
 
+def scaling_backward(w: Any, x: Any, dy: Any, dw: Any | None, dx: Any | None) -> None:
+    """The gradients of ``y_i = w_i x_i`` (``w`` (n, 1), ``x`` (n, d)): ``dw_i += <x_i, dy_i>``
+    and ``dx_i += w_i dy_i`` (either may be None), one thread a row: one launch where a
+    product, a row sum and two adds are five."""
+    outs = [name for name, g in (("dw", dw), ("dx", dx)) if g is not None]
+    if not outs:
+        return
+    body = "ptrdiff_t at = i * d; T acc = 0;"
+    if dx is not None:
+        body += "for (ptrdiff_t j = 0; j < d; ++j) { acc += x[at + j] * dy[at + j];" \
+                " dx[at + j] += w[i] * dy[at + j]; }"
+    else:
+        body += "for (ptrdiff_t j = 0; j < d; ++j) acc += x[at + j] * dy[at + j];"
+    if dw is not None:
+        body += "dw[i] += acc;"
+    kernel = _elementwise(("scaling_backward", *outs), lambda: (
+        "raw T w, raw T x, raw T dy, int64 d", ", ".join(f"raw T {o}" for o in outs), body))
+    grads = [g for g in (dw, dx) if g is not None]
+    kernel(_contiguous(w), _contiguous(x), _contiguous(dy), x.shape[1], *grads,
+           size=x.shape[0])
+
+
 def segment_sum(x: Any, starts: Any, out: Any) -> None:
     """``out[k] = sum of the rows starts[k] .. starts[k+1] of x`` (2-D; zero for an empty
     segment), one thread per (segment, column), in row order: deterministic, and one upload
@@ -180,6 +222,19 @@ def segment_sum(x: Any, starts: Any, out: Any) -> None:
         "for (ptrdiff_t r = starts[k]; r < starts[k + 1]; ++r) s += x[r * d + col];"
         "out = s;"))
     kernel(_contiguous(x), _starts(starts), x.shape[1], out)
+
+
+def add_segment_rows(dst: Any, src: Any, segment_of_row: Any, scale: Any | None) -> None:
+    """``dst[r] += src[k] * scale[k]`` for the segment ``k = segment_of_row[r]`` of every row
+    (no ``scale``: times 1): the backward of a sequence sum or average in one launch, where a
+    scaling, a gather and an add are three."""
+    scaled = scale is not None
+    kernel = _elementwise(("add_segment_rows", scaled), lambda: (
+        "raw T src, raw int64 seg, int64 d" + (", raw T scale" if scaled else ""), "T dst",
+        "ptrdiff_t r = i / d, k = seg[r];"
+        "dst += src[k * d + (i - r * d)]" + (" * scale[k];" if scaled else ";")))
+    args = (_contiguous(src), segment_of_row, src.shape[1]) + ((scale,) if scaled else ())
+    kernel(*args, dst)
 
 
 def segment_max(x: Any, starts: Any, out: Any, argmax: Any | None) -> None:

@@ -113,6 +113,18 @@ def gather_rows(x, rows, out):
     return get_array_module(out).take(x, rows, axis=0, out=out)
 
 
+def add_segment_rows(dst, src, segment_of_row, scale, work):
+    """``dst[r] += src[k] * scale[k]`` for each row r of segment ``k = segment_of_row[r]``
+    (``scale`` None: times 1): what a sequence sum or average gives back to its rows. On the
+    GPU one kernel; on the host a gather into ``work`` (dst's shape) and an add."""
+    if get_array_module(dst) is not np:
+        cuda.add_segment_rows(dst, src, segment_of_row, scale)
+        return dst
+    scaled = src if scale is None else src * scale[:, None]
+    dst += gather_rows(scaled, segment_of_row, work)
+    return dst
+
+
 def shifted_add(dst, src, offset: int, starts, transpose: bool = False):
     """``dst[t] += src[t + offset]`` for every row t whose row ``t + offset`` lies in t's own
     segment of ``starts`` (``transpose``: ``dst[t + offset] += src[t]``); returns ``dst``. This

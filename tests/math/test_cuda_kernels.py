@@ -501,3 +501,45 @@ def test_zero_together_clears_each_buffer_and_nothing_beside():
     kept[3:10] = kept[20] = False
     kept[40:97] = False
     np.testing.assert_array_equal(to_numpy(whole)[kept], before[kept])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scaling_backward_and_add_segment_rows(dtype):
+    rng = np.random.RandomState(8)
+    w, x, dy = (rng.randn(*s).astype(dtype) for s in ((5, 1), (5, 3), (5, 3)))
+    dw0, dx0 = rng.randn(5, 1).astype(dtype), rng.randn(5, 3).astype(dtype)
+    for want_dw, want_dx in ((True, True), (True, False), (False, True)):
+        dw, dx = _gpu(dw0) if want_dw else None, _gpu(dx0) if want_dx else None
+        cuda.scaling_backward(_gpu(w), _gpu(x), _gpu(dy), dw, dx)
+        if want_dw:
+            _close(dw, dw0 + (x * dy).sum(axis=1, keepdims=True), dtype)
+        if want_dx:
+            _close(dx, dx0 + w * dy, dtype)
+    starts = np.array([0, 2, 2, 5])  # an empty segment in the middle
+    rows = segment.segment_of_rows(starts)
+    src, scale = rng.randn(3, 4).astype(dtype), rng.rand(3).astype(dtype)
+    dst0 = rng.randn(5, 4).astype(dtype)
+    for s in (scale, None):
+        dst = _gpu(dst0)
+        segment.add_segment_rows(dst, _gpu(src), _gpu(rows), None if s is None else _gpu(s),
+                                 None)
+        _close(dst, dst0 + (src if s is None else src * s[:, None])[rows], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_activate_with_and_without_bias(dtype):
+    """One kernel for bias + activation matches the host's bias add and activation, and a
+    NaN stays a NaN through relu (as np.maximum keeps it, so the NaN guard sees it)."""
+    from sculler.math import activation
+
+    rng = np.random.RandomState(9)
+    x, b = (rng.randn(4, 6) * 3).astype(dtype), rng.randn(1, 6).astype(dtype)
+    x[1, 2] = np.nan
+    for name in cuda.ACTIVATIONS:
+        f = {"linear": lambda v: v, "tanh": np.tanh, "sigmoid": activation.sigmoid,
+             "relu": activation.relu}[name]
+        for bias in (b, None):
+            y = _gpu(x)
+            cuda.activate(y, name, None if bias is None else _gpu(bias))
+            want = f(x + (0 if bias is None else bias))
+            np.testing.assert_allclose(to_numpy(y), want, rtol=TOL[dtype], atol=TOL[dtype])
