@@ -48,7 +48,7 @@ class Activation:
                     f"sequence_softmax normalises a column over each sequence; the layer's "
                     f"width must be 1, got {value.shape[1]}"
                 )
-            value[...] = K.segment_softmax(value, _need_seq(seq_starts))
+            K.segment_softmax_(value, _need_seq(seq_starts))
         elif self.name in IN_PLACE:
             self._f(value, out=value)
         else:
@@ -65,7 +65,7 @@ class Activation:
             else:
                 parallel.run(df, (value, grad))
         elif self.name == "sequence_softmax":
-            grad[...] = K.segment_softmax_grad(value, grad, _need_seq(seq_starts))
+            K.segment_softmax_grad_(value, grad, _need_seq(seq_starts))
         elif self.name == "softmax":
             K.softmax_grad_(value, grad)
         else:

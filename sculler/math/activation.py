@@ -317,6 +317,24 @@ def segment_softmax(x, seq_starts):
     return (e / xp.repeat(sums, lens, axis=0)).reshape(x.shape)
 
 
+def segment_softmax_(x, seq_starts) -> None:
+    """:func:`segment_softmax` in place (on the GPU one kernel, nothing allocated)."""
+    if is_gpu_array(x):
+        flat = x.reshape(-1)
+        cuda.segment_softmax(flat, seq_starts, flat)
+        return
+    x[...] = segment_softmax(x, seq_starts)
+
+
+def segment_softmax_grad_(y, dy, seq_starts) -> None:
+    """``dy <- dL/dx`` of :func:`segment_softmax` in place (:func:`segment_softmax_grad`)."""
+    if is_gpu_array(dy):
+        flat = dy.reshape(-1)
+        cuda.segment_softmax_grad(y.reshape(-1), flat, seq_starts, flat)
+        return
+    dy[...] = segment_softmax_grad(y, dy, seq_starts)
+
+
 def segment_softmax_grad(y, dy, seq_starts):
     """Per sequence: dx = y * (dy - sum(dy * y))."""
     xp = get_array_module(y)

@@ -261,7 +261,8 @@ def segment_softmax(x: Any, starts: Any, out: Any) -> None:
     """Softmax over each segment ``starts[k] .. starts[k+1]`` of a column ``x`` (T,) into
     ``out``, one thread a segment (short segments: attention over a source sentence): one
     upload of the (host) ``starts`` and one launch, where the NumPy path makes a round trip
-    through the host and seven more launches."""
+    through the host and seven more launches. ``out`` may be ``x`` itself (the same object,
+    which CuPy does not copy first): each row is read before it is written."""
     kernel = _elementwise(("segment_softmax",), lambda: (
         "raw T x, raw int64 starts", "raw T y",
         "ptrdiff_t lo = starts[i], hi = starts[i + 1];"
@@ -277,7 +278,8 @@ def segment_softmax(x: Any, starts: Any, out: Any) -> None:
 
 def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
     """``out = y (dy - sum over the segment of dy y)`` per segment of the columns ``y``,
-    ``dy`` (T,), one thread a segment: the backward of :func:`segment_softmax`."""
+    ``dy`` (T,), one thread a segment: the backward of :func:`segment_softmax`. ``out`` may
+    be ``dy`` itself."""
     kernel = _elementwise(("segment_softmax_grad",), lambda: (
         "raw T y, raw T dy, raw int64 starts", "raw T dx",
         "ptrdiff_t lo = starts[i], hi = starts[i + 1]; T d = 0;"
@@ -487,7 +489,8 @@ def _gru_step_forward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any,
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(T* g, const T* hp, const T* wg, const T* wc, T* rh, T* h,
+extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
+                                  const T* __restrict__ wc, T* rh, T* h,
                                   long long H, long long gk, long long gr, long long wk,
                                   long long wm) {{
   __shared__ T h_prev[{GRU_STEP_BLOCK_MAX_HIDDEN}];
@@ -497,6 +500,7 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* wg, const T* wc, T
   h_prev[j] = v;
   __syncthreads();
   T gz = g[q], gg = g[gk + q];
+  #pragma unroll 8
   for (long long m = 0; m < H; ++m) {{
     const T u = h_prev[m];
     gz += u * wg[m * wm + j]; gg += u * wg[wk + m * wm + j];
@@ -507,6 +511,7 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* wg, const T* wc, T
   rh[o] = rhj; rh_prev[j] = rhj;
   __syncthreads();
   T gc = g[2 * gk + q];
+  #pragma unroll 8
   for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
   const T cc = {_act(act, "gc")};
   g[2 * gk + q] = cc; h[o] = (cc - v) * z + v;
@@ -534,7 +539,8 @@ def _gru_step_backward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any,
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(const T* g, const T* hp, const T* wg, const T* wc,
+extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__ wg,
+                                  const T* __restrict__ wc,
                                   const T* dh, T* dg, T* dhp, long long H, long long gk,
                                   long long gr, long long dk, long long dr, long long wk,
                                   long long wm) {{
@@ -551,6 +557,7 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* wg, const T*
   d_cand[j] = dgc;
   __syncthreads();
   T t = 0;
+  #pragma unroll 8
   for (long long k = 0; k < H; ++k) t += d_cand[k] * wc[j * H + k];
   const T rr = g[gk + q];
   const T dgr = t * v * {_grad(gate, "rr")};
@@ -559,6 +566,7 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* wg, const T*
   d_zr[j] = dgz; d_zr[H + j] = dgr;
   __syncthreads();
   T acc = 0;
+  #pragma unroll 8
   for (long long k = 0; k < H; ++k)
     acc += d_zr[k] * wg[j * wm + k] + d_zr[H + k] * wg[wk + j * wm + k];
   dhp[o] = acc_h + acc;

@@ -57,7 +57,8 @@ def lstm_forward_sequences(gates: Any, c: Any, state: Any, h: Any, peepholes: An
         peep_in = "gi += cp * peep[j]; gf += cp * peep[H + j];" if has_peep else ""
         peep_out = "go += cc * peep[2 * H + j];" if has_peep else ""
         return f"""
-extern "C" __global__ void {name}(T* g, T* c, T* state, T* h, const T* w, const T* peep,
+extern "C" __global__ void {name}(T* g, T* c, T* state, T* h, const T* __restrict__ w,
+                                  const T* peep,
                                   const long long* starts, const long long* sizes,
                                   long long steps, long long R, long long H) {{
   __shared__ T h_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
@@ -67,6 +68,7 @@ extern "C" __global__ void {name}(T* g, T* c, T* state, T* h, const T* w, const 
     const long long o = (starts[t] + b) * H + j;
     T ga = g[o], gi = g[s + o], gf = g[2 * s + o], go = g[3 * s + o];
     if (t > 0) {{
+      #pragma unroll 8
       for (long long m = 0; m < H; ++m) {{
         const T v = h_prev[m];
         const long long wm = m * 4 * H + j;
@@ -113,7 +115,8 @@ def lstm_backward_sequences(gates: Any, c: Any, state: Any, dh: Any, dc: Any, dg
         peep_c = " + dgi * peep[j] + dgf * peep[H + j]" if has_peep else ""
         return f"""
 extern "C" __global__ void {name}(const T* g, const T* c, const T* state, T* dh, T* dc,
-                                  T* dg, const T* wt, const T* peep, const long long* starts,
+                                  T* dg, const T* __restrict__ wt, const T* peep,
+                                  const long long* starts,
                                   const long long* sizes, long long steps, long long R,
                                   long long H) {{
   __shared__ T d_next[{4 * SEQUENCE_KERNEL_MAX_HIDDEN}];
@@ -127,6 +130,7 @@ extern "C" __global__ void {name}(const T* g, const T* c, const T* state, T* dh,
     T dht = dh[o];
     if (t < len - 1) {{
       T acc = 0;
+      #pragma unroll 8
       for (long long k = 0; k < 4 * H; ++k) acc += d_next[k] * wt[k * H + j];
       dht += acc;
     }}
@@ -171,7 +175,8 @@ def gru_forward_sequences(gates: Any, w_gate: Any, w_cand: Any, reset_h: Any, h:
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(T* g, const T* wg, const T* wc, T* rh, T* h,
+extern "C" __global__ void {name}(T* g, const T* __restrict__ wg, const T* __restrict__ wc, T* rh,
+                                  T* h,
                                   const long long* starts, const long long* sizes,
                                   long long steps, long long R, long long H) {{
   __shared__ T h_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
@@ -182,6 +187,7 @@ extern "C" __global__ void {name}(T* g, const T* wg, const T* wc, T* rh, T* h,
     const long long o = (starts[t] + b) * H + j;
     T gz = g[o], gr = g[s + o], gc = g[2 * s + o], hj;
     if (t > 0) {{
+      #pragma unroll 8
       for (long long m = 0; m < H; ++m) {{
         const T v = h_prev[m];
         gz += v * wg[m * 2 * H + j]; gr += v * wg[H + m * 2 * H + j];
@@ -196,6 +202,7 @@ extern "C" __global__ void {name}(T* g, const T* wg, const T* wc, T* rh, T* h,
       const T rhj = rr * hp;
       rh[o] = rhj; rh_prev[j] = rhj;
       __syncthreads();
+      #pragma unroll 8
       for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
       const T cc = {_act(act, "gc")};
       g[2 * s + o] = cc; hj = (cc - hp) * z + hp;
@@ -228,7 +235,8 @@ def gru_backward_sequences(gates: Any, h: Any, w_gate_t: Any, w_cand_t: Any, dh:
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(const T* g, const T* h, const T* wgt, const T* wct, T* dh,
+extern "C" __global__ void {name}(const T* g, const T* h, const T* __restrict__ wgt,
+                                  const T* __restrict__ wct, T* dh,
                                   T* dg, const long long* starts, const long long* sizes,
                                   long long steps, long long R, long long H) {{
   __shared__ T d_cand[{SEQUENCE_KERNEL_MAX_HIDDEN}];
@@ -254,12 +262,14 @@ extern "C" __global__ void {name}(const T* g, const T* h, const T* wgt, const T*
       d_cand[j] = dgc;
       __syncthreads();
       T tt = 0;
+      #pragma unroll 8
       for (long long k = 0; k < H; ++k) tt += d_cand[k] * wct[k * H + j];
       const T dgr = tt * v * {_grad(gate, "rr")};
       dg[s + o] = dgr;
       d_zr[j] = dgz; d_zr[H + j] = dgr;
       __syncthreads();
       T acc = 0;
+      #pragma unroll 8
       for (long long k = 0; k < H; ++k)
         acc += d_zr[k] * wgt[k * H + j] + d_zr[H + k] * wgt[(H + k) * H + j];
       carry = (d - d * z) + tt * rr + acc;
@@ -282,7 +292,7 @@ def rnn_forward_sequences(y: Any, weight: Any, act: str, starts: np.ndarray,
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(T* y, const T* w, const long long* starts,
+extern "C" __global__ void {name}(T* y, const T* __restrict__ w, const long long* starts,
                                   const long long* sizes, long long steps, long long H) {{
   __shared__ T y_prev[{SEQUENCE_KERNEL_MAX_HIDDEN}];
   const long long b = blockIdx.x, j = threadIdx.x;
@@ -290,6 +300,7 @@ extern "C" __global__ void {name}(T* y, const T* w, const long long* starts,
     const long long o = (starts[t] + b) * H + j;
     T v = y[o];
     if (t > 0)
+      #pragma unroll 8
       for (long long m = 0; m < H; ++m) v += y_prev[m] * w[m * H + j];
     v = {_act(act, "v")};
     y[o] = v;
@@ -312,7 +323,8 @@ def rnn_backward_sequences(y: Any, weight_t: Any, dy: Any, act: str, starts: np.
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(const T* y, const T* wt, T* dy, const long long* starts,
+extern "C" __global__ void {name}(const T* y, const T* __restrict__ wt, T* dy,
+                                  const long long* starts,
                                   const long long* sizes, long long steps, long long H) {{
   __shared__ T d_next[{SEQUENCE_KERNEL_MAX_HIDDEN}];
   const long long b = blockIdx.x, j = threadIdx.x;
@@ -322,6 +334,7 @@ extern "C" __global__ void {name}(const T* y, const T* wt, T* dy, const long lon
     const long long o = (starts[t] + b) * H + j;
     T g = dy[o];
     if (t < len - 1)
+      #pragma unroll 8
       for (long long k = 0; k < H; ++k) g += d_next[k] * wt[k * H + j];
     const T yo = y[o];
     g *= {_grad(act, "yo")};
@@ -368,7 +381,8 @@ def crf_nll_forward(x: Any, labels: Any, starts: np.ndarray, weight: Any, alpha:
     def make(name: str) -> str:
         return f"""
 extern "C" __global__ void {name}(const T* x, const long long* labels,
-                                  const long long* starts, const T* wt, T* alpha, T* log_z,
+                                  const long long* starts, const T* __restrict__ wt, T* alpha,
+                                  T* log_z,
                                   T* nll, long long C, T neg_inf) {{
   __shared__ T prev[{CRF_MAX_CLASSES}];
   const long long n = blockIdx.x, j = threadIdx.x, s0 = starts[n], L = starts[n + 1] - s0;
@@ -426,7 +440,7 @@ def crf_nll_backward(x: Any, labels: Any, starts: np.ndarray, weight: Any, alpha
         dx_line = ("dx[row * C + j] += marg - own;" if has_dx else "")
         return f"""
 extern "C" __global__ void {name}(const T* x, const long long* labels,
-                                  const long long* starts, const T* wt, const T* alpha,
+                                  const long long* starts, const T* __restrict__ wt, const T* alpha,
                                   const T* log_z, const T* scale, T* dx, T* parts,
                                   long long C, T neg_inf) {{
   __shared__ T nxt[{CRF_MAX_CLASSES}];
@@ -475,7 +489,7 @@ def crf_viterbi(x: Any, starts: np.ndarray, weight: Any, back: Any, tags: Any) -
 
     def make(name: str) -> str:
         return f"""
-extern "C" __global__ void {name}(const T* x, const long long* starts, const T* wt,
+extern "C" __global__ void {name}(const T* x, const long long* starts, const T* __restrict__ wt,
                                   long long* back, long long* tags, long long C) {{
   __shared__ T prev[{CRF_MAX_CLASSES}];
   const long long n = blockIdx.x, j = threadIdx.x, s0 = starts[n], L = starts[n + 1] - s0;
