@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from sculler import activation as A
+from sculler import backend
 from sculler.core.expression import (
     LayerOutput,
     make_layer,
@@ -231,7 +232,9 @@ class ConvLayer(ImageLayer):
                     in_gemm = shared_bias and conv2d_bias_in_gemm(self.out_geom[1:],
                                                                   self.confs[0]["groups"])
                     cols = self._unfold(0, x, w.shape, bias_row=in_gemm)
-                    conv2d_forward(x, w, *self._args(0), out=y, cols=cols, bias=bias)
+                    work = (self.scratch("prod", (w.shape[0], cols.shape[1]))
+                            if backend.is_gpu_array(x) else None)
+                    conv2d_forward(x, w, *self._args(0), out=y, cols=cols, bias=bias, work=work)
                     continue
                 part = conv2d_forward(x, w, *self._args(i), cols=self._unfold(i, x, w.shape))
             if i == 0:

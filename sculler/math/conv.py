@@ -20,7 +20,7 @@ import numpy as np
 
 from sculler.backend import get_array_module
 from sculler.math import cuda
-from sculler.math.blas import gemm, ones_vector
+from sculler.math.blas import col_sum, gemm, ones_vector
 
 IntPair = int | Sequence[int]
 
@@ -444,6 +444,7 @@ def conv2d_forward(
     output_size: Sequence[int] | None = None,
     cols: Any = None,
     bias: Any = None,
+    work: Any = None,
 ) -> Any:
     """2-D convolution (cross-correlation), one GEMM per group.
 
@@ -461,6 +462,8 @@ def conv2d_forward(
         cols: optional :func:`conv2d_unfold` of ``x`` (then ``x`` is not unfolded again);
             with its ``bias_row`` the GEMM adds ``bias``.
         bias: optional ``F`` values (any shape) added per filter.
+        work: optional ``(F, N*oh*ow)`` buffer for the GEMM's result on the GPU (else one is
+            allocated).
 
     Returns:
         ``(N, F, oh, ow)`` output (``out`` when given).
@@ -489,6 +492,13 @@ def conv2d_forward(
     shape = (n, nf, oh, ow)
     if out is not None and out.shape != shape:
         raise ValueError(f"conv2d_forward: out has shape {out.shape}, expected {shape}")
+    if xp is not np and groups == 1:
+        # one GEMM of the filters with the columns (less their bias row), then one kernel that
+        # writes it in NCHW order with the bias: no [w | b] made a batch, no transposing copy
+        prod = w.reshape(nf, rows).dot(cols[:rows], out=work)
+        out = xp.empty(shape, dtype=prod.dtype) if out is None else out
+        cuda.columns_to_nchw(prod, bias, last, out)
+        return out
     # with the bias row of cols (groups == 1), [w2 | b] @ [cols; 1] adds the bias too
     in_gemm = cols.shape[0] == rows + 1
     if in_gemm:
@@ -662,7 +672,7 @@ def _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols, bia
     nf, cg, kh, kw = w_shape
     n = dy.shape[0]
     k = cg * kh * kw
-    if _per_sample_filter_grad(out_hw, groups):
+    if _per_sample_filter_grad(out_hw, groups) and xp is np:
         # columns ordered (n, p): one GEMM per sample on dy's own NCHW layout, then a sum
         # over the samples (OpenBLAS runs the single (F, N*P) x (N*P, C*kh*kw) product with
         # its huge inner dimension about 3x slower, and dy needs no transposing copy)
@@ -680,6 +690,13 @@ def _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols, bia
                            beta)
     if dy_cols is None:
         dy_cols = _dy_matrix(dy, groups)
+    if (xp is not np and bias_grad is not None and out is not None and out.shape == w_shape
+            and out.flags.c_contiguous):
+        # on the GPU two cuBLAS calls that accumulate: dW = dy (cols less the bias row)^T and
+        # db = dy 1, where the product with the bias row and two adds are three launches
+        gemm(dy_cols[0], cols[:k].T, out.reshape(nf, k), beta)
+        col_sum(dy_cols[0].T, bias_grad, bias_beta)
+        return out
     if bias_grad is not None:  # groups == 1: [cols; 1] @ dy^T, its last row the bias's
         prod = cols @ dy_cols[0].T if cols.shape[0] > nf else (dy_cols[0] @ cols.T).T
         _accumulate(bias_grad.reshape(-1), prod[k], "conv2d_backward_filter", bias_beta)

@@ -212,6 +212,22 @@ def scaling_backward(w: Any, x: Any, dy: Any, dw: Any | None, dx: Any | None) ->
            size=x.shape[0])
 
 
+def columns_to_nchw(prod: Any, bias: Any | None, batch_last: bool, out: Any) -> None:
+    """``out[n, f, p] = prod[f, column of (n, p)] (+ bias[f])``: a convolution's GEMM result
+    ``(F, N*P)`` written in NCHW order with its bias in one launch (a transposing copy and a
+    bias add are two). Columns are ordered ``(p, n)`` with ``batch_last``, else ``(n, p)``."""
+    n, f = out.shape[:2]
+    p = out.size // max(n * f, 1)
+    with_bias = bias is not None
+    kernel = _elementwise(("columns_to_nchw", batch_last, with_bias), lambda: (
+        "raw T prod, int64 F, int64 P, int64 N" + (", raw T b" if with_bias else ""), "T out",
+        "ptrdiff_t p = i % P, f = (i / P) % F, n = i / (P * F);"
+        + ("ptrdiff_t col = p * N + n;" if batch_last else "ptrdiff_t col = n * P + p;")
+        + "out = prod[f * P * N + col]" + (" + b[f];" if with_bias else ";")))
+    args = (_contiguous(prod), f, p, n) + ((_contiguous(bias.reshape(-1)),) if with_bias else ())
+    kernel(*args, out)
+
+
 def segment_sum(x: Any, starts: Any, out: Any) -> None:
     """``out[k] = sum of the rows starts[k] .. starts[k+1] of x`` (2-D; zero for an empty
     segment), one thread per (segment, column), in row order: deterministic, and one upload

@@ -543,3 +543,31 @@ def test_activate_with_and_without_bias(dtype):
             cuda.activate(y, name, None if bias is None else _gpu(bias))
             want = f(x + (0 if bias is None else bias))
             np.testing.assert_allclose(to_numpy(y), want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hw", [(7, 6), (19, 18)])  # outputs of <= 256 and > 256 positions
+def test_conv_forward_and_filter_gradient_with_bias_on_the_gpu(dtype, hw):
+    """One GEMM and one NCHW-writing kernel forward, two accumulating cuBLAS calls for the
+    filter and bias gradients, in both column orders, against the host."""
+    from sculler.math import conv
+
+    rng = np.random.RandomState(10)
+    x = rng.randn(3, 2, *hw).astype(dtype)
+    w, b = rng.randn(4, 2, 3, 3).astype(dtype), rng.randn(4).astype(dtype)
+    cols = conv.conv2d_unfold(x, w.shape, padding=1, bias_row=True)
+    cols_g = conv.conv2d_unfold(_gpu(x), w.shape, padding=1, bias_row=True)
+    want = conv.conv2d_forward(x, w, padding=1, cols=cols, bias=b)
+    _close(conv.conv2d_forward(_gpu(x), _gpu(w), padding=1, cols=cols_g, bias=_gpu(b)), want,
+           dtype)
+    dy = rng.randn(*want.shape).astype(dtype)
+    dw0, db0 = rng.randn(*w.shape).astype(dtype), rng.randn(4).astype(dtype)
+    for beta in (0.0, 1.0):
+        dw, db = dw0.copy(), db0.copy()
+        conv.conv2d_backward_filter(x, dy, w.shape, padding=1, out=dw, beta=beta, cols=cols,
+                                    bias_grad=db, bias_beta=beta)
+        dwg, dbg = _gpu(dw0), _gpu(db0)
+        conv.conv2d_backward_filter(_gpu(x), _gpu(dy), w.shape, padding=1, out=dwg, beta=beta,
+                                    cols=cols_g, bias_grad=dbg, bias_beta=beta)
+        _close(dwg, dw, dtype)
+        _close(dbg, db, dtype)
