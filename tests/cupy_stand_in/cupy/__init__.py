@@ -134,6 +134,17 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             return out[0] if len(out) == 1 else out
         return _device(result)
 
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """A NumPy function called on device arrays (``np.take(a, rows, out=g)``): CuPy runs
+        its own, one launch unless it only reshapes or asks about the arrays (a function
+        NumPy calls inside another, ``concatenate`` in ``stack``, is part of that one)."""
+        if _depth[0]:
+            return super().__array_function__(func, types, args, kwargs)
+        if func not in _NO_LAUNCH:
+            counts["launch"] += 1
+        return _timed(lambda: _device(super(ndarray, self).__array_function__(
+            func, types, args, kwargs)))()
+
     @_timed
     def __getitem__(self, key: Any) -> Any:
         if not _basic(key):
@@ -187,6 +198,12 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     __bool__ = _counted("__bool__", "read")
     __index__ = _counted("__index__", "read")
     del _counted
+
+
+_NO_LAUNCH = {np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims,
+              np.atleast_1d, np.atleast_2d, np.shape, np.ndim, np.size, np.result_type,
+              np.may_share_memory, np.shares_memory, np.broadcast_to, np.iscomplexobj,
+              np.isrealobj}
 
 
 def _same_view(a: ndarray, key: Any, value: Any) -> bool:
