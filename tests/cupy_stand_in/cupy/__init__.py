@@ -134,6 +134,14 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             return out[0] if len(out) == 1 else out
         return _device(result)
 
+    @_timed
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        """A view where NumPy (and CuPy) can make one; else a copy, which CuPy launches."""
+        result = np.ndarray.reshape(self, *shape, **kwargs)
+        if result.size and not np.may_share_memory(result, self):
+            counts["launch"] += 1
+        return result
+
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """A NumPy function called on device arrays (``np.take(a, rows, out=g)``): CuPy runs
         its own, one launch unless it only reshapes or asks about the arrays (a function
@@ -339,11 +347,13 @@ cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device, Event=_Event,
 
 
 _recorded: set[str] = set()
+_RECORD_TO = os.environ.get("CUPY_STAND_IN_KERNELS")
 
 
 def _record(entry: dict) -> None:
-    """Append ``entry`` (a kernel as it was run) to ``$CUPY_STAND_IN_KERNELS``, once."""
-    path = os.environ.get("CUPY_STAND_IN_KERNELS")
+    """Append ``entry`` (a kernel as it was run) to ``$CUPY_STAND_IN_KERNELS`` (as it was when
+    the stand-in was imported), once."""
+    path = _RECORD_TO
     if not path:
         return
     line = json.dumps(entry, sort_keys=True)
