@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sculler import activation as A
+from sculler import backend
 from sculler.core.activation import get_activation
 from sculler.core.expression import (
     LayerOutput,
@@ -30,6 +31,7 @@ from sculler.core.layer import Layer, register_layer
 from sculler.core.parameter import Weight
 from sculler.math import rnn
 from sculler.math.blas import small_gemms
+from sculler.math.segment import gather_rows
 from sculler.math.seq2batch import SequenceBatch
 
 
@@ -79,16 +81,23 @@ class _SequenceRecurrent(Layer):
         self.plan, self.prev = plan, rnn.previous_rows(plan)
         self.seq_rows = np.empty_like(plan.batch_rows)
         self.seq_rows[plan.batch_rows] = np.arange(plan.batch_rows.size)
+        count, rows = width // self.size, plan.batch_rows.size
+        index = [plan.batch_rows, self.seq_rows, self.prev,
+                 (plan.batch_rows[None, :] * count + np.arange(count)[:, None]).reshape(-1),
+                 (np.arange(count)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)]
+        if backend.is_gpu_array(arg.value):  # the batch's gathers index on the device: one copy
+            index = backend.to_gpu_together(index)
+        self.rows = dict(zip(("batch", "seq", "prev", "gate_major", "packed"), index))
         return arg.value, plan
 
     def _to_batch(self, key: str, x):
         """Packed (rows, w) -> a time-major scratch copy."""
-        return np.take(x, self.plan.batch_rows, axis=0, out=self.scratch(key, x.shape))
+        return gather_rows(x, self.rows["batch"], self.scratch(key, x.shape))
 
     def _emit(self, y) -> None:
         """Time-major output (rows, H) -> this layer's packed output, then dropout."""
         out = self.reserve_output(y.shape[0], self.size)
-        np.take(y, self.seq_rows, axis=0, out=out)
+        gather_rows(y, self.rows["seq"], out)
         self.forward_activation()
 
     def _output_grad(self):
@@ -102,8 +111,7 @@ class _SequenceRecurrent(Layer):
         elementwise op several times slower)."""
         rows, hs = x.shape[0], self.size
         gates = self.scratch("gates", (count, rows, hs))
-        order = (self.plan.batch_rows[None, :] * count + np.arange(count)[:, None]).reshape(-1)
-        np.take(x.reshape(-1, hs), order, axis=0, out=gates.reshape(-1, hs))
+        gather_rows(x.reshape(-1, hs), self.rows["gate_major"], gates.reshape(-1, hs))
         return gates
 
     def _gate_input_grad(self, dgates) -> None:
@@ -112,9 +120,8 @@ class _SequenceRecurrent(Layer):
         if in_grad is None:
             return
         count, rows, hs = dgates.shape
-        order = (np.arange(count)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)
-        in_grad += np.take(dgates.reshape(-1, hs), order, axis=0,
-                           out=self.scratch("dx", (count * rows, hs))).reshape(rows, -1)
+        in_grad += gather_rows(dgates.reshape(-1, hs), self.rows["packed"],
+                               self.scratch("dx", (count * rows, hs))).reshape(rows, -1)
 
     def _tmp(self, width: int, extra: int = 0):
         """Flat step scratch: ``width`` values per row of the largest step, plus ``extra``."""
@@ -195,7 +202,7 @@ class LstmLayer(_SequenceRecurrent):
         self._gate_input_grad(dgates)
         weight = self.weights[0]
         dbias = None if self.bias is None else self.bias.w_grad
-        rnn.lstm_param_grads(self.plan, dgates, h, c, self.prev, weight.w_grad, dbias,
+        rnn.lstm_param_grads(self.plan, dgates, h, c, self.rows["prev"], weight.w_grad, dbias,
                              self._prev_scratch(), self.scratch("ptmp", (max(rows, 1) * hs,)),
                              self.scratch("dw", (4, hs, hs)))
         for w in (weight, self.bias):
@@ -278,7 +285,7 @@ class GatedRecurrentLayer(_SequenceRecurrent):
         if self.dw_gate is not None and self.prev.size:
             first = rows - self.prev.size
             gathered = self._prev_scratch()
-            np.take(h, self.prev, axis=0, out=gathered)
+            gather_rows(h, self.rows["prev"], gathered)
             dw = self.scratch("dw", (3, hs, hs))
             with small_gemms(gathered.size * hs):
                 np.matmul(gathered.T, dgates[:2, first:], out=dw[:2])
@@ -320,7 +327,8 @@ class RecurrentLayer(_SequenceRecurrent):
                          self._tmp(self.size, self.size ** 2))
         self._gate_input_grad(dy[None])
         if weight.w_grad is not None:
-            rnn.accumulate_prev_product(y, self.prev, dy, weight.w_grad, self._prev_scratch(),
+            rnn.accumulate_prev_product(y, self.rows["prev"], dy, weight.w_grad,
+                                        self._prev_scratch(),
                                         self.scratch("dw", weight.w.shape))
             weight.parameter.inc_update(callback)
         if self.bias is not None and self.bias.w_grad is not None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sculler.backend import cached_like
 from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, get_layer_class, register_layer
@@ -50,6 +51,7 @@ from sculler.core.recurrent_group import (
 )
 from sculler.layers.group_fusion import fused_cell
 from sculler.math.blas import col_sum
+from sculler.math.segment import gather_rows
 from sculler.math.workspace import clear_together
 
 
@@ -189,7 +191,7 @@ class RecurrentGroupLayer(Layer):
         if arg.value is None:
             return arg.ids[rows], starts
         out = self.scratch(key, (rows.size, arg.value.shape[1]))
-        np.take(arg.value, rows, axis=0, out=out)
+        gather_rows(arg.value, rows, out)
         return out, starts
 
     def forward(self, pass_type: str) -> None:
@@ -207,7 +209,7 @@ class RecurrentGroupLayer(Layer):
             arg, p = self.get_input(link["input"]), self.plans[k]
             if arg.value is not None:
                 buf = self.scratch(f"in{k}", (p.rows.size, arg.value.shape[1]))
-                np.take(arg.value, p.rows, axis=0, out=buf)
+                gather_rows(arg.value, p.rows, buf)
                 links.append((buf, None))
             else:
                 links.append((None, arg.ids[p.rows]))
@@ -297,7 +299,7 @@ class RecurrentGroupLayer(Layer):
             if arg.value is None:
                 return None, arg.ids[rows], starts
             buf = self.scratch("boot_" + m["agent"], (rows.size, size))
-            np.take(arg.value, rows, axis=0, out=buf)
+            gather_rows(arg.value, rows, buf)
             return buf, None, starts
         if m.get("boot_const_id") is not None:
             return None, np.full(n0, int(m["boot_const_id"]), dtype=np.int64), None
@@ -351,7 +353,7 @@ class RecurrentGroupLayer(Layer):
             packed = self.scratch("packed_" + o["name"], (rows.size, width))
             ids, ids_only = None, False
             if self._in_tail(o):  # the tail's rows are time-major already
-                packed[rows] = self.tail_net.layers[o["layer"]].output.value
+                packed[cached_like(rows, packed)] = self.tail_net.layers[o["layer"]].output.value
             else:
                 ids, ids_only = self._gather_frames(o, rows, bounds, packed)
             arg.value = packed
@@ -414,7 +416,7 @@ class RecurrentGroupLayer(Layer):
                 out_grads.append((None, bounds))
                 continue
             g = self.scratch("outgrad_" + o["name"], arg.grad.shape)
-            np.take(arg.grad, rows, axis=0, out=g)
+            gather_rows(arg.grad, rows, g)
             out_grads.append((g, bounds))
         link_grads = []
         for k, link in enumerate(self.links):
@@ -484,11 +486,11 @@ class RecurrentGroupLayer(Layer):
         for k, link in enumerate(self.links):
             dst = self.get_input_grad(link["input"])
             if dst is not None and link_grads[k] is not None:
-                dst[self.plans[k].rows] += link_grads[k]
+                dst[cached_like(self.plans[k].rows, dst)] += link_grads[k]
         for k, s in enumerate(self.batch_statics):
             dst = self.get_input_grad(s["input"])
             if dst is not None and static_acc[k] is not None:
-                dst[self._bufs[f"static{k}_rows"]] += static_acc[k]
+                dst[cached_like(self._bufs[f"static{k}_rows"], dst)] += static_acc[k]
 
     def _backward_tail(self) -> list:
         """Backward through the tail run once over every step (:meth:`_forward_tail`): the
@@ -500,7 +502,7 @@ class RecurrentGroupLayer(Layer):
             if not self._in_tail(o) or arg.grad is None or layer.output.grad is None:
                 continue
             if layer.grad_unwritten:  # taken time-major straight into the layer's gradient
-                np.take(arg.grad, rows, axis=0, out=layer.output.grad)
+                gather_rows(arg.grad, rows, layer.output.grad)
                 layer.grad_unwritten = False
             else:
                 layer.output.grad += arg.grad[rows]
@@ -518,7 +520,7 @@ class RecurrentGroupLayer(Layer):
         if m.get("boot") is not None:
             dst = self.get_input_grad(m["boot"])
             if dst is not None:
-                dst[self._bufs["bootrows_" + m["agent"]]] += g
+                dst[cached_like(self._bufs["bootrows_" + m["agent"]], dst)] += g
         elif m.get("boot_bias"):
             w = self.boot_bias[m["agent"]]
             if w.w_grad is not None:

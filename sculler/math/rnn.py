@@ -25,6 +25,7 @@ from sculler.backend import get_array_module, is_gpu_array
 from sculler.math import cuda, cuda_sequences
 from sculler.math.activation import NAME_ALIASES
 from sculler.math.blas import small_gemms
+from sculler.math.segment import gather_rows
 
 __all__ = [
     "CELL_ACTIVATIONS", "CellActivation", "cell_activation", "lstm_step_forward",
@@ -445,7 +446,7 @@ def accumulate_prev_product(h, prev, dgates, dweight, gathered, dw_tmp) -> None:
     is scratch shaped like ``dweight``."""
     if dweight is None or not prev.size:
         return
-    np.take(h, prev, axis=0, out=gathered)
+    gather_rows(h, prev, gathered)
     with small_gemms(gathered.size * dgates.shape[1]):
         np.matmul(gathered.T, dgates[dgates.shape[0] - prev.size:], out=dw_tmp)
     dweight += dw_tmp
@@ -460,7 +461,7 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
     hs = h.shape[1]
     first = int(plan.step_starts[1]) if plan.num_steps else 0
     if dweight is not None and prev.size:
-        np.take(h, prev, axis=0, out=gathered)
+        gather_rows(h, prev, gathered)
         with small_gemms(gathered.size * hs):  # four (H, m) x (m, H) products
             np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
         dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
@@ -473,7 +474,7 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
     np.multiply(dgates[3], c, out=prod)
     dbias[6 * hs:] += prod.sum(axis=0)
     if prev.size:
-        np.take(c, prev, axis=0, out=gathered)
+        gather_rows(c, prev, gathered)
         prod = tmp[:gathered.size].reshape(gathered.shape)
         for k in (1, 2):
             np.multiply(dgates[k, first:], gathered, out=prod)

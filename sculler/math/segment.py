@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import cached_like, get_array_module
 from sculler.math import cuda
 
 __all__ = [
@@ -109,8 +109,10 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
 
 
 def gather_rows(x, rows, out):
-    """``out = x[rows]`` without a temporary (``rows`` an index array on x's device)."""
-    return get_array_module(out).take(x, rows, axis=0, out=out)
+    """``out = x[rows]`` without a temporary. Host ``rows`` for a device ``x`` go there once
+    per content (:func:`sculler.backend.cached_like`): CuPy would copy them from pageable
+    memory each call, and wait for the GPU to do so."""
+    return get_array_module(out).take(x, cached_like(rows, x), axis=0, out=out)
 
 
 def add_segment_rows(dst, src, segment_of_row, scale, work):

@@ -150,6 +150,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             return super().__array_function__(func, types, args, kwargs)
         if func not in _NO_LAUNCH:
             counts["launch"] += 1
+        _host_arrays_copied(*args, *kwargs.values())
         return _timed(lambda: _device(super(ndarray, self).__array_function__(
             func, types, args, kwargs)))()
 
@@ -157,12 +158,15 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     def __getitem__(self, key: Any) -> Any:
         if not _basic(key):
             counts["launch"] += 1
+            _host_arrays_copied(*(key if isinstance(key, tuple) else (key,)))
         return _device(super().__getitem__(key))
 
     @_timed
     def __setitem__(self, key: Any, value: Any) -> None:
         if not _same_view(self, key, value):  # CuPy skips that copy (``a[:n] += b``'s store)
             counts["launch"] += 1
+        if not _basic(key):
+            _host_arrays_copied(*(key if isinstance(key, tuple) else (key,)))
         if isinstance(value, np.ndarray) and not isinstance(value, ndarray) and value.ndim:
             counts["h2d"] += 1  # CuPy would copy a host array over first
             counts["h2d_bytes"] += value.nbytes
@@ -206,6 +210,16 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     __bool__ = _counted("__bool__", "read")
     __index__ = _counted("__index__", "read")
     del _counted
+
+
+def _host_arrays_copied(*values: Any) -> None:
+    """Count the host arrays among ``values`` (arguments of an operation on device arrays, an
+    index array): CuPy copies each over first, from pageable memory, so the host waits."""
+    for a in values:
+        if isinstance(a, np.ndarray) and not isinstance(a, ndarray) and a.ndim:
+            counts["h2d"] += 1
+            counts["h2d_bytes"] += a.nbytes
+            counts["wait"] += 1
 
 
 _NO_LAUNCH = {np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims,
