@@ -125,6 +125,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
 
     @_timed
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        _no_host_arrays(ufunc.__name__, *inputs, *kwargs.get("out", ()))
         counts["launch"] += 1
         out = kwargs.get("out")
         if out is not None:
@@ -210,6 +211,15 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     __bool__ = _counted("__bool__", "read")
     __index__ = _counted("__index__", "read")
     del _counted
+
+
+def _no_host_arrays(what: str, *values: Any) -> None:
+    """CuPy's TypeError for a host (NumPy) array among a ufunc's or a kernel's arguments: it
+    takes device arrays and scalars only."""
+    for a in values:
+        if isinstance(a, np.ndarray) and not isinstance(a, ndarray) and a.ndim:
+            raise TypeError(f"{what}: Unsupported type {type(a)} (a host array; CuPy takes "
+                            "device arrays and scalars)")
 
 
 def _host_arrays_copied(*values: Any) -> None:
@@ -416,6 +426,7 @@ class ElementwiseKernel:
 
     @_timed
     def __call__(self, *args: Any, size: int | None = None) -> None:
+        _no_host_arrays(self.name, *args)
         if len(args) != len(self.params):
             raise TypeError(f"{self.name}: {len(self.params)} arguments expected, got "
                             f"{len(args)}")
