@@ -255,10 +255,14 @@ class ConvLayer(ImageLayer):
             for i, cf in enumerate(self.confs):
                 if self._direct_used[i]:
                     continue
+                on_gpu = backend.is_gpu_array(dy)
                 needed = conv2d_dy_columns_needed(self.out_geom[1:], cf["groups"],
-                                                  self.input_grad_image(i) is not None)
+                                                  self.input_grad_image(i) is not None, on_gpu)
                 if needed and cf["groups"] not in dy_cols:
-                    dy_cols[cf["groups"]] = conv2d_dy_columns(dy, cf["groups"])
+                    g = cf["groups"]
+                    buf = (self.scratch(f"dycols{g}", (g, dy.shape[1] // g, dy.size // dy.shape[1]))
+                           if on_gpu else None)
+                    dy_cols[g] = conv2d_dy_columns(dy, g, out=buf)
         # a shared bias's gradient comes out of input 0's filter GEMM (the row of ones its
         # kept columns carry, see conv2d_unfold) when that GEMM runs
         bias_beta = None
@@ -306,8 +310,12 @@ class ConvLayer(ImageLayer):
                         gx[...] = 0
                     conv2d_transpose_backward_data(dy, w, x.shape, *self._args(i), out=gx)
                 else:
+                    work = (self.scratch("dcols", (math.prod(shape[1:]) * self.confs[i]["groups"],
+                                                   dy.size // dy.shape[1]))
+                            if backend.is_gpu_array(dy) else None)
                     conv2d_backward_data(dy, w, x.shape, *self._args(i), out=gx, beta=beta,
-                                         dy_cols=dy_cols.get(self.confs[i]["groups"]))
+                                         dy_cols=dy_cols.get(self.confs[i]["groups"]),
+                                         work=work)
             if weight.w_grad is not None:
                 weight.parameter.inc_update(callback)
 

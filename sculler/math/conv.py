@@ -360,16 +360,27 @@ def _per_sample_filter_grad(out_hw, groups: int) -> bool:
     return groups == 1 and not _batch_last(out_hw)
 
 
-def conv2d_dy_columns_needed(out_hw: Sequence[int], groups: int, input_grad: bool) -> bool:
+def conv2d_dy_columns_needed(out_hw: Sequence[int], groups: int, input_grad: bool,
+                             on_gpu: bool = False) -> bool:
     """Whether the backward kernels read :func:`conv2d_dy_columns` for an ``(oh, ow)`` output
-    (the filter gradient of a large ungrouped output multiplies ``dy`` as it is)."""
-    return input_grad or not _per_sample_filter_grad(tuple(out_hw), groups)
+    (on the host, the filter gradient of a large ungrouped output multiplies ``dy`` as it
+    is)."""
+    return input_grad or on_gpu or not _per_sample_filter_grad(tuple(out_hw), groups)
 
 
-def conv2d_dy_columns(dy: Any, groups: int = 1) -> Any:
+def conv2d_dy_columns(dy: Any, groups: int = 1, out: Any = None) -> Any:
     """``dy`` as ``(groups, F/groups, N*oh*ow)`` in the column order of
-    :func:`conv2d_unfold`; computed once, it serves both backward kernels (``dy_cols=``)."""
-    return _dy_matrix(dy, groups)
+    :func:`conv2d_unfold`; computed once, it serves both backward kernels (``dy_cols=``).
+    ``out``: an optional C-contiguous buffer of that shape, written (else one is allocated)."""
+    if out is None:
+        return _dy_matrix(dy, groups)
+    axes = (1, 2, 3, 0) if _batch_last(dy.shape[2:]) else (1, 0, 2, 3)
+    shape = (groups, dy.shape[1] // groups, dy.size // dy.shape[1])
+    if out.shape != shape or not out.flags.c_contiguous:
+        raise ValueError(f"conv2d_dy_columns: out has shape {out.shape}, expected a "
+                         f"C-contiguous {shape}")
+    out.reshape(tuple(dy.shape[a] for a in axes))[...] = dy.transpose(axes)
+    return out
 
 
 def _check_cols(cols, rows: int, columns: int, name: str) -> None:
@@ -559,6 +570,7 @@ def conv2d_backward_data(
     out: Any = None,
     beta: float = 1.0,
     dy_cols: Any = None,
+    work: Any = None,
 ) -> Any:
     """Gradient of :func:`conv2d_forward` with respect to its input.
 
@@ -573,6 +585,8 @@ def conv2d_backward_data(
             input feeding several layers sums their gradients.
         beta: ``out = dx + beta * out``: 1 adds (the default), 0 overwrites.
         dy_cols: optional :func:`conv2d_dy_columns` of ``dy``.
+        work: optional ``(C*kh*kw, N*oh*ow)`` buffer for the GEMM's result on the GPU
+            (ungrouped; else one is allocated).
 
     Returns:
         ``dx`` (``out`` when given).
@@ -590,7 +604,11 @@ def conv2d_backward_data(
     if xp is np and batch_last:
         dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
     else:  # one GEMM, then the fold (on the GPU one gathering kernel, no per-tap adds)
-        dcols = _grouped_gemm(xp, w2, dy_cols, True, False).reshape(groups * cg * kh * kw, -1)
+        if xp is not np and groups == 1:
+            dcols = w2[0].T.dot(dy_cols[0], out=work)
+        else:
+            dcols = _grouped_gemm(xp, w2, dy_cols, True, False).reshape(groups * cg * kh * kw,
+                                                                        -1)
         if xp is np:
             dx = col2im(dcols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
         elif (out is not None and out.shape == x_shape and out.flags.c_contiguous

@@ -571,3 +571,13 @@ def test_conv_forward_and_filter_gradient_with_bias_on_the_gpu(dtype, hw):
                                     cols=cols_g, bias_grad=dbg, bias_beta=beta)
         _close(dwg, dw, dtype)
         _close(dbg, db, dtype)
+    # the input gradient from dy columns and a GEMM written into the caller's buffers
+    dy_cols_g = conv.conv2d_dy_columns(_gpu(dy), 1, out=_gpu(np.empty((1, 4, cols.shape[1]),
+                                                                      dtype)))
+    _close(dy_cols_g, conv.conv2d_dy_columns(dy, 1), dtype)
+    dx0 = rng.randn(*x.shape).astype(dtype)
+    dx = conv.conv2d_backward_data(dy, w, x.shape, padding=1, out=dx0.copy())
+    dxg = conv.conv2d_backward_data(_gpu(dy), _gpu(w), x.shape, padding=1, out=_gpu(dx0),
+                                    dy_cols=dy_cols_g,
+                                    work=_gpu(np.empty((18, cols.shape[1]), dtype)))
+    _close(dxg, dx, dtype)
