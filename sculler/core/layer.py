@@ -411,14 +411,19 @@ class Layer:
 
     def add_bias_and_activate(self) -> None:
         """:meth:`add_bias` then :meth:`forward_activation`: on the GPU one kernel when the
-        activation is elementwise (``cuda.ACTIVATIONS``) and nothing needs the values before
-        it."""
+        activation is elementwise (``cuda.ACTIVATIONS``) or a narrow row softmax and nothing
+        needs the values before it."""
         value, act = self.output.value, self.activation
-        if (self.bias is not None and act.name in cuda.ACTIVATIONS and not act.needs_input
-                and not self.keep_preact and backend.is_gpu_array(value) and value.ndim == 2):
-            cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
-            self.forward_activation(applied=True)
-            return
+        if (self.bias is not None and not act.needs_input and not self.keep_preact
+                and backend.is_gpu_array(value) and value.ndim == 2):
+            if act.name in cuda.ACTIVATIONS:
+                cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
+                self.forward_activation(applied=True)
+                return
+            if act.name == "softmax" and value.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH:
+                cuda.softmax_rows(value, value, self.bias.w)
+                self.forward_activation(applied=True)
+                return
         self.add_bias()
         self.forward_activation()
 

@@ -31,7 +31,7 @@ from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.recurrent import GatedRecurrentLayer
 from sculler.math import rnn
-from sculler.math.blas import col_sum
+from sculler.math.blas import col_sum, gemm
 
 
 def _cell_act(layer_name: str, what: str, name: str | None, default: str):
@@ -124,8 +124,9 @@ class GruStepLayer(_StepLayer):
                               self.scratch("tmp", (2 * n * h,)))
         if w.w_grad is not None:
             dw_gate, dw_cand = self._split(w.w_grad)
-            dw_cand += self.scratch("reset_h", (n, h)).T @ dg[:, 2 * h:]
-            dw_gate += h_prev.T @ dg[:, : 2 * h]
+            gemm(self.scratch("reset_h", (n, h)).T, dg[:, 2 * h:], dw_cand, 1.0,
+                 self.scratch("dw_cand", dw_cand.shape))
+            gemm(h_prev.T, dg[:, : 2 * h], dw_gate, 1.0, self.scratch("dw_gate", dw_gate.shape))
         dx = self.get_input_grad(0)
         if dx is not None:
             dx += dg

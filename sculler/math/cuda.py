@@ -175,18 +175,21 @@ def tanh_grad(y: Any, dy: Any) -> None:
     kernel(y, dy)
 
 
-def softmax_rows(x: Any, out: Any) -> Any:
-    """Row-wise softmax of a 2-D ``x`` into ``out`` (which may be ``x``), one thread a row:
-    one launch where the max, shift, exp, sum and division would be five."""
-    kernel = _elementwise(("softmax_rows",), lambda: (
-        "raw T x, int64 w", "raw T y",
-        "ptrdiff_t at = i * w;"
-        "T m = x[at];"
-        "for (ptrdiff_t j = 1; j < w; ++j) m = max(m, (T)x[at + j]);"
+def softmax_rows(x: Any, out: Any, bias: Any | None = None) -> Any:
+    """Row-wise softmax of a 2-D ``x`` (plus the ``(w,)`` row ``bias``) into ``out`` (which
+    may be ``x``), one thread a row: one launch where the bias add, max, shift, exp, sum and
+    division would be six."""
+    add = " + b[j]" if bias is not None else ""
+    kernel = _elementwise(("softmax_rows", bias is not None), lambda: (
+        "raw T x, int64 w" + (", raw T b" if bias is not None else ""), "raw T y",
+        "ptrdiff_t at = i * w; ptrdiff_t j = 0;"
+        f"T m = x[at]{add};"
+        f"for (j = 1; j < w; ++j) m = max(m, (T)(x[at + j]{add}));"
         "T s = 0;"
-        "for (ptrdiff_t j = 0; j < w; ++j) { T e = exp((T)x[at + j] - m); y[at + j] = e; s += e; }"
-        "for (ptrdiff_t j = 0; j < w; ++j) y[at + j] /= s;"))
-    kernel(x, x.shape[1], out, size=x.shape[0])
+        f"for (j = 0; j < w; ++j) {{ T e = exp((T)(x[at + j]{add}) - m); y[at + j] = e; s += e; }}"
+        "for (j = 0; j < w; ++j) y[at + j] /= s;"))
+    args = (x, x.shape[1]) + ((_contiguous(bias.reshape(-1)),) if bias is not None else ())
+    kernel(*args, out, size=x.shape[0])
     return out
 
 

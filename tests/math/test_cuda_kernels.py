@@ -138,6 +138,12 @@ def test_relu_grad_and_row_softmax(dtype):
     _close(xg, x, dtype)
     activation.softmax(xg, out=xg)
     _close(xg, want, dtype)
+    b = rng.randn(9).astype(dtype)  # with a bias row added first, in place
+    want = np.exp(x + b - (x + b).max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    xg = _gpu(x)
+    cuda.softmax_rows(xg, xg, _gpu(b))
+    _close(xg, want, dtype)
 
 
 def test_trainer_packs_gpu_parameters_into_one_buffer():
