@@ -128,6 +128,20 @@ def writable_grad(layer: Layer):
     return layer.output.grad
 
 
+def add_to_grad(layer: Layer, value) -> None:
+    """``layer``'s output gradient ``+= value`` from outside the frame; a buffer the first-write
+    protocol left uncleared (nobody has written it yet) takes ``value`` instead, in one pass
+    rather than a clearing and an add."""
+    grad = layer.output.grad
+    if grad is None:
+        return
+    if layer.grad_unwritten:
+        grad[...] = value
+        layer.grad_unwritten = False
+    else:
+        grad += value
+
+
 def sequence_rows(seq_starts, samples) -> tuple[np.ndarray, np.ndarray]:
     """(packed rows of the sequences ``samples``, in that order; their new seq_starts)."""
     seq = np.asarray(seq_starts, dtype=np.int64)

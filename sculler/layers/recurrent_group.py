@@ -44,6 +44,7 @@ from sculler.core.parameter import Weight
 from sculler.core.recurrent_group import (
     GroupPlan,
     StepNetwork,
+    add_to_grad,
     sequence_rows,
     shared_parameters,
     split_tail,
@@ -444,14 +445,10 @@ class RecurrentGroupLayer(Layer):
             for o, (g, bounds) in zip(self.out_links, out_grads):
                 if g is None or self._in_tail(o):
                     continue
-                dst = writable_grad(net.layers[o["layer"]])
-                if dst is not None:
-                    a, b = bounds[t]
-                    dst += g[a:b]
+                a, b = bounds[t]
+                add_to_grad(net.layers[o["layer"]], g[a:b])
             for f, g in frontier_grads:
-                dst = writable_grad(net.layers[f])
-                if dst is not None:
-                    dst += g[steps[t]:steps[t + 1]]
+                add_to_grad(net.layers[f], g[steps[t]:steps[t + 1]])
             for k, link in enumerate(self.links):
                 if link_grads[k] is not None:
                     _, a, b, _ = self.plans[k].frames[t]
