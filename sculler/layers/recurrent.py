@@ -67,8 +67,9 @@ class _SequenceRecurrent(Layer):
         self.activation = get_activation("linear")  # act runs inside the cell
         self.reverse = bool(self.attr("reversed", False))
         self.plan: SequenceBatch | None = None
-        self.prev: np.ndarray | None = None
-        self.seq_rows: np.ndarray | None = None
+        # the batch's gather rows (on the input's device): time-major rows ("batch"), packed
+        # rows ("seq"), each row's previous step ("prev"), and the gate-major orders
+        self.rows: dict[str, Any] = {}
 
     def _plan(self, width: int) -> tuple[np.ndarray, SequenceBatch]:
         arg = self.get_input(0)
@@ -78,13 +79,13 @@ class _SequenceRecurrent(Layer):
                              f"{arg.describe()}")
         self.check_input_width(0, width)
         plan = SequenceBatch(arg.seq_starts, reverse=self.reverse)
-        self.plan, self.prev = plan, rnn.previous_rows(plan)
-        self.seq_rows = np.empty_like(plan.batch_rows)
-        self.seq_rows[plan.batch_rows] = np.arange(plan.batch_rows.size)
+        self.plan = plan
+        seq_rows = np.empty_like(plan.batch_rows)
+        seq_rows[plan.batch_rows] = np.arange(plan.batch_rows.size)
         count, rows = width // self.size, plan.batch_rows.size
-        index = [plan.batch_rows, self.seq_rows, self.prev,
+        index = [plan.batch_rows, seq_rows, rnn.previous_rows(plan),
                  (plan.batch_rows[None, :] * count + np.arange(count)[:, None]).reshape(-1),
-                 (np.arange(count)[None, :] * rows + self.seq_rows[:, None]).reshape(-1)]
+                 (np.arange(count)[None, :] * rows + seq_rows[:, None]).reshape(-1)]
         if backend.is_gpu_array(arg.value):  # the batch's gathers index on the device: one copy
             index = backend.to_gpu_together(index)
         self.rows = dict(zip(("batch", "seq", "prev", "gate_major", "packed"), index))
@@ -129,7 +130,7 @@ class _SequenceRecurrent(Layer):
         return self.scratch("tmp", (max(n * width, 1) + extra,))
 
     def _prev_scratch(self):
-        return self.scratch("gathered", (self.prev.size, self.size))
+        return self.scratch("gathered", (self.rows["prev"].size, self.size))
 
 
 @register_layer("lstmemory")
@@ -282,8 +283,8 @@ class GatedRecurrentLayer(_SequenceRecurrent):
         rnn.gru_backward(self.plan, gates, h, self.w_gate, self.w_cand, dh, dgates, self.acts,
                          self._tmp(2 * hs, 3 * hs * hs))
         self._gate_input_grad(dgates)
-        if self.dw_gate is not None and self.prev.size:
-            first = rows - self.prev.size
+        if self.dw_gate is not None and self.rows["prev"].size:
+            first = rows - self.rows["prev"].size
             gathered = self._prev_scratch()
             gather_rows(h, self.rows["prev"], gathered)
             dw = self.scratch("dw", (3, hs, hs))
