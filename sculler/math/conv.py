@@ -372,15 +372,7 @@ def conv2d_dy_columns(dy: Any, groups: int = 1, out: Any = None) -> Any:
     """``dy`` as ``(groups, F/groups, N*oh*ow)`` in the column order of
     :func:`conv2d_unfold`; computed once, it serves both backward kernels (``dy_cols=``).
     ``out``: an optional C-contiguous buffer of that shape, written (else one is allocated)."""
-    if out is None:
-        return _dy_matrix(dy, groups)
-    axes = (1, 2, 3, 0) if _batch_last(dy.shape[2:]) else (1, 0, 2, 3)
-    shape = (groups, dy.shape[1] // groups, dy.size // dy.shape[1])
-    if out.shape != shape or not out.flags.c_contiguous:
-        raise ValueError(f"conv2d_dy_columns: out has shape {out.shape}, expected a "
-                         f"C-contiguous {shape}")
-    out.reshape(tuple(dy.shape[a] for a in axes))[...] = dy.transpose(axes)
-    return out
+    return _dy_matrix(dy, groups, out)
 
 
 def _check_cols(cols, rows: int, columns: int, name: str) -> None:
@@ -552,11 +544,19 @@ def _grouped_gemm(xp, a, b, trans_a: bool, trans_b: bool):
     return outs[0][None] if len(outs) == 1 else xp.stack(outs)
 
 
-def _dy_matrix(dy, groups: int):
-    """``dy`` as ``(groups, F/groups, columns)`` in the column order of the unfolding."""
+def _dy_matrix(dy, groups: int, out=None):
+    """``dy`` as ``(groups, F/groups, columns)`` in the column order of the unfolding (written
+    into the C-contiguous ``out`` of that shape when given)."""
     nf = dy.shape[1]
     axes = (1, 2, 3, 0) if _batch_last(dy.shape[2:]) else (1, 0, 2, 3)
-    return dy.transpose(axes).reshape(groups, nf // groups, -1)
+    if out is None:
+        return dy.transpose(axes).reshape(groups, nf // groups, -1)
+    shape = (groups, nf // groups, dy.size // nf)
+    if out.shape != shape or not out.flags.c_contiguous:
+        raise ValueError(f"conv2d_dy_columns: out has shape {out.shape}, expected a "
+                         f"C-contiguous {shape}")
+    out.reshape(tuple(dy.shape[a] for a in axes))[...] = dy.transpose(axes)
+    return out
 
 
 def conv2d_backward_data(
