@@ -53,7 +53,7 @@ from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
 from sculler.math.blas import gemm
 from sculler.math.segment import shifted_add
-from sculler.math.sparse import add_rows
+from sculler.math.sparse import add_rows, csr_matmul, csr_t_matmul_rows
 
 
 def _proj_width(kind: str, attrs: dict, in_size: int) -> int:
@@ -251,38 +251,46 @@ class MixedLayer(ConvTerms, Layer):
             g += value
 
     def _fwd_full_matrix(self, i, out):
-        if self.get_input(i).is_sparse:
-            out += self._in(i) @ self.weights[i].w
-        else:
-            gemm(self._in(i), self.weights[i].w, out, 1.0)
+        self._add_product(i, out, self.weights[i].w)
 
     def _bwd_full_matrix(self, i, dy):
-        w = self.weights[i]
-        if w.w_grad is not None:
-            if self.get_input(i).is_sparse:
-                w.w_grad += self._in(i).T @ dy
-            else:
-                gemm(self._in(i).T, dy, w.w_grad, 1.0)
-        g = self.get_input_grad(i)
-        if g is not None:
-            gemm(dy, w.w.T, g, 1.0)
+        self._product_grads(i, dy, transposed=False)
 
     def _fwd_trans_full_matrix(self, i, out):
-        if self.get_input(i).is_sparse:
-            out += self._in(i) @ self.weights[i].w.T
-        else:
-            gemm(self._in(i), self.weights[i].w.T, out, 1.0)
+        self._add_product(i, out, self.weights[i].w.T)
 
     def _bwd_trans_full_matrix(self, i, dy):
+        self._product_grads(i, dy, transposed=True)
+
+    def _add_product(self, i: int, out, w) -> None:
+        """``out += x_i w``; a sparse ``x_i`` through its CSR product (as the fc layer)."""
+        if self.get_input(i).is_sparse:
+            csr_matmul(self._in(i), w, out, 1.0)
+        else:
+            gemm(self._in(i), w, out, 1.0)
+
+    def _product_grads(self, i: int, dy, transposed: bool) -> None:
+        """Gradients of ``out += x_i W`` (``W^T`` when ``transposed``): ``dW += x^T dy`` (its
+        transpose) and ``dx += dy W^T`` (``dy W``). A sparse ``x`` (data, no gradient) touches
+        only the rows of ``W`` its columns name (of ``W^T`` when transposed), which a
+        non-transposed weight records for a sparse row update."""
         w = self.weights[i]
+        x = self._in(i)
         if w.w_grad is not None:
             if self.get_input(i).is_sparse:
-                w.w_grad += dy.T @ self._in(i)
+                rows, grad_rows = csr_t_matmul_rows(x, dy)
+                if transposed:
+                    w.w_grad[:, rows] += grad_rows.T
+                else:
+                    w.w_grad[rows] += grad_rows
+                    w.parameter.touched_rows.append(rows)
+            elif transposed:
+                gemm(dy.T, x, w.w_grad, 1.0)
             else:
-                gemm(dy.T, self._in(i), w.w_grad, 1.0)
+                gemm(x.T, dy, w.w_grad, 1.0)
         g = self.get_input_grad(i)
         if g is not None:
-            gemm(dy, w.w, g, 1.0)
+            gemm(dy, w.w if transposed else w.w.T, g, 1.0)
 
     def _fwd_table(self, i, out):
         ids = self.get_input(i).ids

@@ -251,6 +251,13 @@ MIXED = [
          INPUT_DATA(5, attrs=proj("full_matrix"))]),
     Row("mixed", dict(size=3), [INPUT_DATA(6, attrs=proj("identity", offset=2)),
                                 INPUT_DATA(2, attrs=proj("full_matrix"))]),
+    Row("mixed", dict(size=4, bias=True),  # sparse inputs through their CSR products
+        [INPUT_SPARSE_NON_VALUE_DATA(30, attrs=proj("full_matrix")),
+         INPUT_SPARSE_FLOAT_VALUE_DATA(20, attrs=proj("trans_full_matrix")),
+         INPUT_DATA(3, attrs=proj("full_matrix"))]),
+    Row("mixed", dict(size=4),
+        [INPUT_SPARSE_FLOAT_VALUE_DATA(30, attrs=proj("full_matrix"),
+                                       param={"sparse_update": True})]),
     Row("mixed", dict(bias=True), [INPUT_DATA(5, attrs=proj("dotmul"))]),
     Row("mixed", dict(), [INPUT_HASSUB_SEQUENCE_DATA(5, attrs=proj("scaling"))]),
     Row("mixed", dict(), [INPUT_SEQUENCE_DATA(3, attrs=proj("context", context_len=3,
