@@ -414,18 +414,16 @@ class Layer:
         activation is elementwise (``cuda.ACTIVATIONS``) or a narrow row softmax and nothing
         needs the values before it."""
         value, act = self.output.value, self.activation
-        if (self.bias is not None and not act.needs_input and not self.keep_preact
-                and backend.is_gpu_array(value) and value.ndim == 2):
-            if act.name in cuda.ACTIVATIONS:
-                cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
-                self.forward_activation(applied=True)
-                return
-            if act.name == "softmax" and value.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH:
-                cuda.softmax_rows(value, value, self.bias.w)
-                self.forward_activation(applied=True)
-                return
-        self.add_bias()
-        self.forward_activation()
+        fused = (self.bias is not None and not act.needs_input and not self.keep_preact
+                 and backend.is_gpu_array(value) and value.ndim == 2)
+        if fused and act.name in cuda.ACTIVATIONS:
+            cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
+        elif fused and act.name == "softmax" and value.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH:
+            cuda.softmax_rows(value, value, self.bias.w)
+        else:
+            self.add_bias()
+            fused = False
+        self.forward_activation(applied=fused)
 
     def backward_bias(self, callback: UpdateCallback | None) -> None:
         """``db += sum over the batch of dy`` for that bias, then its ``inc_update``."""

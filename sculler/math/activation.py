@@ -227,7 +227,7 @@ def _work(like):
 def sigmoid_grad_(y, dy) -> None:
     """``dy <- dy * y * (1 - y)`` in place (same operation order as :func:`sigmoid_grad`)."""
     if is_gpu_array(y):
-        cuda.sigmoid_grad(y, dy)
+        cuda.activation_grad("sigmoid", y, dy)
         return
     dy *= y
     t = _work(y)
@@ -238,7 +238,7 @@ def sigmoid_grad_(y, dy) -> None:
 def tanh_grad_(y, dy) -> None:
     """``dy <- dy * (1 - y*y)`` in place."""
     if is_gpu_array(y):
-        cuda.tanh_grad(y, dy)
+        cuda.activation_grad("tanh", y, dy)
         return
     xp = get_array_module(y)
     t = _work(y)
@@ -250,7 +250,7 @@ def tanh_grad_(y, dy) -> None:
 def relu_grad_(y, dy) -> None:
     """``dy <- dy * (y > 0)`` in place."""
     if is_gpu_array(y):
-        cuda.relu_grad(y, dy)
+        cuda.activation_grad("relu", y, dy)
         return
     xp = get_array_module(y)
     mask = _work(y)

@@ -133,13 +133,6 @@ def zero_together(arrays: list) -> None:
         kernel((blocks,), (threads,), tuple(v for lane in group for v in lane))
 
 
-def relu_grad(y: Any, dy: Any) -> None:
-    """``dy <- dy * (y > 0)`` in place."""
-    kernel = _elementwise(("relu_grad",), lambda: (
-        "T y", "T dy", "if (!(y > (T)0)) dy = (T)0;"))
-    kernel(y, dy)
-
-
 # y = f(v) of the elementwise activations a kernel applies itself, in the operation order of
 # sculler.math.activation (relu keeps a NaN, as maximum does)
 ACTIVATIONS = {"linear": "v", "tanh": "tanh(v)", "sigmoid": "(tanh(v * (T)0.5) + (T)1) * (T)0.5",
@@ -160,18 +153,18 @@ def activate(y: Any, name: str, bias: Any | None = None) -> None:
         kernel(y)
 
 
-def sigmoid_grad(y: Any, dy: Any) -> None:
-    """``dy <- dy * y * (1 - y)`` in place: one launch where the host form takes three and a
+# dy <- dL/dv from the output y of those activations, in the operation order of
+# sculler.math.activation's in-place gradients
+ACTIVATION_GRADS = {"relu": "if (!(y > (T)0)) dy = (T)0;", "sigmoid": "dy = dy * y * ((T)1 - y);",
+                    "tanh": "dy = dy * ((T)1 - y * y);"}
+
+
+def activation_grad(name: str, y: Any, dy: Any) -> None:
+    """``dy`` (dL/dy) replaced by dL/dv in place for one of ``ACTIVATION_GRADS``, from the
+    activation's output ``y``: one launch where the host forms take up to three and a
     temporary."""
-    kernel = _elementwise(("sigmoid_grad",), lambda: (
-        "T y", "T dy", "dy = dy * y * ((T)1 - y);"))
-    kernel(y, dy)
-
-
-def tanh_grad(y: Any, dy: Any) -> None:
-    """``dy <- dy * (1 - y * y)`` in place, in one launch."""
-    kernel = _elementwise(("tanh_grad",), lambda: (
-        "T y", "T dy", "dy = dy * ((T)1 - y * y);"))
+    kernel = _elementwise(("activation_grad", name),
+                          lambda: ("T y", "T dy", ACTIVATION_GRADS[name]))
     kernel(y, dy)
 
 
