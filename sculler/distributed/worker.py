@@ -48,6 +48,14 @@ def sparse_inputs(config: ModelConfig, sparse: list[str]) -> dict[str, str]:
                     f"distributed sparse table {ic.input_parameter_name!r}: layer {lc.name!r} "
                     f"reads it with input {src.name!r} of type {src.type!r}; only data layers "
                     "(ids or sparse vectors) can feed a sparse table remotely")
+            if src.attrs.get("kind") not in ("ids", "sparse_binary", "sparse_float") or \
+                    ic.attrs.get("proj") == "trans_full_matrix":
+                raise NotImplementedError(
+                    f"distributed sparse table {ic.input_parameter_name!r}: layer {lc.name!r} "
+                    f"reads it from data layer {src.name!r} (kind "
+                    f"{src.attrs.get('kind')!r}, projection {ic.attrs.get('proj')!r}); only "
+                    "ids, or a sparse vector whose columns name the table's rows, can fetch "
+                    "the rows a batch touches")
             if fed.setdefault(src.name, ic.input_parameter_name) != ic.input_parameter_name:
                 raise NotImplementedError(f"data layer {src.name!r} feeds two sparse tables; "
                                           "distributed training supports one per data layer")

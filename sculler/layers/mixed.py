@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from sculler.attr import ParameterAttribute
-from sculler.backend import get_array_module
+from sculler.backend import get_array_module, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     Projection,
@@ -413,12 +413,19 @@ class MixedLayer(ConvTerms, Layer):
     def _bwd_operand(self, i, dy):
         """Handled by the operator at input i-1."""
 
-    def prefetch(self):
+    def prefetch(self) -> dict[str, np.ndarray]:
+        """Rows of remotely updated tables the batch reads: a table projection's ids, and the
+        columns a sparse input of a full-matrix projection names (as the fc layer)."""
         rows = {}
         for i, kind in enumerate(self.kinds):
             w = self.weights[i]
-            if kind == "table" and w.parameter.config.sparse_remote_update:
-                rows[w.parameter.name] = get_array_module(w.w).unique(self.get_input(i).ids)
+            if w is None or not w.parameter.config.sparse_remote_update:
+                continue
+            arg = self.get_input(i)
+            if kind == "table":
+                rows[w.parameter.name] = np.unique(arg.host_ids())
+            elif kind == "full_matrix" and arg.is_sparse:
+                rows[w.parameter.name] = np.unique(to_numpy(arg.value.indices))
         return rows
 
 

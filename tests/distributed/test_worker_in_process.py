@@ -19,14 +19,22 @@ def in_process(monkeypatch):
     monkeypatch.setattr(W, "call_all", lambda calls, timeout_s: [m(*a) for _, m, a in calls])
 
 
-def _model():
+def _model(first: str = "fc"):
+    """A sparse input into a sparse table, read by an fc layer or by a mixed layer's
+    full-matrix projection, then an fc softmax."""
     paddle.layer.reset_names()
     paddle.init(seed=7)
     words = paddle.layer.data(name="words",
                               type=paddle.data_type.sparse_binary_vector(1000))
     label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(3))
-    h = paddle.layer.fc(input=words, size=8, act=paddle.activation.Tanh(),
-                        param_attr=paddle.attr.Param(sparse_update=True))
+    table = paddle.attr.Param(sparse_update=True)
+    if first == "fc":
+        h = paddle.layer.fc(input=words, size=8, act=paddle.activation.Tanh(),
+                            param_attr=table)
+    else:
+        h = paddle.layer.mixed(
+            input=paddle.layer.full_matrix_projection(input=words, size=8, param_attr=table),
+            size=8, act=paddle.activation.Tanh(), bias_attr=True)
     pred = paddle.layer.fc(input=h, size=3, act=paddle.activation.Softmax())
     return paddle.layer.classification_cost(input=pred, label=label)
 
@@ -35,8 +43,9 @@ def _optimizer():
     return paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9)
 
 
-def test_sync_steps_over_a_sparse_fc_equal_local_training(in_process):
-    cost = _model()
+@pytest.mark.parametrize("first", ["fc", "mixed"])
+def test_sync_steps_over_a_sparse_table_equal_local_training(in_process, first):
+    cost = _model(first)
     topo = Topology(cost)
     params = paddle.parameters.create(cost)
     start = {n: params.get(n) for n in params.names()}
@@ -96,4 +105,24 @@ def test_a_data_layer_feeding_a_sparse_table_and_another_layer_is_refused():
     mc = Topology(out).proto()
     sparse = [pc.name for pc in mc.parameters if pc.sparse_update]
     with pytest.raises(NotImplementedError, match="feeds sparse table"):
+        W.sparse_inputs(mc, sparse)
+
+
+@pytest.mark.parametrize("how", ["dense", "transposed"])
+def test_a_sparse_table_whose_rows_a_batch_cannot_name_is_refused(how):
+    """A dense input touches every row, and a sparse input of a transposed projection names
+    columns of the table: neither can fetch only the rows a batch needs."""
+    paddle.layer.reset_names()
+    kind = (paddle.data_type.dense_vector(20) if how == "dense"
+            else paddle.data_type.sparse_binary_vector(20))
+    x = paddle.layer.data(name="x", type=kind)
+    table = paddle.attr.Param(sparse_update=True)
+    if how == "dense":
+        h = paddle.layer.fc(input=x, size=4, param_attr=table)
+    else:
+        h = paddle.layer.mixed(input=paddle.layer.trans_full_matrix_projection(
+            input=x, size=4, param_attr=table), size=4)
+    mc = Topology(h).proto()
+    sparse = [pc.name for pc in mc.parameters if pc.sparse_update]
+    with pytest.raises(NotImplementedError, match="only ids, or a sparse vector"):
         W.sparse_inputs(mc, sparse)
