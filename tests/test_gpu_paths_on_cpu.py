@@ -68,6 +68,27 @@ def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     assert out[1] != out[0]
 
 
+def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
+    """CuPy packs a RawKernel's scalar argument by the scalar's own dtype, so an int64 given
+    for an ``int`` parameter shifts every argument after it on a GPU; the stand-in raises."""
+    code = (
+        "import numpy as np, cupy\n"
+        "src = 'extern \"C\" __global__ void r(float* a, int n) { a[threadIdx.x] += n; }'\n"
+        "x = cupy.asarray(np.zeros(4, np.float32)); k = cupy.RawKernel(src, 'r')\n"
+        "k((1,), (4,), (x, np.int32(2)))\n"
+        "print(x.get().tolist())\n"
+        "for n in (np.int64(2), np.uint32(2), 2):\n"
+        "    try:\n"
+        "        k((1,), (4,), (x, n))\n"
+        "    except TypeError as e:\n"
+        "        print(e)\n")
+    out = _run_on_stand_in(code, tmp_path)
+    assert out[0] == "[2.0, 2.0, 2.0, 2.0]"
+    assert out[1:] == ["r: n is declared int, got a NumPy int64",
+                       "r: n is declared int, got a NumPy uint32",
+                       "r: pass n as a NumPy scalar of its C type (int), got int"]
+
+
 def test_the_stand_in_records_each_kernel_it_runs_for_the_nvrtc_check(tmp_path):
     """With CUPY_STAND_IN_KERNELS set, each distinct kernel run is written down once, with
     what bench/nvrtc_check.py needs to compile it as CuPy would; the source it generates for

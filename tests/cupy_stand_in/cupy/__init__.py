@@ -512,6 +512,8 @@ _C_SCALARS = {"unsigned long long": ctypes.c_ulonglong, "long long": ctypes.c_lo
               "long long int": ctypes.c_longlong,
               "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,
               "double": ctypes.c_double, "bool": ctypes.c_bool}
+_C_SCALAR_KINDS = {"unsigned long long": "u", "long long": "i", "long long int": "i", "int": "i",
+                   "unsigned int": "u", "float": "f", "double": "f", "bool": "b"}
 
 
 class RawKernel:
@@ -555,8 +557,15 @@ class RawKernel:
                 if not isinstance(a, np.generic):
                     raise TypeError(f"{self.name}: pass {pname} as a NumPy scalar of its C "
                                     f"type ({type_}), got {type(a).__name__}")
+                c_scalar = _C_SCALARS[type_]
+                if a.dtype.itemsize != ctypes.sizeof(c_scalar) or \
+                        a.dtype.kind != _C_SCALAR_KINDS[type_]:
+                    # CuPy packs a scalar by its own dtype, not the parameter's: a mismatch
+                    # shifts every later argument
+                    raise TypeError(f"{self.name}: {pname} is declared {type_}, got a NumPy "
+                                    f"{a.dtype}")
                 declared.append(f"{type_} {pname}")
-                values.append(_C_SCALARS[type_](a.item()))
+                values.append(c_scalar(a.item()))
         names = ", ".join(p[2] for p in self.params)
         head = (f'extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block, '
                 f'{", ".join(declared)}) {{\n'
