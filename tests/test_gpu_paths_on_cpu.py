@@ -89,6 +89,41 @@ def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
                        "r: pass n as a NumPy scalar of its C type (int), got int"]
 
 
+def test_the_stand_in_refuses_what_cupy_lacks(tmp_path):
+    """Names, keywords and array attributes are those of the real CuPy recorded in
+    cupy/api.json: a NumPy function CuPy has no twin of, a keyword its function does not
+    take, ``flags.writeable`` and ``.ctypes`` fail here as they would on a GPU."""
+    code = (
+        "import numpy as np, cupy\n"
+        "a = cupy.asarray(np.arange(6.0))\n"
+        "print(cupy.take(a, cupy.asarray(np.array([4, 1])), axis=0).get().tolist())\n"
+        "tries = [lambda: cupy.geomspace, lambda: np.insert(a, 0, 1.0),\n"
+        "         lambda: cupy.sum(a, initial=0.0), lambda: np.sum(a, initial=0.0),\n"
+        "         lambda: a.ctypes, lambda: setattr(a.flags, 'writeable', False)]\n"
+        "for t in tries:\n"
+        "    try:\n"
+        "        t()\n"
+        "        print('taken')\n"
+        "    except (AttributeError, TypeError) as e:\n"
+        "        print(type(e).__name__)\n")
+    out = _run_on_stand_in(code, tmp_path)
+    assert out == ["[4.0, 1.0]", "AttributeError", "TypeError", "TypeError", "TypeError",
+                   "AttributeError", "AttributeError"]
+
+
+def test_the_recorded_cupy_api_is_the_installed_cupys(tmp_path):
+    """cupy/api.json is what record_cupy_api.py reads from a real CuPy (no GPU needed)."""
+    try:
+        from cupy._core import core  # noqa: F401 (a real CuPy, not the stand-in)
+    except ImportError:
+        pytest.skip("needs a real CuPy: bench/nvrtc_check.py says how to install one")
+    out = tmp_path / "api.json"
+    subprocess.run([sys.executable, str(STAND_IN / "record_cupy_api.py"), str(out)], check=True,
+                   timeout=120)
+    recorded = json.loads((STAND_IN / "cupy" / "api.json").read_text())
+    assert json.loads(out.read_text()) == recorded
+
+
 def test_the_stand_in_records_each_kernel_it_runs_for_the_nvrtc_check(tmp_path):
     """With CUPY_STAND_IN_KERNELS set, each distinct kernel run is written down once, with
     what bench/nvrtc_check.py needs to compile it as CuPy would; the source it generates for

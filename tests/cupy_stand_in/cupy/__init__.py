@@ -65,6 +65,48 @@ _CTYPES_SCALAR = {"double": ctypes.c_double, "float": ctypes.c_float,
                   "short": ctypes.c_short, "signed char": ctypes.c_byte, "bool": ctypes.c_bool}
 
 
+with open(os.path.join(os.path.dirname(__file__), "api.json")) as _f:
+    API = json.load(_f)  # the real CuPy's names (tests/cupy_stand_in/record_cupy_api.py)
+_NUMPY_TO_CUPY = {"numpy": "cupy", "numpy.linalg": "cupy.linalg", "numpy.fft": "cupy.fft",
+                  "numpy.random": "cupy.random",
+                  "numpy.lib.stride_tricks": "cupy.lib.stride_tricks"}
+
+
+def _check_call(module: str, name: str, kwargs: dict) -> None:
+    """What CuPy ``API["version"]`` says of ``module.name(**kwargs)``: AttributeError for a
+    name it lacks, TypeError for a keyword the function does not take."""
+    names = API["modules"].get(module, {})
+    if name not in names:
+        raise AttributeError(f"module {module!r} has no attribute {name!r} (CuPy "
+                             f"{API['version']}; the stand-in refuses what CuPy lacks)")
+    params = names[name]
+    if params is not None and "**" not in params:
+        extra = sorted(set(kwargs) - set(params))
+        if extra:
+            raise TypeError(f"{module}.{name}() got unexpected keyword arguments {extra} "
+                            f"(CuPy {API['version']} takes {params})")
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class _Flags:
+    """CuPy's ``ndarray.flags``: contiguity and ownership only (no ``writeable``)."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata", "fnc", "forc")
+
+    def __init__(self, flags: Any) -> None:
+        self.c_contiguous, self.f_contiguous = flags.c_contiguous, flags.f_contiguous
+        self.owndata = flags.owndata
+        self.fnc = self.f_contiguous and not self.c_contiguous
+        self.forc = self.f_contiguous or self.c_contiguous
+
+    def __getitem__(self, key: str) -> bool:
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[key]
+
+
 counts: collections.Counter = collections.Counter()
 _depth = [0]
 
@@ -117,15 +159,22 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
 
     @property
     def data(self) -> Any:  # CuPy's MemoryPointer: only .ptr is used
-        return types.SimpleNamespace(ptr=self.ctypes.data)
+        return types.SimpleNamespace(ptr=_address(self))
 
     @property
     def device(self) -> Any:  # CuPy's Device: the stand-in has device 0
         return _Device(0)
 
+    @property
+    def flags(self) -> _Flags:
+        return _Flags(np.ndarray.flags.__get__(self))
+
     @_timed
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         _no_host_arrays(ufunc.__name__, *inputs, *kwargs.get("out", ()))
+        if method != "__call__" and method not in API["ufunc_methods"]:
+            raise AttributeError(f"cupy.ufunc has no method {method!r}")
+        _check_call("cupy", ufunc.__name__, {})
         counts["launch"] += 1
         out = kwargs.get("out")
         if out is not None:
@@ -149,6 +198,12 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         NumPy calls inside another, ``concatenate`` in ``stack``, is part of that one)."""
         if _depth[0]:
             return super().__array_function__(func, types, args, kwargs)
+        module = _NUMPY_TO_CUPY.get(func.__module__)
+        if module is None or func.__name__ not in API["modules"].get(module, {}):
+            raise TypeError(f"no implementation found for '{func.__module__}.{func.__name__}'"
+                            f" on types that implement __array_function__ (CuPy "
+                            f"{API['version']} has no {func.__name__})")
+        _check_call(module, func.__name__, kwargs)
         if func not in _NO_LAUNCH:
             counts["launch"] += 1
         _host_arrays_copied(*args, *kwargs.values())
@@ -213,6 +268,18 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     del _counted
 
 
+def _lacking(name: str) -> property:
+    def refuse(self: ndarray) -> Any:
+        raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r} (CuPy "
+                             f"{API['version']})")
+    return property(refuse)
+
+
+for _name in dir(np.ndarray):  # what NumPy's ndarray has and CuPy's lacks raises
+    if not _name.startswith("_") and _name not in API["ndarray"] and _name != "flags":
+        setattr(ndarray, _name, _lacking(_name))
+
+
 def _no_host_arrays(what: str, *values: Any) -> None:
     """CuPy's TypeError for a host (NumPy) array among a ufunc's or a kernel's arguments: it
     takes device arrays and scalars only."""
@@ -268,7 +335,9 @@ def _device(result: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """NumPy's function of that name, its array results made device arrays."""
+    """NumPy's function of that name, its array results made device arrays (a name CuPy
+    lacks raises AttributeError, a keyword its function does not take TypeError)."""
+    _check_call("cupy", name, {})
     attr = getattr(np, name)
     if not callable(attr) or isinstance(attr, (type, np.ufunc)):
         return attr  # a ufunc keeps its methods (add.at); its results follow its inputs
@@ -276,6 +345,7 @@ def __getattr__(name: str) -> Any:
     @_timed
     @functools.wraps(attr)
     def call(*args: Any, **kwargs: Any) -> Any:
+        _check_call("cupy", name, kwargs)
         counts["alloc" if name in _ALLOCATIONS else "launch"] += 1
         out = kwargs.get("out")
         result = _device(attr(*(_host(a) for a in args),
@@ -446,7 +516,7 @@ class ElementwiseKernel:
                 if flat is not a:
                     copies.append((a, flat))
                 signature.append(f"{c_type}* {name}_data")
-                values.append(flat.ctypes.data_as(ctypes.c_void_p))
+                values.append(ctypes.c_void_p(_address(flat)))
                 if raw:
                     lines.append(f"{c_type}* {name} = {name}_data;")
                 else:
@@ -552,7 +622,7 @@ class RawKernel:
                 if not isinstance(a, ndarray):
                     raise TypeError(f"{self.name}: {pname} must be a device array")
                 declared.append(f"{type_}* {pname}")
-                values.append(ctypes.c_void_p(a.ctypes.data))
+                values.append(ctypes.c_void_p(_address(a)))
             else:
                 if not isinstance(a, np.generic):
                     raise TypeError(f"{self.name}: pass {pname} as a NumPy scalar of its C "
