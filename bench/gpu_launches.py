@@ -12,13 +12,16 @@ approximation: CuPy fuses none of these, and an allocation is counted apart).
 ``host ms`` is Sculler's own Python a batch: the time in the trainer's passes less the time
 spent inside the stand-in. On a GPU a batch's host time is about that plus 10-30 us a launch.
 
-Run: ``python bench/gpu_launches.py [--batches 3] [--only lenet seq2seq]`` (it puts the
+Run: ``python bench/gpu_launches.py [--batches 3] [--only lenet seq2seq] [--where 20]``
+(``--where N``: the N lines of Sculler that ask for the most launches a batch) (it puts the
 stand-in on the path itself; with a real CuPy installed it counts nothing and says so).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import os
 import pathlib
 import sys
 import time
@@ -91,11 +94,48 @@ def count(name: str, make: object, batches: int) -> dict[str, float]:
     return {k: (more.get(k, 0) - base.get(k, 0)) / batches for k in KINDS}
 
 
+class _LaunchSites(collections.Counter):
+    """The stand-in's ``counts``, that also tallies each launch by the innermost line of
+    Sculler that asked for it (in ``sites``)."""
+
+    sites: collections.Counter = collections.Counter()
+
+    def __setitem__(self, key: str, value: float) -> None:
+        if key == "launch" and value > self.get(key, 0):
+            frame = sys._getframe(1)
+            while frame is not None and f"{os.sep}sculler{os.sep}" not in frame.f_code.co_filename:
+                frame = frame.f_back
+            if frame is not None:
+                path = frame.f_code.co_filename.split(f"{os.sep}sculler{os.sep}")[-1]
+                _LaunchSites.sites[f"{path}:{frame.f_lineno} {frame.f_code.co_name}"] += \
+                    value - self.get(key, 0)
+        super().__setitem__(key, value)
+
+
+def where(name: str, make: object, batches: int, top: int) -> None:
+    """Print the ``top`` lines of Sculler that ask for the most launches a batch."""
+    import cupy
+
+    run = make()
+    run(2)
+    cupy.counts.__class__ = _LaunchSites
+    _LaunchSites.sites.clear()
+    try:
+        run(batches)
+    finally:
+        cupy.counts.__class__ = collections.Counter
+    print(f"  {name}: launches a batch by the line of Sculler that asks")
+    for site, n in _LaunchSites.sites.most_common(top):
+        print(f"  {n / batches:8.1f}  {site}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--only", nargs="*", default=None,
                     choices=("mlp", "lenet", "lstm", "seq2seq"))
+    ap.add_argument("--where", type=int, default=0, metavar="N",
+                    help="also list the N lines of Sculler that ask for the most launches")
     args = ap.parse_args()
     sys.path[:0] = [str(ROOT / "tests" / "cupy_stand_in"), str(ROOT), str(ROOT / "bench")]
     import cupy
@@ -113,6 +153,8 @@ def main() -> int:
         print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "
               f"{c['wait']:6.0f} {c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f} "
               f"{1e3 * c['host_s']:8.2f}", flush=True)
+        if args.where:
+            where(name, make, args.batches, args.where)
     return 0
 
 
