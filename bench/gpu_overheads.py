@@ -45,7 +45,14 @@ def main() -> None:
     host = np.random.rand(256, 784).astype(f32)
     scalar = cupy.zeros((), f32)
     add = cupy.ElementwiseKernel("T a, T b", "T c", "c = a * b + c", "overhead_fma")
+    from sculler.math import cuda_blas
+
+    gates = cupy.random.rand(64, 384, dtype=f32)
+    dw = cupy.empty((128, 128), f32)
     cases = {
+        "sculler cuda_blas.gemm (256,784)@(784,1024)": lambda: cuda_blas.gemm(x, w, out),
+        "sculler cuda_blas.gemm h^T @ gates[:, 256:] +=": lambda: cuda_blas.gemm(
+            h.T, gates[:, 256:], dw, 1.0),
         "matmul (256,784)@(784,1024) out=": lambda: cupy.matmul(x, w, out=out),
         "dot (256,784)@(784,1024) out=": lambda: x.dot(w, out=out),
         "matmul (64,128)@(128,512) out=": lambda: cupy.matmul(h, w_flat, out=prod),

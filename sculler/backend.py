@@ -26,11 +26,17 @@ def _cupy() -> types.ModuleType | None:
     return cupy
 
 
-def cupy_cublas() -> types.ModuleType:
-    """``cupy.cublas`` (CuPy's BLAS calls with ``beta``, which ``import cupy`` does not load)."""
-    import cupy.cublas  # noqa: PLC0415
+def cublas_library() -> types.ModuleType:
+    """CuPy's thin wrappers of cuBLAS (``sgemm``, ``dgemv``, ... on raw pointers, each on the
+    current stream); importing them through the package loads the cuBLAS library first."""
+    from cupy_backends.cuda.libs import cublas  # noqa: PLC0415
 
-    return cupy.cublas
+    return cublas
+
+
+def cublas_handle() -> int:
+    """The current device's cuBLAS handle (CuPy's)."""
+    return _cupy().cuda.device.get_cublas_handle()
 
 
 def get_array_module(*arrays: Any) -> types.ModuleType:

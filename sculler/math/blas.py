@@ -7,47 +7,31 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sculler.backend import cupy_cublas, get_array_module, is_gpu_array
-from sculler.math import parallel
+from sculler.backend import get_array_module, is_gpu_array
+from sculler.math import cuda_blas, parallel
 from sculler.math.cblas import gemm_accumulate
 from sculler.math.workspace import constant_array
 
 
 def gemm(a, b, out, beta: float = 0.0, scratch=None):
     """``out = a @ b + beta * out``: on NumPy's OpenBLAS in one call when ``beta != 0``
-    (:func:`sculler.math.cblas.gemm_accumulate`), else ``scratch`` (shape of ``out``)
-    holds ``a @ b`` so that nothing is allocated on the hot path."""
+    (:func:`sculler.math.cblas.gemm_accumulate`), on the GPU as one cuBLAS call
+    (:func:`sculler.math.cuda_blas.gemm`), else ``scratch`` (shape of ``out``) holds ``a @ b``
+    so that nothing is allocated on the hot path."""
     if beta == 0.0 and type(out) is np.ndarray:
         return np.matmul(a, b, out=out)
     if type(out) is np.ndarray and gemm_accumulate(a, b, out, beta):
         return out
     xp = get_array_module(out)
-    if xp is not np and a.ndim == b.ndim == out.ndim == 2:
-        # CuPy's dot goes straight to cuBLAS: 19.5 us of host time a call against matmul's
-        # 32.5 (bench/gpu_overheads.py, H100)
-        if beta == 0.0:
-            return a.dot(b, out=out)
-        if _one_cublas_call(a, b, out):  # out = a @ b + beta * out: one launch, not two
-            return cupy_cublas().gemm("N", "N", a, b, out=out, alpha=1.0, beta=beta)
-        prod = a.dot(b, out=scratch)
-    elif beta == 0.0:
+    if xp is not np and a.ndim == b.ndim == out.ndim == 2 and cuda_blas.gemm(a, b, out, beta):
+        return out  # one cuBLAS call, strided operands too
+    if beta == 0.0:
         return xp.matmul(a, b, out=out)
-    else:
-        prod = xp.matmul(a, b, out=scratch)
+    prod = xp.matmul(a, b, out=scratch)
     if beta != 1.0:
         out *= beta
     out += prod
     return out
-
-
-def _one_cublas_call(*arrays) -> bool:
-    """Whether ``cupy.cublas`` takes these 2-D device arrays as they are, in one call: each C-
-    or F-contiguous (else it copies them, and ``out`` back), non-empty (a leading dimension
-    of 0 is invalid) and of one float dtype."""
-    dtype = arrays[0].dtype
-    return dtype.char in "fd" and all(
-        x.dtype == dtype and x.size and (x.flags.c_contiguous or x.flags.f_contiguous)
-        for x in arrays)
 
 
 def ones_vector(n: int, dtype: np.dtype) -> np.ndarray:
@@ -84,12 +68,9 @@ def col_sum(m, out, beta: float = 1.0):
             out *= beta
         out += np.matmul(ones, m).reshape(out.shape)
         return out
-    if (m.ndim == 2 and out.size == m.shape[1] and out.flags.c_contiguous
-            and is_gpu_array(m) and _one_cublas_call(m, out.reshape(1, -1))):
-        # out = m^T 1 + beta * out as one cuBLAS GEMV (a sum and an add are two launches)
-        ones = _device_ones(m.shape[0], m)
-        cupy_cublas().gemv("T", 1.0, m, ones, beta, out.reshape(m.shape[1]))
-        return out
+    if (m.ndim == 2 and out.size == m.shape[1] and out.flags.c_contiguous and is_gpu_array(m)
+            and cuda_blas.gemv_t(m, _device_ones(m.shape[0], m), out.reshape(m.shape[1]), beta)):
+        return out  # out = m^T 1 + beta * out: one cuBLAS GEMV, not a sum and an add
     if beta == 0.0:
         m.sum(axis=0, out=out.reshape(m.shape[1:]))
         return out

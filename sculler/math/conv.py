@@ -498,7 +498,8 @@ def conv2d_forward(
     if xp is not np and groups == 1:
         # one GEMM of the filters with the columns (less their bias row), then one kernel that
         # writes it in NCHW order with the bias: no [w | b] made a batch, no transposing copy
-        prod = w.reshape(nf, rows).dot(cols[:rows], out=work)
+        prod = xp.empty((nf, cols.shape[1]), dtype=cols.dtype) if work is None else work
+        gemm(w.reshape(nf, rows), cols[:rows], prod)
         out = xp.empty(shape, dtype=prod.dtype) if out is None else out
         cuda.columns_to_nchw(prod, bias, last, out)
         return out

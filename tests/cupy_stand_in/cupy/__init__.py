@@ -437,7 +437,8 @@ class _Event:
 _STREAM = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
 
 cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device, Event=_Event,
-                             get_current_stream=lambda: _STREAM)
+                             get_current_stream=lambda: _STREAM,
+                             device=types.SimpleNamespace(get_cublas_handle=lambda: 1))
 
 
 _recorded: set[str] = set()
