@@ -70,23 +70,26 @@ def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
 
 def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
     """CuPy packs a RawKernel's scalar argument by the scalar's own dtype, so an int64 given
-    for an ``int`` parameter shifts every argument after it on a GPU; the stand-in raises."""
+    for an ``int`` parameter shifts every argument after it on a GPU, and passes an array as
+    its address only, so a float64 array read as ``float*`` is garbage; the stand-in raises."""
     code = (
         "import numpy as np, cupy\n"
         "src = 'extern \"C\" __global__ void r(float* a, int n) { a[threadIdx.x] += n; }'\n"
         "x = cupy.asarray(np.zeros(4, np.float32)); k = cupy.RawKernel(src, 'r')\n"
         "k((1,), (4,), (x, np.int32(2)))\n"
         "print(x.get().tolist())\n"
-        "for n in (np.int64(2), np.uint32(2), 2):\n"
+        "for a, n in ((x, np.int64(2)), (x, np.uint32(2)), (x, 2),\n"
+        "             (x.astype(np.float64), np.int32(2))):\n"
         "    try:\n"
-        "        k((1,), (4,), (x, n))\n"
+        "        k((1,), (4,), (a, n))\n"
         "    except TypeError as e:\n"
         "        print(e)\n")
     out = _run_on_stand_in(code, tmp_path)
     assert out[0] == "[2.0, 2.0, 2.0, 2.0]"
     assert out[1:] == ["r: n is declared int, got a NumPy int64",
                        "r: n is declared int, got a NumPy uint32",
-                       "r: pass n as a NumPy scalar of its C type (int), got int"]
+                       "r: pass n as a NumPy scalar of its C type (int), got int",
+                       "r: a is declared float*, got a device array of float64"]
 
 
 def test_the_stand_in_refuses_what_cupy_lacks(tmp_path):

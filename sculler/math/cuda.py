@@ -249,6 +249,55 @@ def add_segment_rows(dst: Any, src: Any, segment_of_row: Any, scale: Any | None)
     kernel(*args, dst)
 
 
+LSTM_BIAS_LANES = 8  # rows each output's sum is split over (then added in lane order)
+
+
+def lstm_bias_grads(dgates: Any, c: Any, prev: Any, first: int, dbias: Any) -> None:
+    """An LSTM's bias (and peephole) gradients in one launch, as
+    :func:`sculler.math.rnn.lstm_param_grads` forms them in about ten: ``dbias[:4H] += sum_r
+    dg[:, r]``; with peepholes (``dbias`` 7H) ``dbias[4H:5H] += sum_r dg_i[r] c[prev[r]]``,
+    ``dbias[5H:6H]`` the same with ``dg_f`` (rows ``first ..``, whose previous step's rows are
+    ``prev``), ``dbias[6H:] += sum_r dg_o[r] c[r]``. ``dgates`` (4, R, H) and ``c`` (R, H)
+    C-contiguous. A block sums 32 outputs, each over ``LSTM_BIAS_LANES`` interleaved row
+    lanes added in a fixed order: deterministic, no atomics."""
+    rows, hs = c.shape
+    width = dbias.size
+    lanes = LSTM_BIAS_LANES
+    kernel = _raw(("lstm_bias_grads",), dbias.dtype, lambda name: f"""
+extern "C" __global__ void {name}(const T* __restrict__ dg, const T* __restrict__ c,
+                                  const long long* __restrict__ prev, T* dbias, long long R,
+                                  long long H, long long first, long long width) {{
+  __shared__ T part[{lanes}][32];
+  const int col = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const long long q = (long long)blockIdx.x * 32 + col, plane = R * H;
+  T s = 0;
+  if (q < 4 * H) {{
+    const T* g = dg + (q / H) * plane + q % H;
+    for (long long r = lane; r < R; r += {lanes}) s += g[r * H];
+  }} else if (q < 6 * H && q < width) {{
+    const long long k = q < 5 * H ? 1 : 2, j = q - (3 + k) * H;
+    const T* g = dg + k * plane + j;
+    for (long long r = first + lane; r < R; r += {lanes})
+      s += g[r * H] * c[prev[r - first] * H + j];
+  }} else if (q < width) {{
+    const long long j = q - 6 * H;
+    const T* g = dg + 3 * plane + j;
+    for (long long r = lane; r < R; r += {lanes}) s += g[r * H] * c[r * H + j];
+  }}
+  part[lane][col] = s;
+  __syncthreads();
+  if (lane == 0 && q < width) {{
+    T total = part[0][col];
+    for (int l = 1; l < {lanes}; ++l) total += part[l][col];
+    dbias[q] += total;
+  }}
+}}
+""")
+    kernel((-(-width // 32),), (32 * lanes,),
+           (dgates, c, prev, dbias, np.int64(rows), np.int64(hs), np.int64(first),
+            np.int64(width)))
+
+
 def segment_max(x: Any, starts: Any, out: Any, argmax: Any | None) -> None:
     """``out[k, j] = max over the rows of segment k of x[:, j]`` and, with ``argmax`` ((n, d)
     int), the absolute row of the first maximum, one thread per (segment, column), as

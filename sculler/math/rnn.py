@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module, is_gpu_array
+from sculler.backend import cached_like, get_array_module, is_gpu_array
 from sculler.math import cuda, cuda_sequences
 from sculler.math.activation import NAME_ALIASES
 from sculler.math.blas import small_gemms
@@ -466,6 +466,11 @@ def lstm_param_grads(plan, dgates, h, c, prev, dweight, dbias, gathered, tmp, dw
             np.matmul(gathered.T, dgates[:, first:], out=dw_tmp)
         dweight.reshape(hs, 4, hs)[...] += dw_tmp.transpose(1, 0, 2)
     if dbias is None:
+        return
+    if is_gpu_array(dbias) and dbias.flags.c_contiguous and dgates.flags.c_contiguous \
+            and c.flags.c_contiguous:
+        rows = cached_like(prev, c) if prev.size else c[:0, 0].astype(np.int64)
+        cuda.lstm_bias_grads(dgates, c, rows, first, dbias)
         return
     dbias[:4 * hs] += dgates.sum(axis=1).reshape(-1)
     if dbias.size == 4 * hs:

@@ -583,6 +583,10 @@ _C_SCALARS = {"unsigned long long": ctypes.c_ulonglong, "long long": ctypes.c_lo
               "long long int": ctypes.c_longlong,
               "int": ctypes.c_int, "unsigned int": ctypes.c_uint, "float": ctypes.c_float,
               "double": ctypes.c_double, "bool": ctypes.c_bool}
+_POINTEE = {"float": np.dtype(np.float32), "double": np.dtype(np.float64),
+            "long long": np.dtype(np.int64), "long long int": np.dtype(np.int64),
+            "unsigned long long": np.dtype(np.uint64), "int": np.dtype(np.int32),
+            "unsigned int": np.dtype(np.uint32), "bool": np.dtype(np.bool_)}
 _C_SCALAR_KINDS = {"unsigned long long": "u", "long long": "i", "long long int": "i", "int": "i",
                    "unsigned int": "u", "float": "f", "double": "f", "bool": "b"}
 
@@ -622,6 +626,10 @@ class RawKernel:
             if pointer:
                 if not isinstance(a, ndarray):
                     raise TypeError(f"{self.name}: {pname} must be a device array")
+                if type_ in _POINTEE and a.dtype != _POINTEE[type_]:
+                    # CuPy passes the address only: the kernel would read the bytes as type_
+                    raise TypeError(f"{self.name}: {pname} is declared {type_}*, got a "
+                                    f"device array of {a.dtype}")
                 declared.append(f"{type_}* {pname}")
                 values.append(ctypes.c_void_p(_address(a)))
             else:
