@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from sculler.attr import ParameterAttribute
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import get_array_module, is_gpu_array, to_numpy
 from sculler.core.expression import (
     LayerOutput,
     Projection,
@@ -51,6 +51,7 @@ from sculler.core.faces import announce, layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
+from sculler.math import cuda
 from sculler.math.blas import gemm
 from sculler.math.segment import shifted_add
 from sculler.math.sparse import add_rows, csr_matmul, csr_t_matmul_rows
@@ -197,10 +198,28 @@ class MixedLayer(ConvTerms, Layer):
         super().forward(pass_type)
         batch = self.check_same_batch()
         out = self.reserve_output(batch, self.size)
+        if self._sum_in_one_kernel():
+            cuda.sum_and_activate(self._in(0)[:, self._window(0)[1]],
+                                  self._in(1)[:, self._window(1)[1]], out, self.activation.name,
+                                  None if self.bias is None else self.bias.w.reshape(1, -1))
+            self.forward_activation(applied=True)
+            return
         first = self._write_first_terms(out)
         for i, kind in enumerate(self.kinds[first:], first):
             getattr(self, "_fwd_" + kind)(i, out[:, self._columns(i)])
         self.add_bias_and_activate()
+
+    def _sum_in_one_kernel(self) -> bool:
+        """Whether the layer is two dense identity projections of all its columns under an
+        elementwise activation (an attention's ``tanh(W s + e)``), which the GPU forms in one
+        kernel forward, ``f(x_0 + x_1 + b)``, and one backward, the activation's gradient
+        added into both inputs' gradients."""
+        act = self.activation
+        return (self.kinds == ["identity", "identity"] and is_gpu_array(self.output.value)
+                and self.inputs[0] is not self.inputs[1]
+                and self._whole_term(0) and self._whole_term(1)
+                and act.name in cuda.ACTIVATIONS and act.name in cuda.ACTIVATION_GRADS
+                and not act.needs_input and not self.keep_preact)
 
     def _write_first_terms(self, out) -> int:
         """Write the first terms into ``out`` instead of clearing it and adding them (a pass
@@ -228,8 +247,16 @@ class MixedLayer(ConvTerms, Layer):
         return self.kinds[i] != "identity" or self._window(i)[0] == slice(None)
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
         dy = self.output.grad
+        if (self._sum_in_one_kernel() and not self.grad_is_preact and self.config.drop_rate == 0
+                and self.error_clipping_threshold <= 0):
+            grads = [(self.get_input_grad(i), self._window(i)[1]) for i in (0, 1)]
+            cuda.activation_grad(self.activation.name, self.output.value, dy,
+                                 tuple(g[:, cols] for g, cols in grads if g is not None))
+            self.backward_activation(applied=True)
+            self.backward_bias(callback)
+            return
+        self.backward_activation()
         self.backward_bias(callback)
         for i, kind in enumerate(self.kinds):
             getattr(self, "_bwd_" + kind)(i, dy[:, self._columns(i)])

@@ -26,7 +26,6 @@ input layer (``layer.extra_outputs[arg_name]``) as an ordinary layer output.
 
 from __future__ import annotations
 
-from sculler.backend import get_array_module
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, register_layer
 from sculler.layers.recurrent import GatedRecurrentLayer
@@ -99,16 +98,13 @@ class GruStepLayer(_StepLayer):
         h = self.size
         n = self._check_widths(3 * h, h)
         gates = self.scratch("gates", (n, 3 * h))  # z | r | c after activation
-        if self.bias is not None:
-            get_array_module(gates).add(self.get_input_value(0), self.bias.w.reshape(1, -1),
-                                        out=gates)
-        else:
-            gates[...] = self.get_input_value(0)
         out = self.reserve_output(n, h)
         w_gate, w_cand = self._split(self.weights[0].w)
         rnn.gru_step_forward(gates, self.get_input_value(1), w_gate, w_cand,
                              self.scratch("reset_h", (n, h)), out, self.acts,
-                             self.scratch("tmp", (2 * n * h,)))
+                             self.scratch("tmp", (2 * n * h,)),
+                             source=(self.get_input_value(0),
+                                     None if self.bias is None else self.bias.w.reshape(-1)))
 
     def backward(self, callback=None) -> None:
         self.clip_error()
@@ -121,15 +117,13 @@ class GruStepLayer(_StepLayer):
         w_gate, w_cand = self._split(w.w)
         rnn.gru_step_backward(self.scratch("gates", (n, 3 * h)), h_prev, w_gate, w_cand, dh,
                               dg, self._prev_grad(n), self.acts,
-                              self.scratch("tmp", (2 * n * h,)))
+                              self.scratch("tmp", (2 * n * h,)),
+                              add_into=self.get_input_grad(0))
         if w.w_grad is not None:
             dw_gate, dw_cand = self._split(w.w_grad)
             gemm(self.scratch("reset_h", (n, h)).T, dg[:, 2 * h:], dw_cand, 1.0,
                  self.scratch("dw_cand", dw_cand.shape))
             gemm(h_prev.T, dg[:, : 2 * h], dw_gate, 1.0, self.scratch("dw_gate", dw_gate.shape))
-        dx = self.get_input_grad(0)
-        if dx is not None:
-            dx += dg
         if self.bias is not None and self.bias.w_grad is not None:
             col_sum(dg, self.bias.w_grad)
             self.bias.parameter.inc_update(callback)

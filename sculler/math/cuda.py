@@ -153,19 +153,36 @@ def activate(y: Any, name: str, bias: Any | None = None) -> None:
         kernel(y)
 
 
+def sum_and_activate(a: Any, b: Any, out: Any, name: str, bias: Any | None = None) -> None:
+    """``out = f(a + b (+ bias))`` for one of ``ACTIVATIONS`` (``a``, ``b``, ``out`` of one
+    2-D shape, any strides; ``bias`` a (1, d) row): a layer summing two inputs then
+    activating, in one launch where the sum, the bias and the activation are up to three."""
+    with_bias = bias is not None
+    kernel = _elementwise(("sum_and_activate", name, with_bias), lambda: (
+        "T a, T c" + (", raw T b, int64 d" if with_bias else ""), "T y",
+        "T v = a + c" + (" + b[i % d];" if with_bias else ";") + f"y = {ACTIVATIONS[name]};"))
+    if with_bias:
+        kernel(a, b, _contiguous(bias), out.shape[-1], out)
+    else:
+        kernel(a, b, out)
+
+
 # dy <- dL/dv from the output y of those activations, in the operation order of
 # sculler.math.activation's in-place gradients
 ACTIVATION_GRADS = {"relu": "if (!(y > (T)0)) dy = (T)0;", "sigmoid": "dy = dy * y * ((T)1 - y);",
-                    "tanh": "dy = dy * ((T)1 - y * y);"}
+                    "tanh": "dy = dy * ((T)1 - y * y);", "linear": ""}
 
 
-def activation_grad(name: str, y: Any, dy: Any) -> None:
+def activation_grad(name: str, y: Any, dy: Any, add_to: tuple = ()) -> None:
     """``dy`` (dL/dy) replaced by dL/dv in place for one of ``ACTIVATION_GRADS``, from the
-    activation's output ``y``: one launch where the host forms take up to three and a
-    temporary."""
-    kernel = _elementwise(("activation_grad", name),
-                          lambda: ("T y", "T dy", ACTIVATION_GRADS[name]))
-    kernel(y, dy)
+    activation's output ``y``, and added into each array of ``add_to`` (up to two, dy's shape,
+    any strides: the gradients of inputs the layer summed): one launch where the host forms
+    take up to three and a temporary, and each add another."""
+    adds = len(add_to)
+    kernel = _elementwise(("activation_grad", name, adds), lambda: (
+        "T y", ", ".join(["T dy"] + [f"T g{k}" for k in range(adds)]),
+        ACTIVATION_GRADS[name] + "".join(f"g{k} += dy;" for k in range(adds))))
+    kernel(y, dy, *add_to)
 
 
 def softmax_rows(x: Any, out: Any, bias: Any | None = None) -> Any:
@@ -539,28 +556,41 @@ def _gru_step_in_one(gates: Any, arrays: tuple, w_gate: Any, w_cand: Any) -> boo
 
 
 def _gru_step_forward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any,
-                             reset_h: Any, h: Any, acts: tuple) -> None:
+                             reset_h: Any, h: Any, acts: tuple,
+                             source: tuple | None = None) -> None:
     """:func:`gru_step_forward` after the first step in one launch: a block a row keeps
     ``h_prev`` and then ``r h_prev`` in shared memory, so both recurrent products happen in
-    one kernel (the sums in the order of the two-kernel version)."""
+    one kernel (the sums in the order of the two-kernel version). With ``source`` ``(x,
+    bias or None)`` (``x`` a (3, n, H) gate view with adjacent units, ``bias`` (3H,)
+    contiguous) the kernel starts from ``x + bias`` instead of what ``gates`` holds."""
     act, gate = (a.name for a in acts)
     n, hs = h.shape
     gk, gr = _gate_strides(gates)
     wk, wm = _gate_weight_strides(w_gate)
+    x, bias = source if source is not None else (None, None)
+    xk, xr = _gate_strides(x) if x is not None else (0, 0)
+    plus = (lambda k: f" + b[{k} * H + j]") if bias is not None else (lambda k: "")
+    if x is None:
+        start_zr, start_c = "T gz = g[q], gg = g[gk + q];", "T gc = g[2 * gk + q];"
+    else:
+        start_zr = f"T gz = x[xq]{plus(0)}, gg = x[xk + xq]{plus(1)};"
+        start_c = f"T gc = x[2 * xk + xq]{plus(2)};"
 
     def make(name: str) -> str:
         return f"""
 extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
                                   const T* __restrict__ wc, T* rh, T* h,
+                                  const T* x, const T* b,
                                   long long H, long long gk, long long gr, long long wk,
-                                  long long wm) {{
+                                  long long wm, long long xk, long long xr) {{
   __shared__ T h_prev[{GRU_STEP_BLOCK_MAX_HIDDEN}];
   __shared__ T rh_prev[{GRU_STEP_BLOCK_MAX_HIDDEN}];
   const long long r = blockIdx.x, j = threadIdx.x, o = r * H + j, q = r * gr + j;
+  const long long xq = r * xr + j;
   const T v = hp[o];
   h_prev[j] = v;
   __syncthreads();
-  T gz = g[q], gg = g[gk + q];
+  {start_zr}
   #pragma unroll 8
   for (long long m = 0; m < H; ++m) {{
     const T u = h_prev[m];
@@ -571,7 +601,7 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
   const T rhj = rr * v;
   rh[o] = rhj; rh_prev[j] = rhj;
   __syncthreads();
-  T gc = g[2 * gk + q];
+  {start_c}
   #pragma unroll 8
   for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
   const T cc = {_act(act, "gc")};
@@ -581,38 +611,47 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
 
     if n:
         i64 = np.int64
-        _raw(("gru_step_fwd", act, gate), h.dtype, make)(
-            (n,), (hs,), (gates, h_prev, w_gate, w_cand, reset_h, h, i64(hs), i64(gk), i64(gr),
-                          i64(wk), i64(wm)))
+        key = ("gru_step_fwd", act, gate, x is not None, bias is not None)
+        _raw(key, h.dtype, make)(
+            (n,), (hs,), (gates, h_prev, w_gate, w_cand, reset_h, h,
+                          h if x is None else x, h if bias is None else bias, i64(hs), i64(gk),
+                          i64(gr), i64(wk), i64(wm), i64(xk), i64(xr)))
 
 
 def _gru_step_backward_in_one(gates: Any, h_prev: Any, w_gate: Any, w_cand: Any, dh: Any,
-                              dgates: Any, dh_prev: Any, acts: tuple) -> None:
+                              dgates: Any, dh_prev: Any, acts: tuple,
+                              add_into: Any | None = None) -> None:
     """:func:`gru_step_backward` after the first step in one launch: a block a row shares the
     step's ``dg_c``, then ``dg_z`` and ``dg_r``, through shared memory for the products with
     the transposed weights, and adds into ``dh_prev`` in the order of the three-kernel
-    version."""
+    version. ``add_into`` (a (3, n, H) gate view with adjacent units, or None) also gets
+    ``dgates`` added (the step input's gradient)."""
     act, gate = (a.name for a in acts)
     n, hs = dh.shape
     gk, gr = _gate_strides(gates)
     dk, dr = _gate_strides(dgates)
     wk, wm = _gate_weight_strides(w_gate)
+    adding = add_into is not None
+    ak, ar = _gate_strides(add_into) if adding else (0, 0)
+    add_zc = "dx[ap] += dgz; dx[2 * ak + ap] += dgc;" if adding else ""
+    add_r = "dx[ak + ap] += dgr;" if adding else ""
 
     def make(name: str) -> str:
         return f"""
 extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__ wg,
                                   const T* __restrict__ wc,
-                                  const T* dh, T* dg, T* dhp, long long H, long long gk,
+                                  const T* dh, T* dg, T* dhp, T* dx, long long H, long long gk,
                                   long long gr, long long dk, long long dr, long long wk,
-                                  long long wm) {{
+                                  long long wm, long long ak, long long ar) {{
   __shared__ T d_cand[{GRU_STEP_BLOCK_MAX_HIDDEN}];
   __shared__ T d_zr[{2 * GRU_STEP_BLOCK_MAX_HIDDEN}];
   const long long r = blockIdx.x, j = threadIdx.x, o = r * H + j;
-  const long long q = r * gr + j, p = r * dr + j;
+  const long long q = r * gr + j, p = r * dr + j, ap = r * ar + j;
   const T z = g[q], cc = g[2 * gk + q], d = dh[o], v = hp[o];
   const T dgc = d * z * {_grad(act, "cc")};
   const T dgz = (cc - v) * d * {_grad(gate, "z")};
   dg[2 * dk + p] = dgc; dg[p] = dgz;
+  {add_zc}
   T acc_h = dhp[o];
   acc_h += d - d * z;
   d_cand[j] = dgc;
@@ -623,6 +662,7 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__
   const T rr = g[gk + q];
   const T dgr = t * v * {_grad(gate, "rr")};
   dg[dk + p] = dgr;
+  {add_r}
   acc_h += t * rr;
   d_zr[j] = dgz; d_zr[H + j] = dgr;
   __syncthreads();
@@ -636,18 +676,33 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__
 
     if n:
         i64 = np.int64
-        _raw(("gru_step_bwd", act, gate), dh.dtype, make)(
-            (n,), (hs,), (gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, i64(hs), i64(gk),
-                          i64(gr), i64(dk), i64(dr), i64(wk), i64(wm)))
+        _raw(("gru_step_bwd", act, gate, adding), dh.dtype, make)(
+            (n,), (hs,), (gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev,
+                          add_into if adding else dh_prev, i64(hs), i64(gk), i64(gr), i64(dk),
+                          i64(dr), i64(wk), i64(wm), i64(ak), i64(ar)))
 
 
 def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, reset_h: Any,
-                     h: Any, acts: tuple) -> None:
+                     h: Any, acts: tuple, source: tuple | None = None) -> None:
     """One GRU step (:func:`sculler.math.rnn.gru_step_forward`), the recurrent products
     computed in the kernels: one RawKernel (a block a row) where
     :func:`_gru_step_in_one` allows, else two ElementwiseKernels, ``[z|r]`` (and
     ``r h_prev``), then ``c~`` and ``h``; one kernel at the first step. ``gates``: the
-    (3, n, H) gate view."""
+    (3, n, H) gate view. ``source`` ``(x, bias or None)``: the gates' pre-activations are
+    ``x + bias`` (``x`` a (3, n, H) gate view, ``bias`` (3H,)), added in the one RawKernel
+    where it runs, else written into ``gates`` first."""
+    if source is not None and not (
+            h_prev is not None and _gate_strides(source[0]) is not None
+            and (source[1] is None or source[1].flags.c_contiguous)
+            and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate, w_cand)):
+        x, bias = source
+        if bias is None:
+            gates[...] = x
+        else:
+            import cupy
+
+            cupy.add(x, bias.reshape(3, 1, -1), out=gates)
+        source = None
     names = tuple(a.name for a in acts)
     act, gate = names
     first = h_prev is None
@@ -673,7 +728,7 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
         return ins, outs, "\n".join(body)
 
     if not first and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate, w_cand):
-        _gru_step_forward_in_one(gates, h_prev, w_gate, w_cand, reset_h, h, acts)
+        _gru_step_forward_in_one(gates, h_prev, w_gate, w_cand, reset_h, h, acts, source)
         return
     kernel = _elementwise(("gru_fwd_zr", *names, first), make_zr)
     if first:
@@ -691,12 +746,21 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
 
 
 def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, dh: Any,
-                      dgates: Any, dh_prev: Any | None, acts: tuple) -> None:
+                      dgates: Any, dh_prev: Any | None, acts: tuple,
+                      add_into: Any | None = None) -> None:
     """Backward of :func:`gru_step_forward` (:func:`sculler.math.rnn.gru_step_backward`): one
     RawKernel where :func:`_gru_step_in_one` allows, else three kernels (one at the first
     step): ``dg_c``, ``dg_z`` and ``dh (1 - z)``; then ``dg_r`` and ``r (dg_c W_c^T)``; then
     ``[dg_z|dg_r] [U_z|U_r]^T``, each adding into ``dh_prev``. ``gates``/``dgates``:
-    (3, n, H) gate views."""
+    (3, n, H) gate views. ``add_into`` (a gate view like ``dgates``, or None) gets ``dgates``
+    added: inside the one RawKernel where it runs, else after."""
+    if add_into is not None and not (
+            h_prev is not None and _gate_strides(add_into) is not None
+            and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand)
+            and _gate_strides(dgates) is not None):
+        gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts)
+        add_into += dgates
+        return
     names = tuple(a.name for a in acts)
     act, gate = names
     first = h_prev is None
@@ -714,7 +778,8 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
     outs = "raw T dg" + ("" if first else ", raw T dhp")
     if not first and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand) and \
             _gate_strides(dgates) is not None:
-        _gru_step_backward_in_one(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts)
+        _gru_step_backward_in_one(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts,
+                                  add_into)
         return
     kernel = _elementwise(("gru_bwd_zc", *names, first), lambda: (ins, outs, "\n".join(body)))
     if first:

@@ -206,7 +206,8 @@ def gate_weight_blocks(weight, count: int):
     return weight.reshape(hs, count, hs).transpose(1, 0, 2)
 
 
-def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> None:
+def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp,
+                     source=None) -> None:
     """One GRU step for ``n`` active rows; ``gates`` becomes ``[z | r | c~]``.
 
     ``[z|r] = gate(g_zr + h_prev W_g)``, ``c~ = act(g_c + (r h_prev) W_c)``,
@@ -219,10 +220,21 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
         reset_h: (n, H) receives ``r h_prev`` (kept for backward; untouched at the first step).
         h: (n, H) output.
         acts: ``(act, gate_act)``; tmp: flat scratch of at least 2nH elements.
+        source: ``(x, bias or None)``, x of ``gates``' layout and bias (3H,): ``gates`` is
+            written ``x + bias`` first (on the GPU inside the step's kernel where it can be).
     """
     if is_gpu_array(h):
-        cuda.gru_step_forward(gate_blocks(gates, 3), h_prev, w_gate, w_cand, reset_h, h, acts)
+        if source is not None:
+            source = (gate_blocks(source[0], 3), source[1])
+        cuda.gru_step_forward(gate_blocks(gates, 3), h_prev, w_gate, w_cand, reset_h, h, acts,
+                              source)
         return
+    if source is not None:
+        x, bias = source
+        if bias is None:
+            gates[...] = x
+        else:
+            np.add(x, bias.reshape(1, -1) if x.ndim == 2 else bias.reshape(3, 1, -1), out=gates)
     act, gate_act = acts
     n, hs = h.shape
     gates = gate_blocks(gates, 3)
@@ -247,17 +259,27 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp) -> No
     h += h_prev
 
 
-def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp) -> None:
+def gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp,
+                      add_into=None) -> None:
     """Backward of :func:`gru_step_forward` for one step.
 
     ``dh`` (n, H) is dL/dh_t complete; writes ``dgates`` (dL/d pre-activations, in the layout
     of ``gates``) and adds dL/dh_prev into ``dh_prev`` unless ``h_prev`` is None. ``tmp`` is
-    flat scratch of at least 2nH elements.
+    flat scratch of at least 2nH elements. ``add_into`` (``dgates``' layout, or None) gets
+    ``dgates`` added (on the GPU inside the step's kernel where it can be).
     """
     if is_gpu_array(dh):
         cuda.gru_step_backward(gate_blocks(gates, 3), h_prev, w_gate, w_cand, dh,
-                               gate_blocks(dgates, 3), dh_prev, acts)
+                               gate_blocks(dgates, 3), dh_prev, acts,
+                               None if add_into is None else gate_blocks(add_into, 3))
         return
+    _gru_step_backward_host(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts, tmp)
+    if add_into is not None:
+        add_into += dgates
+
+
+def _gru_step_backward_host(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts,
+                            tmp) -> None:
     act, gate_act = acts
     n, hs = dh.shape
     gates, dgates = gate_blocks(gates, 3), gate_blocks(dgates, 3)

@@ -251,6 +251,11 @@ MIXED = [
          INPUT_DATA(5, attrs=proj("full_matrix"))]),
     Row("mixed", dict(size=3), [INPUT_DATA(6, attrs=proj("identity", offset=2)),
                                 INPUT_DATA(2, attrs=proj("full_matrix"))]),
+    Row("mixed", dict(size=4, active_type="tanh"),  # two identities alone: one kernel each way
+        [INPUT_SEQUENCE_DATA(4, attrs=proj("identity")),
+         INPUT_SEQUENCE_DATA(4, attrs=proj("identity"))]),
+    Row("mixed", dict(size=3, bias=True, active_type="sigmoid"),
+        [INPUT_DATA(6, attrs=proj("identity", offset=2)), INPUT_DATA(3, attrs=proj("identity"))]),
     Row("mixed", dict(size=4, bias=True),  # sparse inputs through their CSR products
         [INPUT_SPARSE_NON_VALUE_DATA(30, attrs=proj("full_matrix")),
          INPUT_SPARSE_FLOAT_VALUE_DATA(20, attrs=proj("trans_full_matrix")),

@@ -587,3 +587,31 @@ def test_conv_forward_and_filter_gradient_with_bias_on_the_gpu(dtype, hw):
                                     dy_cols=dy_cols_g,
                                     work=_gpu(np.empty((18, cols.shape[1]), dtype)))
     _close(dxg, dx, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "linear"])
+def test_sum_and_activate_and_its_gradient_into_two_inputs(dtype, name):
+    """``y = f(a + b + bias)`` over column windows of wider arrays, and its gradient added
+    into two input gradients that already hold something (as a static input's gradient does
+    across a recurrent group's frames)."""
+    from sculler.core.activation import get_activation
+
+    rng = np.random.RandomState(5)
+    a, b = rng.randn(6, 7).astype(dtype), rng.randn(6, 4).astype(dtype)
+    bias = rng.randn(1, 4).astype(dtype)
+    act = get_activation(name)
+    y = _gpu(np.zeros((6, 4), dtype))
+    cuda.sum_and_activate(_gpu(a)[:, 2:6], _gpu(b), y, name, _gpu(bias))
+    want = a[:, 2:6] + b + bias
+    act.forward(want)
+    _close(y, want, dtype)
+    dy = rng.randn(6, 4).astype(dtype)
+    g0, g1 = rng.randn(6, 7).astype(dtype), rng.randn(6, 4).astype(dtype)
+    dy_gpu, g0_gpu, g1_gpu = _gpu(dy), _gpu(g0), _gpu(g1)
+    cuda.activation_grad(name, y, dy_gpu, (g0_gpu[:, 2:6], g1_gpu))
+    act.backward(None, want, dy)
+    _close(dy_gpu, dy, dtype)
+    g0[:, 2:6] += dy
+    _close(g0_gpu, g0, dtype)
+    _close(g1_gpu, g1 + dy, dtype)
