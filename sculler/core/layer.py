@@ -258,6 +258,10 @@ class Layer:
         # set by every forward_activation: lets the Network refuse a layer given a
         # non-linear act whose forward never applies it
         self.activation_applied = False
+        # set by an owner that wants the output in rows of its own buffers (a recurrent
+        # group's time-major frontier): (value, gradient) views that reserve_output uses when
+        # they have the batch's shape; the owner clears that gradient
+        self.output_rows: tuple | None = None
         # per-layer stream (dropout masks), reproducible across processes
         self._rng = np.random.RandomState(zlib.crc32(config.name.encode()))
 
@@ -352,9 +356,25 @@ class Layer:
     def reserve_output(self, batch_size: int, size: int):
         """Size the output (and its zeroed gradient) for this batch, reusing memory: buffers
         grow when a batch is larger and are reused as views when it is smaller. Sequence
-        layout is inherited from input 0."""
-        self.output.value = self.scratch("value", (batch_size, size))
+        layout is inherited from input 0. With ``output_rows`` of that shape the output and
+        its gradient are those views (their owner clears the gradient)."""
         self.grad_is_preact = False
+        bound = self.output_rows
+        if bound is not None and bound[0].shape == (batch_size, size):
+            self.output.value = bound[0]
+            if self.need_gradient:
+                self.output.grad = bound[1]
+                self.grad_unwritten = False
+        else:
+            self._reserve_own_output(batch_size, size)
+        if self.inputs:
+            src = self.inputs[0].output
+            self.output.seq_starts = src.seq_starts
+            self.output.sub_seq_starts = src.sub_seq_starts
+        return self.output.value
+
+    def _reserve_own_output(self, batch_size: int, size: int) -> None:
+        self.output.value = self.scratch("value", (batch_size, size))
         if self.need_gradient:
             grad = self.scratch("grad", (batch_size, size))
             if self.defer_grad_zero:
@@ -364,11 +384,6 @@ class Layer:
             else:
                 grad[...] = 0
             self.output.grad = grad
-        if self.inputs:
-            src = self.inputs[0].output
-            self.output.seq_starts = src.seq_starts
-            self.output.sub_seq_starts = src.sub_seq_starts
-        return self.output.value
 
     def check_input_width(self, i: int, expected: int) -> None:
         """ValueError naming this layer, the input and both widths when they differ."""

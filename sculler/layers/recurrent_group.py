@@ -219,6 +219,8 @@ class RecurrentGroupLayer(Layer):
         n0 = plan.frames[0][0] if plan.num_steps else 0
         hoist = self.tail is not None
         boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
+        if hoist:
+            self._bind_frontier(plan)
         for t in range(plan.num_steps):
             net = self.frame(t)
             n = plan.frames[t][0]
@@ -255,18 +257,38 @@ class RecurrentGroupLayer(Layer):
         if hoist:
             self._forward_tail(plan, pass_type)
         elif self.tail is not None:  # a frontier of sequences: the tail runs in the frames
+            for f in self.tail.frontier:  # a frame's gradient may be a view of this buffer
+                if self._bufs.get("frontiergrad_" + f) is not None:
+                    self._bufs["frontiergrad_" + f][...] = 0
             for t in range(plan.num_steps):
                 self.frames[t].run_forward(pass_type, tail=True)
         self._gather_out_links(plan)
 
+    def _bind_frontier(self, plan: GroupPlan) -> None:
+        """Have each frame's frontier layer write its output (and take its gradient) in its
+        step's rows of the time-major buffers the tail reads (``Layer.output_rows``), so that
+        neither the tail's input nor the frames' gradients are copied a step at a time."""
+        steps = plan.batch.step_starts
+        for f in self.tail.frontier:
+            shape = (int(steps[-1]), self.model.layer(f).size)
+            values = self.scratch("frontier_" + f, shape)
+            needs = self.frame(0).layers[f].need_gradient
+            grads = self.scratch("frontiergrad_" + f, shape) if needs else None
+            for t in range(plan.num_steps):
+                rows = slice(int(steps[t]), int(steps[t + 1]))
+                self.frame(t).layers[f].output_rows = (
+                    values[rows], None if grads is None else grads[rows])
+
     def _forward_tail(self, plan: GroupPlan, pass_type: str) -> None:
         """The tail layers once over every step's rows: each frontier layer's rows of all
-        frames gathered time-major (step t's at ``plan.batch.step_starts[t]``)."""
+        frames time-major (step t's at ``plan.batch.step_starts[t]``), which the frames
+        wrote there themselves where :meth:`_bind_frontier` could bind them, else copied."""
         steps = plan.batch.step_starts
         for f in self.tail.frontier:
             rows = self.scratch("frontier_" + f, (int(steps[-1]), self.model.layer(f).size))
             for t in range(plan.num_steps):
-                rows[steps[t]:steps[t + 1]] = self.frames[t].layers[f].output.value
+                if not _bound(self.frames[t].layers[f]):
+                    rows[steps[t]:steps[t + 1]] = self.frames[t].layers[f].output.value
             _set(self.tail_net.layers[f].output, rows, None, None)
         self.tail_net.run_forward(pass_type)
 
@@ -448,7 +470,8 @@ class RecurrentGroupLayer(Layer):
                 a, b = bounds[t]
                 add_to_grad(net.layers[o["layer"]], g[a:b])
             for f, g in frontier_grads:
-                add_to_grad(net.layers[f], g[steps[t]:steps[t + 1]])
+                if not _bound(net.layers[f]):  # else its gradient is these rows already
+                    add_to_grad(net.layers[f], g[steps[t]:steps[t + 1]])
             for k, link in enumerate(self.links):
                 if link_grads[k] is not None:
                     _, a, b, _ = self.plans[k].frames[t]
@@ -550,6 +573,12 @@ def _row_wise(config) -> bool:
     order)."""
     return (get_layer_class(config.type).variant(config).is_row_wise(config)
             and config.active_type != "sequence_softmax" and not config.drop_rate)
+
+
+def _bound(layer: Layer) -> bool:
+    """Whether ``layer``'s output is the view its owner bound (``Layer.output_rows``)."""
+    rows = layer.output_rows
+    return rows is not None and layer.output.value is rows[0]
 
 
 def _one_row_each(arg: Argument, n: int) -> bool:
