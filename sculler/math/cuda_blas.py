@@ -23,6 +23,8 @@ import numpy as np
 from sculler.backend import cublas_handle, cublas_library
 
 _host_scalars = threading.local()  # per thread and dtype: alpha, beta, read by cuBLAS at the call
+# the (alpha, beta) pairs nearly every call uses, as constant host scalars (address, keep-alive)
+_CONSTANT_SCALARS: dict[tuple, tuple[int, int, np.ndarray]] = {}
 
 
 def layout(x: Any) -> tuple[bool, int] | None:
@@ -45,16 +47,29 @@ def layout(x: Any) -> tuple[bool, int] | None:
     return None
 
 
-def _scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
-    """Host addresses of ``alpha`` and ``beta`` of ``dtype`` (one buffer per thread and dtype,
-    reused: cuBLAS reads host scalars before the call returns)."""
-    buf = getattr(_host_scalars, dtype.char, None)
-    if buf is None:
-        buf = np.zeros(2, dtype)
-        setattr(_host_scalars, dtype.char, buf)
+def _scalars(char: str, alpha: float, beta: float) -> tuple[int, int]:
+    """Host addresses of ``alpha`` and ``beta`` of the dtype ``char`` ('f' or 'd'): constants
+    for ``alpha = 1``, ``beta`` 0 or 1; else one buffer per thread and dtype, rewritten each
+    call (cuBLAS reads host scalars before the call returns)."""
+    known = _CONSTANT_SCALARS.get((char, alpha, beta))
+    if known is not None:
+        return known[0], known[1]
+    cached = getattr(_host_scalars, char, None)
+    if cached is None:
+        buf = np.zeros(2, char)
+        cached = (buf, buf.ctypes.data)
+        setattr(_host_scalars, char, cached)
+    buf, at = cached
     buf[0], buf[1] = alpha, beta
-    at = buf.ctypes.data
     return at, at + buf.itemsize
+
+
+for _char in "fd":
+    for _beta in (0.0, 1.0):
+        _constant = np.array([1.0, _beta], _char)
+        _constant.flags.writeable = False
+        _CONSTANT_SCALARS[(_char, 1.0, _beta)] = (
+            _constant.ctypes.data, _constant.ctypes.data + _constant.itemsize, _constant)
 
 
 def _handle(lib: Any) -> int:
@@ -81,7 +96,7 @@ def gemm(a: Any, b: Any, out: Any, beta: float = 0.0, alpha: float = 1.0) -> boo
         return False
     lib = cublas_library()
     n_op, t_op = lib.CUBLAS_OP_N, lib.CUBLAS_OP_T
-    alpha_at, beta_at = _scalars(dtype, alpha, beta)
+    alpha_at, beta_at = _scalars(dtype.char, alpha, beta)
     call = lib.sgemm if dtype.char == "f" else lib.dgemm
     if lc[0]:  # row-major out: out^T = b^T a^T, a row-major operand read as its transpose
         call(_handle(lib), n_op if lb[0] else t_op, n_op if la[0] else t_op, n, m, k,
@@ -108,7 +123,7 @@ def gemv_t(m: Any, x: Any, out: Any, beta: float = 0.0, alpha: float = 1.0) -> b
             or (incx <= 0 and rows > 1) or (incy <= 0 and cols > 1):
         return False
     lib = cublas_library()
-    alpha_at, beta_at = _scalars(dtype, alpha, beta)
+    alpha_at, beta_at = _scalars(dtype.char, alpha, beta)
     call = lib.sgemv if dtype.char == "f" else lib.dgemv
     if lm[0]:  # row-major m read as column-major is m^T (cols x rows)
         call(_handle(lib), lib.CUBLAS_OP_N, cols, rows, alpha_at, m.data.ptr, lm[1],

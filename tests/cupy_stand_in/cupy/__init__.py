@@ -158,6 +158,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         np.copyto(self.view(np.ndarray), arr)
 
     @property
+    @_timed
     def data(self) -> Any:  # CuPy's MemoryPointer: only .ptr is used
         return types.SimpleNamespace(ptr=_address(self))
 
