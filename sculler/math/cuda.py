@@ -691,10 +691,10 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
     (3, n, H) gate view. ``source`` ``(x, bias or None)``: the gates' pre-activations are
     ``x + bias`` (``x`` a (3, n, H) gate view, ``bias`` (3H,)), added in the one RawKernel
     where it runs, else written into ``gates`` first."""
-    if source is not None and not (
-            h_prev is not None and _gate_strides(source[0]) is not None
-            and (source[1] is None or source[1].flags.c_contiguous)
-            and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate, w_cand)):
+    in_one = h_prev is not None and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate,
+                                                     w_cand)
+    if source is not None and not (in_one and _gate_strides(source[0]) is not None
+                                   and (source[1] is None or source[1].flags.c_contiguous)):
         x, bias = source
         if bias is None:
             gates[...] = x
@@ -727,7 +727,7 @@ def gru_step_forward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, r
         outs = "raw T g" + (", raw T h" if first else ", raw T rh")
         return ins, outs, "\n".join(body)
 
-    if not first and _gru_step_in_one(gates, (h_prev, reset_h, h), w_gate, w_cand):
+    if in_one:
         _gru_step_forward_in_one(gates, h_prev, w_gate, w_cand, reset_h, h, acts, source)
         return
     kernel = _elementwise(("gru_fwd_zr", *names, first), make_zr)
@@ -754,13 +754,20 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
     ``[dg_z|dg_r] [U_z|U_r]^T``, each adding into ``dh_prev``. ``gates``/``dgates``:
     (3, n, H) gate views. ``add_into`` (a gate view like ``dgates``, or None) gets ``dgates``
     added: inside the one RawKernel where it runs, else after."""
-    if add_into is not None and not (
-            h_prev is not None and _gate_strides(add_into) is not None
-            and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand)
-            and _gate_strides(dgates) is not None):
-        gru_step_backward(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts)
-        add_into += dgates
+    in_one = (h_prev is not None and _gate_strides(dgates) is not None
+              and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand))
+    if in_one and (add_into is None or _gate_strides(add_into) is not None):
+        _gru_step_backward_in_one(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts,
+                                  add_into)
         return
+    _gru_step_backward_kernels(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts)
+    if add_into is not None:
+        add_into += dgates
+
+
+def _gru_step_backward_kernels(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any,
+                               dh: Any, dgates: Any, dh_prev: Any | None, acts: tuple) -> None:
+    """:func:`gru_step_backward` as ElementwiseKernels: three, one at the first step."""
     names = tuple(a.name for a in acts)
     act, gate = names
     first = h_prev is None
@@ -776,11 +783,6 @@ def gru_step_backward(gates: Any, h_prev: Any | None, w_gate: Any, w_cand: Any, 
                  "dhp[o] += d - d * z;"]
     ins = "int64 H, int64 n, raw T g, raw T dh" + ("" if first else ", raw T hp")
     outs = "raw T dg" + ("" if first else ", raw T dhp")
-    if not first and _gru_step_in_one(gates, (h_prev, dh, dh_prev), w_gate, w_cand) and \
-            _gate_strides(dgates) is not None:
-        _gru_step_backward_in_one(gates, h_prev, w_gate, w_cand, dh, dgates, dh_prev, acts,
-                                  add_into)
-        return
     kernel = _elementwise(("gru_bwd_zc", *names, first), lambda: (ins, outs, "\n".join(body)))
     if first:
         kernel(hs, n, gates, dh, dgates, size=n * hs)
