@@ -234,7 +234,7 @@ def gru_step_forward(gates, h_prev, w_gate, w_cand, reset_h, h, acts, tmp,
         if bias is None:
             gates[...] = x
         else:
-            np.add(x, bias.reshape(1, -1) if x.ndim == 2 else bias.reshape(3, 1, -1), out=gates)
+            np.add(gate_blocks(x, 3), bias.reshape(3, 1, -1), out=gate_blocks(gates, 3))
     act, gate_act = acts
     n, hs = h.shape
     gates = gate_blocks(gates, 3)
