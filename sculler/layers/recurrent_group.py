@@ -219,8 +219,7 @@ class RecurrentGroupLayer(Layer):
         n0 = plan.frames[0][0] if plan.num_steps else 0
         hoist = self.tail is not None
         boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
-        if hoist:
-            self._bind_frontier(plan)
+        bound_grads = self._bind_frontier(plan) if hoist else []
         for t in range(plan.num_steps):
             net = self.frame(t)
             n = plan.frames[t][0]
@@ -257,27 +256,30 @@ class RecurrentGroupLayer(Layer):
         if hoist:
             self._forward_tail(plan, pass_type)
         elif self.tail is not None:  # a frontier of sequences: the tail runs in the frames
-            for f in self.tail.frontier:  # a frame's gradient may be a view of this buffer
-                if self._bufs.get("frontiergrad_" + f) is not None:
-                    self._bufs["frontiergrad_" + f][...] = 0
+            clear_together(bound_grads)  # the frames' gradients may be views of these
             for t in range(plan.num_steps):
                 self.frames[t].run_forward(pass_type, tail=True)
         self._gather_out_links(plan)
 
-    def _bind_frontier(self, plan: GroupPlan) -> None:
+    def _bind_frontier(self, plan: GroupPlan) -> list:
         """Have each frame's frontier layer write its output (and take its gradient) in its
         step's rows of the time-major buffers the tail reads (``Layer.output_rows``), so that
-        neither the tail's input nor the frames' gradients are copied a step at a time."""
+        neither the tail's input nor the frames' gradients are copied a step at a time.
+        Returns those gradient buffers (uncleared)."""
         steps = plan.batch.step_starts
+        bound_grads = []
         for f in self.tail.frontier:
             shape = (int(steps[-1]), self.model.layer(f).size)
             values = self.scratch("frontier_" + f, shape)
             needs = self.frame(0).layers[f].need_gradient
             grads = self.scratch("frontiergrad_" + f, shape) if needs else None
+            if grads is not None:
+                bound_grads.append(grads)
             for t in range(plan.num_steps):
                 rows = slice(int(steps[t]), int(steps[t + 1]))
                 self.frame(t).layers[f].output_rows = (
                     values[rows], None if grads is None else grads[rows])
+        return bound_grads
 
     def _forward_tail(self, plan: GroupPlan, pass_type: str) -> None:
         """The tail layers once over every step's rows: each frontier layer's rows of all
