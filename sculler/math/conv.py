@@ -606,7 +606,9 @@ def conv2d_backward_data(
         dx = _gemm_fold(w, dy_cols, x_shape, (kh, kw), st, pad, dil, dy.shape[2:])
     else:  # one GEMM, then the fold (on the GPU one gathering kernel, no per-tap adds)
         if xp is not np and groups == 1:
-            dcols = w2[0].T.dot(dy_cols[0], out=work)
+            dcols = (xp.empty((w2.shape[2], dy_cols.shape[2]), dtype=dy_cols.dtype)
+                     if work is None else work)
+            gemm(w2[0].T, dy_cols[0], dcols)
         else:
             dcols = _grouped_gemm(xp, w2, dy_cols, True, False).reshape(groups * cg * kh * kw,
                                                                         -1)

@@ -24,7 +24,7 @@ import numpy as np
 from sculler.backend import cached_like, get_array_module, is_gpu_array
 from sculler.math import cuda, cuda_sequences
 from sculler.math.activation import NAME_ALIASES
-from sculler.math.blas import small_gemms
+from sculler.math.blas import gemm, small_gemms
 from sculler.math.segment import gather_rows
 
 __all__ = [
@@ -423,7 +423,7 @@ def _lstm_forward_gpu(plan, gates, weight, peepholes, c, state, h, acts, tmp) ->
         rec = None
         if prev is not None:
             rec = rec_all[:n]
-            h[prev].dot(weight, out=rec)
+            gemm(h[prev], weight, rec)
         cuda.lstm_forward_step(gates, c, state, h, peepholes, acts, rows.start,
                                0 if prev is None else prev.start, n, recurrent=rec)
 
@@ -458,7 +458,7 @@ def _lstm_backward_gpu(plan, gates, weight, peepholes, c, state, dh, dc, dgates,
                                 rows.start, 0 if prev is None else prev.start, n,
                                 dh_rec=dh_rec, n_rec=n_rec)
         if drow is not None:
-            drow[:n].dot(w_t, out=dh_rec[:n])
+            gemm(drow[:n], w_t, dh_rec[:n])
             n_rec = n
 
 
