@@ -16,13 +16,20 @@ ratios (Sculler / PyTorch) are printed. A contender that fails is reported and t
 on; the exit status is then 1. Without CuPy and a CUDA device (or PyTorch with CUDA) it prints
 one line saying so and exits 0.
 
-Run: ``PYTHONPATH=. python bench/bench_gpu.py [--rounds 3] [--only mlp lstm] [--profile 25]``
-(``bench/gpu_check.sh`` runs it on the GPU machine).
+``--profile N`` adds where Sculler's host time goes (cProfile); ``--device-profile N`` runs each
+contender once more under ``torch.profiler``, which records every CUDA kernel and copy in the
+process through CUPTI (CuPy's as well as PyTorch's), and prints per contender the kernels and
+copies, the GPU's busy time against the wall time of the run (a GPU busy for a small part of it
+waits on the host), and the N kernels with the most GPU time.
+
+Run: ``PYTHONPATH=. python bench/bench_gpu.py [--rounds 3] [--only mlp lstm] [--profile 25]
+[--device-profile 15]`` (``bench/gpu_check.sh`` runs it on the GPU machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import sys
 import time
@@ -128,6 +135,56 @@ def profile(name: str, contender: Callable[[], float], lines: int) -> None:
         pstats.Stats(prof, stream=sys.stdout).sort_stats(order).print_stats(lines)
 
 
+def device_time(events: list, wall_s: float, lines: int) -> list[str]:
+    """Report lines for the ``torch.profiler`` ``events`` of one run of ``wall_s`` seconds:
+    kernels and copies (the CUDA device's events), the GPU time they sum to and the time the
+    GPU was busy with any of them (their intervals' union), against the wall time, then the
+    ``lines`` kernels or copies with the most GPU time (milliseconds, calls, name)."""
+    from torch.autograd import DeviceType
+
+    spans, by_name = [], collections.defaultdict(lambda: [0.0, 0])
+    for event in events:
+        if event.device_type != DeviceType.CUDA:
+            continue
+        start, end = event.time_range.start, event.time_range.end
+        spans.append((start, end))
+        by_name[event.name][0] += end - start
+        by_name[event.name][1] += 1
+    if not spans:
+        return ["no CUDA kernel or copy recorded (CUPTI unavailable to torch.profiler?)"]
+    busy, reach = 0.0, -float("inf")
+    for start, end in sorted(spans):
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    copies = sum(calls for name, (_, calls) in by_name.items() if name.startswith("Mem"))
+    lines_out = [f"{len(spans) - copies:,} kernels + {copies:,} copies/sets, "
+                 f"{sum(t for t, _ in by_name.values()) / 1e3:.1f} ms of GPU time; GPU busy "
+                 f"{busy / 1e3:.1f} ms of {wall_s * 1e3:.1f} ms wall "
+                 f"({100 * busy / 1e3 / (wall_s * 1e3):.0f} %)"]
+    ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:lines]
+    lines_out += [f"{t / 1e3:9.2f} ms {calls:7,d}x  {name[:100]}" for name, (t, calls) in ranked]
+    return lines_out
+
+
+def device_profile(name: str, contenders: dict[str, Callable[[], float]], lines: int) -> None:
+    """One more run of each contender under ``torch.profiler`` with CUDA activity: the
+    :func:`device_time` report of each (the profiler's own overhead inflates the wall time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for who, contender in contenders.items():
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                start = time.perf_counter()
+                contender()
+                wall = time.perf_counter() - start
+            report = device_time(prof.events(), wall, lines)
+        except Exception as exc:  # a profile that fails must not stop the benchmark
+            report = [f"profile failed: {type(exc).__name__}: {exc}"]
+        print(f"  -- GPU time of {who} on {name}: {report[0]}", flush=True)
+        for line in report[1:]:
+            print(f"    {line}", flush=True)
+
+
 def measure(name: str, contenders: dict[str, Callable[[], float]], rounds: int) -> bool:
     """Print one workload's medians and ratios; False when a contender failed."""
     rates: dict[str, list[float]] = {k: [] for k in contenders}
@@ -165,6 +222,10 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="LINES",
                     help="after each workload, profile one more Sculler run and print the "
                          "LINES functions with the most own time")
+    ap.add_argument("--device-profile", type=int, default=0, metavar="LINES",
+                    help="after each workload, run each contender once more under "
+                         "torch.profiler and print its GPU busy time and the LINES kernels "
+                         "with the most GPU time")
     args = ap.parse_args()
     reason = missing_cuda()
     if reason is not None:
@@ -183,6 +244,8 @@ def main() -> int:
         ok = measure(name, contenders, args.rounds) and ok
         if args.profile:
             profile(name, contenders["sculler"], args.profile)
+        if args.device_profile:
+            device_profile(name, contenders, args.device_profile)
     return 0 if ok else 1
 
 

@@ -6,7 +6,9 @@
 # failure's traceback as it happens, so a run stopped at its limit keeps them), bench.log.
 # Limits: TEST_SECONDS (default 240) for the tests, BENCH_SECONDS (150) for the benchmark;
 # PER_TEST_SECONDS (180) for one test where pytest-timeout is installed; WORKERS (default 12)
-# pytest-xdist processes where pytest-xdist is installed; BENCH_ARGS more arguments to it.
+# pytest-xdist processes where pytest-xdist is installed; BENCH_ARGS more arguments to it;
+# DEVICE_PROFILE_LINES (15) kernels listed per contender by the benchmark's CUPTI profile
+# (--device-profile: GPU busy time against wall time, and where the GPU time goes; 0: none).
 # Exit status: the tests' status, else the benchmark's.
 set -u
 cd "$(dirname "$0")/.."
@@ -34,7 +36,8 @@ tail -3 "$LOGS/tests.log"
 echo "== pytest -m gpu: exit $tests after $((SECONDS - start)) s (124: stopped at ${TEST_SECONDS:-240} s)"
 echo "== bench/bench_gpu.py"
 start=$SECONDS
-timeout "${BENCH_SECONDS:-150}" $PY bench/bench_gpu.py --rounds 3 ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench.log"
+timeout "${BENCH_SECONDS:-150}" $PY bench/bench_gpu.py --rounds 3 \
+    --device-profile "${DEVICE_PROFILE_LINES:-15}" ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench.log"
 bench=${PIPESTATUS[0]}
 echo "== bench_gpu: exit $bench after $((SECONDS - start)) s (124: stopped at ${BENCH_SECONDS:-150} s)"
 timeout 60 $PY bench/gpu_overheads.py

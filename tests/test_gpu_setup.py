@@ -243,3 +243,27 @@ def test_bench_gpu_without_cuda_says_so_in_one_line_and_exits_0():
         "bench_gpu: skipped, CUDA/CuPy not available (Sculler: CuPy is not installed; install "
         "CuPy for your CUDA version: `pip install sculler[gpu-cuda12]` (CUDA 12) or `pip "
         "install sculler[gpu-cuda13]` (CUDA 13))"]
+
+
+def test_bench_gpu_device_time_sums_kernels_and_merges_overlapping_busy_spans():
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        import bench_gpu
+    finally:
+        sys.path.pop(0)
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(name, device, start, end):
+        return types.SimpleNamespace(name=name, device_type=device,
+                                     time_range=types.SimpleNamespace(start=start, end=end))
+
+    events = [event("gemm", cuda, 0, 1000), event("gemm", cuda, 500, 1500),
+              event("Memcpy HtoD (Pinned -> Device)", cuda, 3000, 3100),
+              event("relu", cuda, 4000, 4200), event("cudaLaunchKernel", cpu, 0, 9000)]
+    report = bench_gpu.device_time(events, 0.010, lines=2)
+    assert report == [
+        "3 kernels + 1 copies/sets, 2.3 ms of GPU time; GPU busy 1.8 ms of 10.0 ms wall (18 %)",
+        "     2.00 ms       2x  gemm",
+        "     0.20 ms       1x  relu"]
+    assert bench_gpu.device_time(events[-1:], 0.010, lines=2)[0].startswith("no CUDA kernel")
