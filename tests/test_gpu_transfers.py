@@ -174,3 +174,40 @@ def test_beam_search_reads_back_only_each_paths_best_ids(counts):
     order_w, order_g = np.lexsort((want[1], want[0])), np.lexsort((got[1], got[0]))
     for w, g in zip(want, got):  # the same (parent, id, score) set, in any order
         np.testing.assert_allclose(g[order_g], w[order_w], rtol=1e-12)
+
+
+def _generate_with_the_seq2seq_demo(use_gpu: bool):
+    """(prob, ids) of the attention demo's beam search (beam 3, untrained weights drawn with
+    seed 1) over 12 source sequences, on the GPU or the CPU."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_seq2seq
+    finally:
+        sys.path.remove(str(BENCH))
+    demo = bench_seq2seq.load_demo()
+    paddle.init(seed=1, use_gpu=use_gpu)
+    paddle.layer.reset_names()
+    parameters = paddle.parameters.create(demo.seq2seq(is_generating=False))
+    paddle.layer.reset_names()
+    generator = demo.seq2seq(is_generating=True, beam_size=3)
+    sources = [(src,) for src, _, _ in demo.make_pairs(12, seed=5)]
+    inferer = paddle.inference.Inference(output_layer=generator, parameters=parameters)
+    return inferer, sources
+
+
+def test_beam_search_on_the_gpu_waits_only_for_each_steps_best_ids(counts):
+    """Each step of a beam search sends its index arrays (ids, the rows of the statics and
+    memories to gather) in one asynchronous copy and waits only for the one copy back of the
+    paths' best ids; what it generates is the CPU's."""
+    inferer, sources = _generate_with_the_seq2seq_demo(use_gpu=True)
+    inferer.infer(input=sources, field=["prob", "id"])  # small index arrays now cached
+    counts.clear()
+    prob, ids = inferer.infer(input=sources, field=["prob", "id"])
+    steps = counts["d2h"]
+    assert steps >= 3 and counts["wait"] == steps
+    # the batch, the index arrays of the encoder's two recurrent layers, then one copy a step
+    assert counts["h2d"] == 1 + 2 + steps
+    inferer, _ = _generate_with_the_seq2seq_demo(use_gpu=False)
+    want_prob, want_ids = inferer.infer(input=sources, field=["prob", "id"])
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(prob, want_prob, rtol=1e-5)

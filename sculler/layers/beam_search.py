@@ -21,6 +21,10 @@ network over all live paths of all samples, two frames alternating):
   dropped by the first rule;
 - the search ends when no path is live or after ``max_length`` steps.
 
+On the GPU the paths' states stay there; the bookkeeping above is on the host, which reads back
+each step's best ids and scores in one copy and sends the next step's ids and gather rows in
+one asynchronous copy.
+
 Output (what ``infer(field=['prob', 'id'])`` returns, as PaddlePaddle): ``value`` = (N, R)
 total log-probabilities of each sample's R = ``num_results`` best paths, best first (also
 when R = 1; missing results are -inf); ``ids`` = for R = 1 the best path of each sample (ids
@@ -32,7 +36,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module, to_numpy
+from sculler.backend import (
+    get_array_module,
+    gpu_enabled,
+    is_gpu_array,
+    to_gpu_together,
+    to_numpy,
+)
 from sculler.core.argument import Argument
 from sculler.core.layer import PASS_TEST, register_layer
 from sculler.core.recurrent_group import sequence_rows
@@ -67,17 +77,6 @@ class BeamSearchLayer(RecurrentGroupLayer):
         raise ValueError(f"beam_search {self.group!r}: needs a StaticInput or a memory with a "
                          "boot_layer to know the number of samples")
 
-    def _gather_static(self, arg: Argument, samples):
-        """(value, ids, seq_starts) of a static input for the paths' samples."""
-        if arg.seq_starts is None:
-            value = None if arg.value is None else arg.value[samples]
-            ids = None if arg.ids is None else arg.ids[samples]
-            return value, ids, None
-        rows, starts = sequence_rows(arg.seq_starts, samples)
-        value = None if arg.value is None else arg.value[rows]
-        ids = None if arg.ids is None else arg.ids[rows]
-        return value, ids, starts
-
     def forward(self, pass_type: str) -> None:
         self.pass_type = pass_type
         g = self.gen
@@ -96,16 +95,27 @@ class BeamSearchLayer(RecurrentGroupLayer):
             if samples.size == 0:
                 break
             net, prev = self.frame(t % 2), self.frames[(t + 1) % 2] if t else None
-            _set(net.layers[g["agent"]].output, None, ids, None)
-            for s in self.batch_statics:
-                value, sid, starts = self._gather_static(self.get_input(s["input"]), samples)
-                _set(net.layers[s["agent"]].output, value, sid, starts)
-            for k, m in enumerate(self.memories):
-                if prev is None:
-                    value, mid, starts = boots[k]
-                else:
-                    value, mid, starts = _follow(prev.layers[m["link"]].output, parents)
-                _set(net.layers[m["agent"]].output, value, mid, starts)
+            sources = [(s["agent"], self.get_input(s["input"]), samples)
+                       for s in self.batch_statics]
+            if prev is not None:
+                sources += [(m["agent"], prev.layers[m["link"]].output, parents)
+                            for m in self.memories]
+            picks = [_rows(arg, rows) for _, arg, rows in sources]
+            sent = _on_device([ids, *(rows for rows, _ in picks)])
+            agent = net.layers[g["agent"]].output
+            _set(agent, None, sent[0], None)
+            if sent[0] is not ids:
+                agent.mark_host_ids(ids)
+                if ids.size and ids.min() >= 0:
+                    agent.mark_ids_below(int(ids.max()) + 1)
+            for (name, arg, _), (rows, starts), device_rows in zip(sources, picks, sent[1:]):
+                value = None if arg.value is None else arg.value[_like(arg.value, rows,
+                                                                       device_rows)]
+                mid = None if arg.ids is None else arg.ids[_like(arg.ids, rows, device_rows)]
+                _set(net.layers[name].output, value, mid, starts)
+            if prev is None:
+                for m, (value, mid, starts) in zip(self.memories, boots):
+                    _set(net.layers[m["agent"]].output, value, mid, starts)
             net.run_forward(PASS_TEST)
             probs = net.layers[g["prob_layer"]].output.value
             cand_parent, cand_ids, cand_score = self._expand(probs, scores, beam)
@@ -177,15 +187,24 @@ class BeamSearchLayer(RecurrentGroupLayer):
         """Generation has no gradient."""
 
 
-def _follow(src: Argument, parents):
-    """(value, ids, seq_starts) of a step output for the paths whose parents are
-    ``parents``: the parent's row, or its whole sequence for a sequence-valued memory (an
-    external memory read and written every step)."""
-    rows, starts = parents, None
-    if src.seq_starts is not None:
-        rows, starts = sequence_rows(src.seq_starts, parents)
-    return (None if src.value is None else src.value[rows],
-            None if src.ids is None else src.ids[rows], starts)
+def _rows(src: Argument, picks: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(host rows, seq_starts) of ``src`` for the paths or samples ``picks``: row ``picks[i]``,
+    or for a sequence (a static input's, a sequence-valued memory's: an external memory read
+    and written every step) the whole sequence ``picks[i]``, with its new starts."""
+    if src.seq_starts is None:
+        return picks, None
+    return sequence_rows(src.seq_starts, picks)
+
+
+def _on_device(indices: list[np.ndarray]) -> list:
+    """A step's host index arrays (ids, rows) as they are on the CPU; on the GPU all sent in
+    one asynchronous copy, so that gathering the beams' states there waits for nothing."""
+    return to_gpu_together(indices) if gpu_enabled() else indices
+
+
+def _like(x, host, device):
+    """The index array to gather ``x`` with: ``device``'s copy for a device ``x``."""
+    return device if is_gpu_array(x) else host
 
 
 class _Finals:
