@@ -228,3 +228,31 @@ def test_slice_projection_of_a_convolution(tmp_path):
     sliced = paddle.layer.mixed(input=paddle.layer.slice_projection(conv, [[0, 2], [3, 4]]),
                                 act=A.Tanh(), bias_attr=True)
     check(sliced, {"img": RNG.randn(3, 18).astype(np.float32)}, tmp_path)
+
+
+@pytest.mark.gpu
+def test_a_model_trained_on_the_gpu_exports_and_matches_infer(tmp_path):
+    """A model whose parameters live and train on the GPU exports from their host copies, and
+    onnxruntime gives what paddle.infer gives there."""
+    from sculler import backend
+
+    paddle.init(use_gpu=True, seed=3)
+    try:
+        pixel = dense("pixel", 16)
+        hidden = paddle.layer.fc(input=pixel, size=8, act=A.Relu())
+        out = paddle.layer.fc(input=hidden, size=3, act=A.Softmax())
+        label = paddle.layer.data(name="label", type=paddle.data_type.integer_value(3))
+        cost = paddle.layer.classification_cost(input=out, label=label)
+        params = paddle.parameters.create(cost)
+        trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=0.1,
+                                                                             momentum=0.9))
+        x = RNG.randn(64, 16).astype(np.float32)
+        y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0)
+        first = params.names()[0]
+        assert backend.is_gpu_array(params._parameter(first).value)
+        before = params.get(first)
+        trainer.train(reader=paddle.batch(lambda: iter(zip(x, y.tolist())), 16), num_passes=2)
+        assert not np.allclose(params.get(first), before)  # trained there
+        check(out, {"pixel": x[:10]}, tmp_path, params=params)
+    finally:
+        paddle.init(use_gpu=False)
