@@ -267,3 +267,43 @@ def test_bench_gpu_device_time_sums_kernels_and_merges_overlapping_busy_spans():
         "     2.00 ms       2x  gemm",
         "     0.20 ms       1x  relu"]
     assert bench_gpu.device_time(events[-1:], 0.010, lines=2)[0].startswith("no CUDA kernel")
+
+
+@pytest.mark.gpu
+def test_cli_check_grad_use_gpu_checks_a_user_layer_file_on_the_gpu(tmp_path, capsys):
+    """``sculler check-grad --use_gpu --module my_layer.py`` checks the file's layer on the
+    device, and reports a wrong backward there."""
+    layer = tmp_path / "scaled_tanh.py"
+    layer.write_text(textwrap.dedent('''
+        from sculler.backend import get_array_module
+        from sculler.core.layer import Layer, register_layer
+
+        @register_layer("cli_scaled_tanh")
+        class ScaledTanh(Layer):
+            """y = tanh(2 x): dy/dx = 2 (1 - y^2)."""
+            error = 1.0
+
+            def forward(self, pass_type):
+                super().forward(pass_type)
+                x = self.get_input_value(0)
+                out = self.reserve_output(x.shape[0], self.size)
+                get_array_module(x).tanh(2 * x, out=out)
+                self.forward_activation()
+
+            def backward(self, callback=None):
+                self.backward_activation()
+                y = self.output.value
+                self.get_input_grad(0)[...] += self.error * 2 * (1 - y * y) * self.output.grad
+
+        @register_layer("cli_scaled_tanh_wrong")
+        class WrongScaledTanh(ScaledTanh):
+            error = 1.02
+    '''))
+    args = ["check-grad", "--use_gpu", "--module", str(layer), "--inputs", "4", "--size", "4"]
+    try:
+        assert main([*args, "--type", "cli_scaled_tanh"]) == 0
+        assert "cli_scaled_tanh: gradient check passed" in capsys.readouterr().out
+        assert main([*args, "--type", "cli_scaled_tanh_wrong"]) == 1
+        assert capsys.readouterr().out.startswith("FAILED: ")
+    finally:
+        paddle.init(use_gpu=False)
