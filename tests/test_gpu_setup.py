@@ -307,3 +307,60 @@ def test_cli_check_grad_use_gpu_checks_a_user_layer_file_on_the_gpu(tmp_path, ca
         assert capsys.readouterr().out.startswith("FAILED: ")
     finally:
         paddle.init(use_gpu=False)
+
+
+def _momentum_run(use_gpu: bool, halves: list, save: str | None = None,
+                  resume: str | None = None, params_only: str | None = None) -> dict:
+    """Train the tiny model with momentum on one device, a pass over each of ``halves`` (two
+    lists of batches), and return the parameters (host copies). ``save``: after the first pass
+    write a checkpoint there and the parameters to ``save + '.tar'``. ``resume``: start from
+    that checkpoint (so only the second pass runs); ``params_only``: from that parameter tar
+    alone, with fresh optimizer state."""
+    paddle.layer.reset_names()
+    paddle.init(seed=3, use_gpu=use_gpu)
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+    pred = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=pred, label=y)
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost=cost, parameters=params,
+                                 update_equation=paddle.optimizer.Momentum(
+                                     learning_rate=0.5, momentum=0.9))
+    if resume is not None:
+        trainer.load_checkpoint(resume)
+    if params_only is not None:
+        with open(params_only, "rb") as f:
+            params.init_from_tar(f)
+    passes = iter(halves if resume is None and params_only is None else halves[1:])
+
+    def end_of_pass(event):
+        if save is not None and isinstance(event, paddle.event.EndPass) and event.pass_id == 0:
+            trainer.save_checkpoint(save)
+            with open(save + ".tar", "wb") as f:
+                params.to_tar(f)
+
+    trainer.train(lambda: iter(next(passes)), num_passes=2 if params_only is None else 1,
+                  event_handler=end_of_pass)
+    return {name: params.get(name) for name in params.names()}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("written_on, resumed_on", [("gpu", "cpu"), ("cpu", "gpu")])
+def test_a_checkpoint_resumes_on_the_other_device(tmp_path, written_on, resumed_on):
+    """Training that stops on one device and resumes from its checkpoint on the other ends
+    where training on the first device throughout ends (to float32 rounding): the parameters
+    and the momentum carried over. Resuming from the parameters alone ends elsewhere."""
+    rng = np.random.RandomState(0)
+    rows = [(rng.randn(4).tolist(), int(rng.randint(2))) for _ in range(32)]
+    batches = [rows[i:i + 4] for i in range(0, 32, 4)]
+    halves = [batches[:4], batches[4:]]
+    ck = str(tmp_path / "ck")
+    try:
+        throughout = _momentum_run(written_on == "gpu", halves, save=ck)
+        resumed = _momentum_run(resumed_on == "gpu", halves, resume=ck)
+        params_only = _momentum_run(resumed_on == "gpu", halves, params_only=ck + ".tar")
+    finally:
+        paddle.init(use_gpu=False)
+    for name, want in throughout.items():
+        np.testing.assert_allclose(resumed[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert max(np.abs(params_only[n] - throughout[n]).max() for n in throughout) > 1e-2
