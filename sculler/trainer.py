@@ -66,9 +66,23 @@ class TrainingInterrupted(SystemExit):
 
 
 def _evaluated_once(batch_ev, pass_ev) -> bool:
-    """Whether a batch's evaluation is done once and added to the pass's evaluator: its whole
-    state is ``total`` and ``count`` (``Evaluator.additive``) and both are of one type."""
+    """Whether a batch's evaluation is done once and merged into the pass's evaluator: its
+    state adds up (``Evaluator.additive``) and both are of one type."""
     return batch_ev.additive and type(pass_ev) is type(batch_ev)
+
+
+def _read_with_cost(network, evaluators: list) -> tuple[float, dict[int, tuple]]:
+    """The batch's cost sum and, for each of ``evaluators`` that counts on the GPU
+    (:meth:`Evaluator.device_sums`), ``id -> (host sums, extra)`` for ``add_sums``: all read
+    back in one transfer."""
+    layers = network.layers
+    pending = []
+    for ev in evaluators:
+        sums = ev.device_sums(layers)
+        if sums is not None:
+            pending.append((ev, sums))
+    cost_sum, read = network.total_cost_and([sums[0] for _, sums in pending])
+    return cost_sum, {id(ev): (host, sums[1]) for (ev, sums), host in zip(pending, read)}
 
 
 class SGD:
@@ -89,7 +103,7 @@ class SGD:
         # dense parameters in one buffer: the optimizer updates them in a few flat passes
         parameters.parameter_set.pack(self.network.used_parameters)
         self._batch_evals = [create_evaluator(e) for e in mc.evaluators]
-        self._device_sums: dict[int, tuple[float, float]] = {}  # read with a batch's cost
+        self._device_sums: dict[int, tuple] = {}  # read with a batch's cost
         self._pass_evals = self.network.evaluators
         self._cost_names = [layer.name for layer in self.network.cost_layers()]
         if not self._cost_names:
@@ -263,19 +277,11 @@ class SGD:
         return cost_sum
 
     def _read_cost_and_device_sums(self) -> float:
-        """The batch's cost sum; on the GPU the additive evaluators that count there
-        (:meth:`Evaluator.device_sums`) come back in the same transfer, kept for
-        :meth:`_eval_batch`."""
-        layers = self.network.layers
-        pending = []
-        for bev, pev in zip(self._batch_evals, self._pass_evals):
-            if _evaluated_once(bev, pev):
-                sums = bev.device_sums(layers)
-                if sums is not None:
-                    pending.append((bev, sums))
-        cost_sum, totals = self.network.total_cost_and([s[0] for _, s in pending])
-        self._device_sums = {id(bev): (total, sums[1])
-                             for (bev, sums), total in zip(pending, totals)}
+        """The batch's cost sum; on the GPU the additive evaluators that count there come
+        back in the same transfer (:func:`_read_with_cost`), kept for :meth:`_eval_batch`."""
+        once = [bev for bev, pev in zip(self._batch_evals, self._pass_evals)
+                if _evaluated_once(bev, pev)]
+        cost_sum, self._device_sums = _read_with_cost(self.network, once)
         return cost_sum
 
     def _update(self, frozen: set[str]) -> None:
@@ -306,9 +312,8 @@ class SGD:
                 if read is None:
                     bev.eval_batch(layers)
                 else:
-                    bev.total, bev.count = read
-                pev.total += bev.total
-                pev.count += bev.count
+                    bev.add_sums(*read)
+                pev.merge(bev)
                 continue
             pev.eval_batch(layers)
             if report and bev.reports_value:
@@ -335,10 +340,14 @@ class SGD:
         for data_batch in iterate_reader(require_reader(reader, "test(reader=...)"),
                                          "test(reader=...)"):
             self.network.forward(feeder.convert(data_batch), PASS_TEST)
-            total += self.network.total_cost()
+            cost_sum, read = _read_with_cost(self.network, evals)
+            total += cost_sum
             samples += len(data_batch)
             for ev in evals:
-                ev.eval_batch(self.network.layers)
+                if id(ev) in read:
+                    ev.add_sums(*read[id(ev)])
+                else:
+                    ev.eval_batch(self.network.layers)
         if samples == 0:
             raise ValueError("test reader yielded no samples")
         return E.TestResult(total / samples, metrics_of(evals))

@@ -211,3 +211,67 @@ def test_beam_search_on_the_gpu_waits_only_for_each_steps_best_ids(counts):
     want_prob, want_ids = inferer.infer(input=sources, field=["prob", "id"])
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_allclose(prob, want_prob, rtol=1e-5)
+
+
+def _train_with_evaluators(use_gpu: bool, counts=None):
+    """A classifier trained 4 batches with a weight input and the evaluators that count on
+    the GPU: weighted and one-column classification error, precision/recall (id labels,
+    weighted or not, and dense multi-hot labels), sum and weighted column sum. Returns the
+    metrics of each batch, those of the pass and those of ``test`` on the same data."""
+    paddle.init(use_gpu=use_gpu, seed=3)
+    paddle.layer.reset_names()
+    ev = paddle.evaluator
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(6))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(4))
+    w = paddle.layer.data(name="w", type=paddle.data_type.dense_vector(1))
+    hot = paddle.layer.data(name="hot", type=paddle.data_type.dense_vector(4))
+    h = paddle.layer.fc(input=x, size=8, act=paddle.activation.Relu())
+    out = paddle.layer.fc(input=h, size=4, act=paddle.activation.Softmax())
+    one = paddle.layer.fc(input=h, size=1, act=paddle.activation.Sigmoid())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    ev.classification_error(input=out, label=y, weight=w, name="weighted_error")
+    ev.classification_error(input=one, label=y, name="one_column_error")
+    ev.precision_recall(input=out, label=y, name="pr")
+    ev.precision_recall(input=out, label=y, weight=w, positive_label=2, name="pr_weighted")
+    ev.precision_recall(input=out, label=hot, name="pr_multi_hot")
+    ev.sum(input=out, name="sum")
+    ev.column_sum(input=out, weight=w, name="column_sum")
+    trainer = paddle.trainer.SGD(cost, paddle.parameters.create(cost),
+                                 paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9),
+                                 extra_layers=[one, w, hot])
+    rng = np.random.RandomState(1)
+    data = [[(rng.randn(6).astype(np.float32), int(rng.randint(4)),
+              [float(rng.uniform(0.5, 2))], (rng.rand(4) > 0.5).astype(np.float32).tolist())
+             for _ in range(16)] for _ in range(4)]
+    feeding = {"x": 0, "y": 1, "w": 2, "hot": 3}
+    seen, passes = [], []
+
+    def handler(event):
+        if isinstance(event, paddle.event.EndIteration):
+            seen.append(event.metrics)
+        if isinstance(event, paddle.event.EndPass):
+            passes.append(event.metrics)
+
+    if counts is not None:
+        counts.clear()
+    trainer.train(lambda: iter(data), num_passes=1, event_handler=handler, feeding=feeding)
+    training = dict(counts) if counts is not None else None
+    if counts is not None:
+        counts.clear()
+    tested = trainer.test(lambda: iter(data), feeding=feeding).metrics
+    return seen, passes[0], tested, training
+
+
+def test_evaluators_count_on_the_gpu_and_come_back_with_the_cost(counts):
+    """Weighted and one-column classification error, precision/recall, sum and column sum
+    count on the GPU: training reads one copy back a batch, and so does test(); the metrics
+    of every batch, of the pass and of test() are the CPU's."""
+    seen, passed, tested, training = _train_with_evaluators(True, counts)
+    assert training["d2h"] == 4 and training["wait"] == 4
+    assert counts["d2h"] == 4 and counts["wait"] == 4  # test(): one read back a batch
+    want_seen, want_passed, want_tested, _ = _train_with_evaluators(False)
+    assert len(seen) == 4 and set(seen[0]) == set(want_seen[0])
+    assert {"pr_weighted.F1-score", "pr_multi_hot.micro-average-recall"} <= set(passed)
+    for got, want in [*zip(seen, want_seen), (passed, want_passed), (tested, want_tested)]:
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, err_msg=name)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import is_gpu_array, to_device_of, to_numpy
+from sculler.backend import get_array_module, is_gpu_array, to_device_of, to_numpy
 from sculler.core import (  # noqa: F401 - register the other evaluator types
     detection_map,
     metrics,
@@ -71,22 +71,45 @@ class ClassificationError(Evaluator):
         top = np.argpartition(-probs, top_k - 1, axis=1)[:, :top_k]
         return ~(top == ids[:, None]).any(axis=1), probs
 
-    def device_sums(self, layers: dict) -> tuple[Any, float] | None:
-        """On the GPU the unweighted top-1 error is counted there: one number comes back
-        instead of the predictions and the labels."""
+    def device_sums(self, layers: dict) -> tuple[Any, Any] | None:
+        """On the GPU the top-1 (or one-column threshold) error is counted there, weighted or
+        not: its sum, and the weights' sum, come back instead of the predictions and the
+        labels. (``top_k`` > 1 is counted on the host.)"""
         value = layers[self.config.input_layers[0]].output.value
-        ids = layers[self.config.input_layers[1]].output.ids
-        if (not is_gpu_array(value) or ids is None or len(self.config.input_layers) > 2
-                or value.shape[1] == 1 or int(self.config.attrs.get("top_k", 1)) != 1):
+        label = layers[self.config.input_layers[1]].output
+        ids = label.ids if label.ids is not None else label.value
+        if not is_gpu_array(value) or ids is None or (
+                value.shape[1] > 1 and int(self.config.attrs.get("top_k", 1)) != 1):
             return None
+        xp = get_array_module(value)
         ids = to_device_of(ids, value).reshape(-1)
-        return (value.argmax(axis=1) != ids).sum(dtype=np.float64), value.shape[0]
+        if ids.shape[0] != value.shape[0]:
+            return None  # eval_batch reports the mismatch
+        if value.shape[1] == 1:
+            missed = (value[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5)
+        else:
+            missed = value.argmax(axis=1) != ids
+        if len(self.config.input_layers) <= 2:
+            return missed.sum(dtype=np.float64), value.shape[0]
+        weight = layers[self.config.input_layers[2]].output.value
+        if weight is None or weight.shape != (value.shape[0], 1):
+            return None  # eval_batch reports the bad weight input
+        weight = to_device_of(weight, value)[:, 0].astype(np.float64)
+        return xp.stack([(weight * missed).sum(), weight.sum()]), None
+
+    def add_sums(self, sums: np.ndarray, extra: Any) -> None:
+        """Unweighted: ``sums`` the misses, ``extra`` the samples; weighted (``extra`` None):
+        the weighted misses and the weights' sum."""
+        if extra is None:
+            self.total += float(sums[0])
+            self.count += float(sums[1])
+        else:
+            super().add_sums(sums, extra)
 
     def eval_batch(self, layers: dict) -> None:
         sums = self.device_sums(layers)
         if sums is not None:
-            self.total += float(sums[0])
-            self.count += sums[1]
+            self.add_sums(to_numpy(sums[0]), sums[1])
             return
         missed, probs = self.missed(layers)
         if len(self.config.input_layers) > 2:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sculler.core.model_config import EvaluatorConfig
 
 _EVALUATORS: dict[str, type[Evaluator]] = {}
@@ -26,9 +28,9 @@ class Evaluator:
 
     type_name = ""
     reports_value = True
-    # True when the whole state is ``total`` and ``count``, each a sum over batches: the
-    # trainer then evaluates a batch once and adds its sums to the pass's evaluator. A
-    # subclass that keeps more state must set it back to False.
+    # True when a batch's state can be added to another's (:meth:`merge`): the trainer then
+    # evaluates a batch once and merges it into the pass's evaluator. By default the state is
+    # ``total`` and ``count``; a subclass that keeps more overrides ``merge`` too.
     additive = False
 
     def __init__(self, config: EvaluatorConfig):
@@ -43,12 +45,26 @@ class Evaluator:
     def eval_batch(self, layers: dict) -> None:
         raise NotImplementedError
 
-    def device_sums(self, layers: dict) -> tuple[Any, float] | None:
-        """This batch's additions to ``total`` (a 0-d float64 device array) and ``count`` (a
-        number) where an additive evaluator counts on the GPU, so that the trainer reads the
-        totals back with the cost in one transfer a batch; None where :meth:`eval_batch` must
-        run (the default, and always on the CPU)."""
+    def device_sums(self, layers: dict) -> tuple[Any, Any] | None:
+        """Where this evaluator counts on the GPU: this batch's sums as one float64 device
+        array (any shape) and a host value that goes with them, which :meth:`add_sums` takes
+        once the trainer has read the array back together with the cost, in one transfer a
+        batch. None where :meth:`eval_batch` must run instead (the default, and always on the
+        CPU)."""
         return None
+
+    def add_sums(self, sums: np.ndarray, extra: Any) -> None:
+        """Add a batch's :meth:`device_sums`, read back (``sums`` a host array of their
+        shape), to the state. By default ``sums`` is the addition to ``total`` and ``extra``
+        the one to ``count``."""
+        self.total += float(sums)
+        self.count += extra
+
+    def merge(self, other: Evaluator) -> None:
+        """Add the state of ``other``, an evaluator of this type over other batches, to this
+        one's (how a batch evaluated once joins its pass)."""
+        self.total += other.total
+        self.count += other.count
 
     def value(self) -> float:
         return self.total / self.count if self.count else 0.0

@@ -8,9 +8,11 @@ them: ``precision_recall``, ``pnpair``, ``chunk``, ``last-column-sum``, ``value_
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import get_array_module, is_gpu_array, to_device_of, to_numpy
 from sculler.core.evaluator_base import Evaluator, register_evaluator
 from sculler.math.sparse import CsrMatrix
 
@@ -51,10 +53,67 @@ class PrecisionRecall(Evaluator):
     (1 when empty), ``F1 = 2PR/(P+R)``. With ``positive_label`` the value is that class's F1;
     otherwise the macro-average F1 (the mean P and mean R over classes, then F1)."""
 
+    additive = True
+
     def start(self) -> None:
         super().start()
         self.stats = None  # (classes, 4): TP, TN, FP, FN
         self.multi_label = False
+
+    def device_sums(self, layers: dict) -> tuple[Any, Any] | None:
+        """On the GPU the batch's (classes, 4) counts are taken there, for id labels known to
+        be in range (the feeder checked them) and for dense multi-hot labels; sparse labels
+        are counted on the host."""
+        names = self.config.input_layers
+        p = layers[names[0]].output.value
+        label = layers[names[1]].output
+        if not is_gpu_array(p) or p.ndim != 2:
+            return None
+        xp = get_array_module(p)
+        n, dim = p.shape
+        if len(names) > 2:
+            w = layers[names[2]].output.value
+            if w is None or w.shape != (n, 1):
+                return None  # eval_batch reports the bad weight input
+            w = to_device_of(w, p)[:, 0].astype(np.float64)
+        else:
+            w = xp.ones(n, np.float64)
+        if label.ids is not None:
+            if not label.ids_known_below(dim) or label.ids.shape[0] != n:
+                return None
+            y = to_device_of(label.ids, p).reshape(-1)
+            pred = p.argmax(axis=1)
+            hit = pred == y
+            tp = xp.bincount(pred, weights=w * hit, minlength=dim)
+            fp = xp.bincount(pred, weights=w * ~hit, minlength=dim)
+            fn = xp.bincount(y, weights=w * ~hit, minlength=dim)
+            stats = xp.stack([tp, w.sum() - tp - fp - fn, fp, fn], axis=1)
+            return stats, (n, False)
+        truth = label.value
+        if not is_gpu_array(truth) or truth.shape != (n, dim):
+            return None
+        on = p >= self.config.attrs.get("threshold", 0.5)
+        truth = truth > 0.5
+        ww = w[:, None]
+        stats = xp.stack([(ww * (on & truth)).sum(axis=0), (ww * (~on & ~truth)).sum(axis=0),
+                          (ww * (on & ~truth)).sum(axis=0), (ww * (~on & truth)).sum(axis=0)],
+                         axis=1)
+        return stats, (n, True)
+
+    def add_sums(self, sums: np.ndarray, extra: Any) -> None:
+        """``sums``: the batch's (classes, 4) counts; ``extra``: (samples, multi-label)."""
+        self._start_stats(sums.shape[0])
+        self.stats += sums
+        self.count += extra[0]
+        self.multi_label |= extra[1]
+
+    def merge(self, other: Evaluator) -> None:
+        if other.stats is not None:
+            self.add_sums(other.stats, (other.count, other.multi_label))
+
+    def _start_stats(self, dim: int) -> None:
+        if self.stats is None or self.stats.shape[0] != dim:
+            self.stats = np.zeros((dim, 4))
 
     def eval_batch(self, layers: dict) -> None:
         names = self.config.input_layers
@@ -62,8 +121,7 @@ class PrecisionRecall(Evaluator):
         label = layers[names[1]].output
         n, dim = p.shape
         w = sample_weights(self, layers, 2, n)
-        if self.stats is None or self.stats.shape[0] != dim:
-            self.stats = np.zeros((dim, 4))
+        self._start_stats(dim)
         if label.ids is not None:
             y = to_numpy(label.ids).astype(np.int64).reshape(-1)
             if y.size and (y.min() < 0 or y.max() >= dim):
@@ -249,19 +307,49 @@ class ColumnSum(Evaluator):
     """Weighted mean of one column (attr ``column``, default -1: the last) over the pass:
     ``sum_i w_i x_i[c] / sum_i w_i``."""
 
+    additive = True
+
     def start(self) -> None:
         super().start()
         self.sums = None
 
+    def device_sums(self, layers: dict) -> tuple[Any, Any] | None:
+        """On the GPU the weighted column sums and the weights' sum are taken there."""
+        x = layers[self.config.input_layers[0]].output.value
+        if not is_gpu_array(x) or x.ndim != 2:
+            return None
+        xp = get_array_module(x)
+        if len(self.config.input_layers) <= 1:
+            return x.sum(axis=0, dtype=np.float64), x.shape[0]
+        w = layers[self.config.input_layers[1]].output.value
+        if w is None or w.shape != (x.shape[0], 1):
+            return None  # eval_batch reports the bad weight input
+        w = to_device_of(w, x).astype(np.float64)
+        return xp.concatenate([(w * x).sum(axis=0), w.sum().reshape(1)]), None
+
+    def add_sums(self, sums: np.ndarray, extra: Any) -> None:
+        """``sums``: the column sums, then (weighted, ``extra`` None) the weights' sum;
+        unweighted ``extra`` is the number of rows."""
+        if extra is None:
+            self._add(sums[:-1], float(sums[-1]))
+        else:
+            self._add(sums, float(extra))
+
     def eval_batch(self, layers: dict) -> None:
         x = to_numpy(layers[self.config.input_layers[0]].output.value).astype(np.float64)
         w = sample_weights(self, layers, 1, x.shape[0])
-        col = (w[:, None] * x).sum(axis=0)
+        self._add((w[:, None] * x).sum(axis=0), float(w.sum()))
+
+    def _add(self, col: np.ndarray, weight: float) -> None:
         if self.sums is not None and self.sums.shape != col.shape:
             raise ValueError(f"evaluator {self.name!r}: input width changed from "
                              f"{self.sums.size} to {col.size}")
-        self.sums = col if self.sums is None else self.sums + col
-        self.total += float(w.sum())
+        self.sums = col.copy() if self.sums is None else self.sums + col
+        self.total += weight
+
+    def merge(self, other: Evaluator) -> None:
+        if other.sums is not None:
+            self._add(other.sums, other.total)
 
     def value(self) -> float:
         if self.sums is None or self.total == 0:
@@ -297,7 +385,17 @@ class ValuePrinter(Evaluator):
 
 @register_evaluator("sum")
 class SumEvaluator(Evaluator):
+    """The sum of the input's values (or ids) per sample: ``sum_i sum_j x_ij / n``."""
+
     additive = True
+
+    def device_sums(self, layers: dict) -> tuple[Any, Any] | None:
+        """On the GPU the batch's sum is taken there (one number comes back)."""
+        out = layers[self.config.input_layers[0]].output
+        v = out.value if out.value is not None else out.ids
+        if not is_gpu_array(v):
+            return None
+        return v.sum(dtype=np.float64), v.shape[0]
 
     def eval_batch(self, layers: dict) -> None:
         out = layers[self.config.input_layers[0]].output

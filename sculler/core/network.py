@@ -233,17 +233,23 @@ class Network:
     def cost_layers(self) -> list[Layer]:
         return list(self._cost_layers)
 
-    def total_cost_and(self, device_numbers: Sequence) -> tuple[float, list[float]]:
-        """:meth:`total_cost` and ``device_numbers`` (0-d float64 device arrays: evaluators'
-        sums) read back together. On the GPU that is one transfer a batch, the one place the
-        host waits for the device; the costs are summed there in float64."""
+    def total_cost_and(self, device_sums: Sequence) -> tuple[float, list[np.ndarray]]:
+        """:meth:`total_cost` and ``device_sums`` (float64 device arrays of any shape:
+        evaluators' sums) read back together, each as a host array of its shape. On the GPU
+        that is one transfer a batch, the one place the host waits for the device; the costs
+        are summed there in float64."""
         values = [layer.output.value for layer in self._cost_layers]
         if not values or not all(backend.is_gpu_array(v) for v in values):
-            return self.total_cost(), [float(n) for n in device_numbers]
+            return self.total_cost(), [backend.to_numpy(n) for n in device_sums]
         xp = backend.get_array_module(values[0])
-        parts = [v.sum(dtype=np.float64) for v in values] + list(device_numbers)
-        host = backend.to_numpy(xp.stack(parts) if len(parts) > 1 else parts[0]).reshape(-1)
-        return float(host[:len(values)].sum()), host[len(values):].tolist()
+        parts = [v.sum(dtype=np.float64).reshape(1) for v in values]
+        parts += [n.reshape(-1) for n in device_sums]
+        host = backend.to_numpy(xp.concatenate(parts) if len(parts) > 1 else parts[0])
+        at, read = len(values), []
+        for n in device_sums:
+            read.append(host[at:at + n.size].reshape(n.shape))
+            at += n.size
+        return float(host[:len(values)].sum()), read
 
     def total_cost(self) -> float:
         """Sum over cost outputs of the per-sample costs (a float64 host number)."""

@@ -173,3 +173,34 @@ def test_metrics_of_reports_statistics_and_skips_printers():
     assert "pr" in metrics and "show" not in metrics
     assert {k for k in metrics if k.startswith("pr.")} == {f"pr.{k}" for k in pr.values()}
     assert len(metrics) > 1
+
+
+@pytest.mark.parametrize("type_name, inputs, attrs, batches", [
+    ("precision_recall", ["p", "y", "w"], {"positive_label": -1},
+     [dict(p=Argument(P[:2]), y=Argument(ids=Y[:2]), w=Argument(np.array([[1.0], [3.0]]))),
+      dict(p=Argument(P[2:]), y=Argument(ids=Y[2:]), w=Argument(np.array([[2.0], [1.0]])))]),
+    ("precision_recall", ["p", "y"], {"positive_label": -1},
+     [dict(p=Argument(P[:3]), y=Argument(np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0.0]]))),
+      dict(p=Argument(P[3:]), y=Argument(np.array([[0, 0, 1.0]])))]),
+    ("last-column-sum", ["p", "w"], {"column": -1},
+     [dict(p=Argument(P[:1]), w=Argument(np.array([[2.0]]))),
+      dict(p=Argument(P[1:]), w=Argument(np.array([[1.0], [0.5], [3.0]])))]),
+    ("classification_error", ["p", "y", "w"], {},
+     [dict(p=Argument(P[:2]), y=Argument(ids=Y[:2]), w=Argument(np.array([[1.0], [3.0]]))),
+      dict(p=Argument(P[2:]), y=Argument(ids=Y[2:]), w=Argument(np.array([[2.0], [1.0]])))]),
+])
+def test_a_pass_merged_from_batches_equals_one_evaluator_over_all(type_name, inputs, attrs,
+                                                                  batches):
+    """The trainer evaluates each batch once and merges it into the pass's evaluator
+    (``Evaluator.merge``): that gives what one evaluator fed every batch gives."""
+    whole = make(type_name, inputs, **attrs)
+    merged = make(type_name, inputs, **attrs)
+    for batch in batches:
+        whole.eval_batch(layers(**batch))
+        one = make(type_name, inputs, **attrs)
+        one.eval_batch(layers(**batch))
+        merged.merge(one)
+    assert merged.additive
+    assert merged.value() == pytest.approx(whole.value())
+    assert merged.values() == pytest.approx(whole.values())
+    assert (merged.total, merged.count) == pytest.approx((whole.total, whole.count))
