@@ -340,7 +340,7 @@ class SGD:
         for data_batch in iterate_reader(require_reader(reader, "test(reader=...)"),
                                          "test(reader=...)"):
             self.network.forward(feeder.convert(data_batch), PASS_TEST)
-            cost_sum, read = _read_with_cost(self.network, evals)
+            cost_sum, read = _read_with_cost(self.network, [e for e in evals if e.additive])
             total += cost_sum
             samples += len(data_batch)
             for ev in evals:

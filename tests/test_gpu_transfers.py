@@ -275,3 +275,22 @@ def test_evaluators_count_on_the_gpu_and_come_back_with_the_cost(counts):
     for got, want in [*zip(seen, want_seen), (passed, want_passed), (tested, want_tested)]:
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, err_msg=name)
+
+
+def test_a_printer_prints_in_test_on_the_gpu(counts, caplog):
+    """``classification_error_printer`` shares the error's device counting but is no
+    additive evaluator: test() still runs it, so it prints each batch."""
+    import logging
+
+    paddle.layer.reset_names()
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
+    out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=out, label=y)
+    paddle.evaluator.classification_error_printer(input=out, label=y)
+    trainer = paddle.trainer.SGD(cost, paddle.parameters.create(cost),
+                                 paddle.optimizer.Momentum(learning_rate=0.1))
+    batch = [([0.1, 0.2, 0.3], 1), ([0.3, -0.2, 0.1], 0)]
+    with caplog.at_level(logging.INFO, logger="sculler.evaluator"):
+        trainer.test(lambda: iter([batch, batch]))
+    assert caplog.text.count("Classification Error:") == 2

@@ -50,7 +50,7 @@ class Evaluator:
         array (any shape) and a host value that goes with them, which :meth:`add_sums` takes
         once the trainer has read the array back together with the cost, in one transfer a
         batch. None where :meth:`eval_batch` must run instead (the default, and always on the
-        CPU)."""
+        CPU). The trainer asks this of ``additive`` evaluators only."""
         return None
 
     def add_sums(self, sums: np.ndarray, extra: Any) -> None:
