@@ -591,7 +591,7 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
   h_prev[j] = v;
   __syncthreads();
   {start_zr}
-  #pragma unroll 8
+  #pragma unroll 16
   for (long long m = 0; m < H; ++m) {{
     const T u = h_prev[m];
     gz += u * wg[m * wm + j]; gg += u * wg[wk + m * wm + j];
@@ -602,7 +602,7 @@ extern "C" __global__ void {name}(T* g, const T* hp, const T* __restrict__ wg,
   rh[o] = rhj; rh_prev[j] = rhj;
   __syncthreads();
   {start_c}
-  #pragma unroll 8
+  #pragma unroll 32
   for (long long m = 0; m < H; ++m) gc += rh_prev[m] * wc[m * H + j];
   const T cc = {_act(act, "gc")};
   g[2 * gk + q] = cc; h[o] = (cc - v) * z + v;
@@ -657,7 +657,7 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__
   d_cand[j] = dgc;
   __syncthreads();
   T t = 0;
-  #pragma unroll 8
+  #pragma unroll 32
   for (long long k = 0; k < H; ++k) t += d_cand[k] * wc[j * H + k];
   const T rr = g[gk + q];
   const T dgr = t * v * {_grad(gate, "rr")};
@@ -667,7 +667,7 @@ extern "C" __global__ void {name}(const T* g, const T* hp, const T* __restrict__
   d_zr[j] = dgz; d_zr[H + j] = dgr;
   __syncthreads();
   T acc = 0;
-  #pragma unroll 8
+  #pragma unroll 16
   for (long long k = 0; k < H; ++k)
     acc += d_zr[k] * wg[j * wm + k] + d_zr[H + k] * wg[wk + j * wm + k];
   dhp[o] = acc_h + acc;
