@@ -20,8 +20,7 @@ general path.
 
 from __future__ import annotations
 
-import numpy as np
-
+from sculler.backend import get_array_module
 from sculler.core.layer import Layer
 from sculler.core.model_config import InputConfig, LayerConfig, ModelConfig
 from sculler.core.parameter import ParameterSet, Weight
@@ -133,7 +132,7 @@ class _GroupLstm(LstmLayer):
         super().init(layer_map, parameter_map)
         self.parts = [(Weight(parameter_map[p]), k) for p, k in self.bias_parts]
         if self.parts:
-            self.bias = _ComposedBias(7 * self.size, self.dtype)
+            self.bias = _ComposedBias(7 * self.size, self.parts[0][0].w)
 
     def forward(self, pass_type: str) -> None:
         if self.parts:
@@ -157,9 +156,11 @@ class _ComposedBias:
     """The composed 7H bias of :class:`_GroupLstm`, shaped as the ``Weight`` that
     ``LstmLayer`` reads; its own ``inc_update`` does nothing (the parts are updated)."""
 
-    def __init__(self, size: int, dtype):
-        self.w = np.zeros(size, dtype=dtype)
-        self.w_grad = np.zeros(size, dtype=dtype)
+    def __init__(self, size: int, like):
+        """``size`` values and gradients of ``like``'s dtype on its device."""
+        xp = get_array_module(like)
+        self.w = xp.zeros(size, dtype=like.dtype)
+        self.w_grad = xp.zeros(size, dtype=like.dtype)
         self.parameter = self
 
     def inc_update(self, callback=None) -> None:

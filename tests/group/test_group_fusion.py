@@ -103,12 +103,12 @@ def test_lstmemory_group_fused_equals_step_by_step(reverse, gate_bias, peepholes
     assert_same(got, ref)
 
 
-def trained(cell: str, fuse: bool, monkeypatch) -> dict:
+def trained(cell: str, fuse: bool, monkeypatch, use_gpu: bool = False) -> dict:
     """Parameters after two float32 batches of the v2 trainer (Adam) on a GRU or LSTM group
-    (every one of them moved)."""
+    (every one of them moved), on the CPU or the GPU."""
     monkeypatch.setattr(RecurrentGroupLayer, "fuse_cells", fuse)
     paddle.layer.reset_names()
-    paddle.init(seed=0)
+    paddle.init(seed=0, use_gpu=use_gpu)
     words = paddle.layer.data(name="w", type=D.integer_value_sequence(30))
     emb = paddle.layer.embedding(input=words, size=6)
     bias = paddle.attr.Param(initial_std=0.3)
@@ -206,3 +206,18 @@ def test_fused_encoder_makes_fewer_python_calls(monkeypatch):
     steps = encoder_calls(False, monkeypatch)
     fused = encoder_calls(True, monkeypatch)
     assert fused * 2 < steps, (fused, steps)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_fused_groups_train_on_the_gpu_as_on_the_cpu(cell, monkeypatch):
+    """A GRU or LSTM group fused into one recurrent layer trains on the GPU (the LSTM's
+    composed ``[gate bias | peepholes]`` lives there too) to the CPU's parameters."""
+    try:
+        on_gpu = trained(cell, True, monkeypatch, use_gpu=True)
+    finally:
+        paddle.init(use_gpu=False)
+    on_cpu = trained(cell, True, monkeypatch)
+    assert set(on_gpu) == set(on_cpu)
+    for name, want in on_cpu.items():
+        np.testing.assert_allclose(on_gpu[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
