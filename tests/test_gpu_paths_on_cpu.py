@@ -32,6 +32,24 @@ def test_gpu_tests_pass_with_the_cpu_stand_in(tmp_path):
     assert " passed" in done.stdout and "skipped" not in done.stdout, tail
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler (g++) for the stand-in")
+def test_the_cpu_tests_of_whole_programs_pass_with_every_init_on_the_gpu(tmp_path):
+    """The CPU tests that train, test, infer and generate with whole programs (tests/programs,
+    group, v2, book, examples) pass with every ``paddle.init`` put on the stand-in GPU
+    (tests/cupy_stand_in/force_gpu.py): programs, not only layers, run on the device as on
+    the CPU. (This found a fused ``lstmemory_group`` whose composed bias was a host array.)"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
+           "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "force_gpu", "-m", "not slow and not gpu", "tests/programs",
+                           "tests/group", "tests/v2", "tests/book", "tests/examples"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    tail = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, tail
+    assert " passed" in done.stdout, tail
+
+
 def test_the_stand_in_catches_a_wrong_kernel(tmp_path):
     """The stand-in really runs the kernel body: a body with a wrong sign gives wrong
     numbers (so the test above can fail)."""
