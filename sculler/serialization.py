@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_device, to_numpy
+from sculler.backend import is_gpu_array, to_device, to_numpy
 from sculler.eager.tensor import Tensor
 from sculler.fileio import (
     CHECKPOINT_FORMAT,
@@ -38,9 +38,9 @@ def _encode(obj: Any, arrays: dict, where: str) -> Any:
         key = f"t{len(arrays)}"
         arrays[key] = np.asarray(to_numpy(obj._array), order="C")
         return {"tensor": key, "name": obj.name, "stop_gradient": obj.stop_gradient}
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, np.ndarray) or is_gpu_array(obj):
         key = f"t{len(arrays)}"
-        arrays[key] = np.asarray(obj, order="C")
+        arrays[key] = np.asarray(to_numpy(obj), order="C")
         return {"ndarray": key}
     if isinstance(obj, np.generic):
         obj = obj.item()

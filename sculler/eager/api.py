@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_device_of
+from sculler.backend import get_array_module, to_device_of
 from sculler.eager import device
 from sculler.eager.creation import (
     arange,
@@ -131,8 +131,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any 
     garrs = []
     for o, g in zip(outs, gos):
         if g is None:
-            garrs.append(np.ones_like(o._array) if isinstance(o._array, np.ndarray)
-                         else o._array * 0 + 1)
+            garrs.append(get_array_module(o._array).ones_like(o._array))
         else:
             garrs.append(g._array if isinstance(g, Tensor)
                          else to_device_of(np.asarray(g), o._array))

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import is_gpu_array
+
 
 class _GradState:
     __slots__ = ("enabled",)
@@ -175,7 +177,7 @@ def _accumulate_leaf(t: Any, g: Any, owned: bool = False) -> None:
             else:
                 np.copyto(spare, g)
                 g = spare
-    elif isinstance(g, np.ndarray | np.generic):
+    elif not is_gpu_array(g):
         g = np.array(g, dtype=a.dtype, copy=True).reshape(a.shape)
     else:
         g = g.astype(a.dtype, copy=True).reshape(a.shape)

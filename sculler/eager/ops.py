@@ -105,6 +105,8 @@ def _arr(x: Any) -> Any:
 def _as_tensor(x: Any, what: str = "x") -> Tensor:
     if isinstance(x, Tensor):
         return x
+    if is_gpu_array(x):
+        return _wrap(x)
     if isinstance(x, np.ndarray | list | tuple | int | float | np.generic):
         return _wrap(np.asarray(x))
     raise TypeError(f"{what} must be a Tensor or array-like, got {type(x).__name__}")

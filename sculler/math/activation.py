@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import get_array_module, is_gpu_array
+from sculler.backend import get_array_module, is_gpu_array, to_numpy
 from sculler.math import cuda, parallel, segment
 from sculler.math.blas import ones_vector
 from sculler.math.workspace import constant_array
@@ -311,7 +311,7 @@ def segment_softmax(x, seq_starts):
     seg_max[...] = 0
     if full.size:
         seg_max[xp.asarray(full)] = xp.asarray(
-            np.maximum.reduceat(_host(col), np.asarray(seq_starts[:-1])[full], axis=0))
+            np.maximum.reduceat(to_numpy(col), np.asarray(seq_starts[:-1])[full], axis=0))
     e = xp.exp(col - xp.repeat(seg_max, lens, axis=0))
     sums = segment.segment_sum(e, seq_starts, xp.empty_like(seg_max))
     return (e / xp.repeat(sums, lens, axis=0)).reshape(x.shape)
@@ -346,7 +346,3 @@ def segment_softmax_grad(y, dy, seq_starts):
     yc, dyc = y.reshape(-1, 1), dy.reshape(-1, 1)
     dots = segment.segment_sum(dyc * yc, seq_starts, xp.empty((lens.size, 1), dtype=y.dtype))
     return (yc * (dyc - xp.repeat(dots, lens, axis=0))).reshape(y.shape)
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import cached_like, get_array_module
+from sculler.backend import cached_like, get_array_module, to_numpy
 from sculler.math import cuda
 
 __all__ = [
@@ -54,10 +54,6 @@ def ranges(begins, lens) -> np.ndarray:
     return pos - np.repeat(offsets[:-1] - begins, lens)
 
 
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
-
-
 def segment_sum(x, starts, out):
     """``out[i] = sum of the rows of segment i`` (zero for an empty segment); returns ``out``.
 
@@ -71,7 +67,7 @@ def segment_sum(x, starts, out):
     out[...] = 0
     full = lens > 0
     if full.any():
-        sums = np.add.reduceat(_host(x), np.asarray(starts[:-1])[full], axis=0)
+        sums = np.add.reduceat(to_numpy(x), np.asarray(starts[:-1])[full], axis=0)
         out[xp.asarray(np.flatnonzero(full))] = xp.asarray(sums)
     return out
 
@@ -93,7 +89,7 @@ def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
         cuda.segment_max(x, starts, out, found)
         return found
     s = np.asarray(starts[:-1])
-    hx = _host(x)
+    hx = to_numpy(x)
     t = hx.shape[0]
     best = np.maximum.reduceat(hx, s, axis=0)
     out[...] = xp.asarray(best)

@@ -410,3 +410,23 @@ def test_like_creation_follows_the_tensor_and_host_data_is_copied_onto_its_devic
     model.set_state_dict(host_state)
     assert all(isinstance(p._array, cupy.ndarray) and float(p.numpy().min()) == 1.0
                for p in model.parameters())
+
+
+@pytest.mark.gpu
+def test_ops_and_gradients_of_a_gpu_tensor_stay_on_the_gpu():
+    """On the GPU a reflected power (its gradient promotes to float64 and is cast back), a
+    split (a list of views) and the tensors downstream stay on the device, and their
+    gradients equal the CPU's."""
+    def grads(device: str):
+        paddle.set_device(device)
+        x = paddle.to_tensor([[1.0, -2.0, 3.0, -4.0]], stop_gradient=False)
+        left, right = paddle.split(2 ** x, 2, axis=1)
+        y = (left * 3).sum() + right.sum()
+        places = {t.place for t in (left, right, y)}
+        y.backward()
+        return places, x.grad
+    places, on_gpu = grads("gpu")
+    assert places == {paddle.CUDAPlace(0)} and on_gpu.place == paddle.CUDAPlace(0)
+    assert on_gpu.dtype == np.float32
+    _, on_cpu = grads("cpu")
+    np.testing.assert_allclose(on_gpu.numpy(), on_cpu.numpy(), rtol=1e-6)

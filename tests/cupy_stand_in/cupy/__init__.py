@@ -332,6 +332,8 @@ def _device(result: Any) -> Any:
         return np.asarray(result).view(ndarray)
     if isinstance(result, tuple):
         return tuple(_device(r) for r in result)
+    if isinstance(result, list):  # split, array_split: a list of device arrays
+        return [_device(r) for r in result]
     return result
 
 
