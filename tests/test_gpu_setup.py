@@ -364,3 +364,14 @@ def test_a_checkpoint_resumes_on_the_other_device(tmp_path, written_on, resumed_
     for name, want in throughout.items():
         np.testing.assert_allclose(resumed[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
     assert max(np.abs(params_only[n] - throughout[n]).max() for n in throughout) > 1e-2
+
+
+@pytest.mark.gpu
+def test_sculler_save_stores_a_raw_device_array_as_its_host_copy(tmp_path):
+    """A device array in a saved object (an optimizer state kept as raw arrays, say) is
+    written as its host copy and loads back with the same values."""
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    paddle.save({"state": backend.to_gpu(values), "step": 3}, str(tmp_path / "s.pdparams"))
+    back = paddle.load(str(tmp_path / "s.pdparams"), return_numpy=True)
+    assert back["step"] == 3
+    np.testing.assert_array_equal(back["state"], values)
