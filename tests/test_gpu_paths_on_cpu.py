@@ -32,18 +32,28 @@ def test_gpu_tests_pass_with_the_cpu_stand_in(tmp_path):
     assert " passed" in done.stdout and "skipped" not in done.stdout, tail
 
 
+# CPU tests that build, train, test, infer or save through paddle.init, so forcing init onto
+# the GPU walks whole programs (the layer, math and eager suites build their inputs by hand)
+PROGRAM_TESTS = ["tests/programs", "tests/group", "tests/v2", "tests/book", "tests/examples",
+                 "tests/core", "tests/config", "tests/proto", "tests/reader",
+                 *(f"tests/test_{name}.py" for name in (
+                     "cli", "cli_commands", "cli_conveniences", "damaged_files", "write_errors",
+                     "event", "minibatch", "model_average", "multi_head_attention", "networks",
+                     "optimizer", "optimizer_flat", "summary", "training_logs", "user_mistakes",
+                     "bad_inputs", "interrupt", "onnx_export", "onnx_sequence"))]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler (g++) for the stand-in")
 def test_the_cpu_tests_of_whole_programs_pass_with_every_init_on_the_gpu(tmp_path):
-    """The CPU tests that train, test, infer and generate with whole programs (tests/programs,
-    group, v2, book, examples) pass with every ``paddle.init`` put on the stand-in GPU
+    """The CPU tests that train, test, infer, generate, export and save whole programs
+    (``PROGRAM_TESTS``) pass with every ``paddle.init`` put on the stand-in GPU
     (tests/cupy_stand_in/force_gpu.py): programs, not only layers, run on the device as on
     the CPU. (This found a fused ``lstmemory_group`` whose composed bias was a host array.)"""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
            "TMPDIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "force_gpu", "-m", "not slow and not gpu", "tests/programs",
-                           "tests/group", "tests/v2", "tests/book", "tests/examples"],
+                           "-p", "force_gpu", "-m", "not slow and not gpu", *PROGRAM_TESTS],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     tail = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail

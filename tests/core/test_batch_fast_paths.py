@@ -206,9 +206,13 @@ def test_small_row_softmax_keeps_nan_and_strided_inputs():
 def _trainer(monkeypatch, counter: list):
     from sculler.core.evaluator import ClassificationError
 
-    real = ClassificationError.eval_batch
+    real, real_sums = ClassificationError.eval_batch, ClassificationError.add_sums
     monkeypatch.setattr(ClassificationError, "eval_batch",
                         lambda self, layers: (counter.append(1), real(self, layers)))
+    # on the GPU a batch's error is counted there and read back into add_sums instead
+    monkeypatch.setattr(ClassificationError, "add_sums",
+                        lambda self, sums, extra: (counter.append(1),
+                                                   real_sums(self, sums, extra)))
     paddle.layer.reset_names()
     paddle.init(seed=0)
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
