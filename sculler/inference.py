@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import to_numpy
+from sculler.backend import is_gpu_array, to_numpy
 from sculler.core.layer import PASS_TEST
 from sculler.core.network import Network
 from sculler.data_feeder import DataFeeder
@@ -106,6 +106,8 @@ class Inference:
         one-field samples; with several data layers each sample must be a tuple."""
         data_types = self.topology.data_type()
         names = [n for n, _ in data_types]
+        if is_gpu_array(input):  # a CuPy array of samples: read on the host, as the feeder does
+            input = to_numpy(input)  # noqa: A001
         is_array = isinstance(input, np.ndarray)
         bare_rows = not is_array and len(input) and isinstance(input[0], np.ndarray)
         if not (is_array or bare_rows):

@@ -375,3 +375,22 @@ def test_sculler_save_stores_a_raw_device_array_as_its_host_copy(tmp_path):
     back = paddle.load(str(tmp_path / "s.pdparams"), return_numpy=True)
     assert back["step"] == 3
     np.testing.assert_array_equal(back["state"], values)
+
+
+@pytest.mark.gpu
+def test_infer_reads_a_device_array_of_samples_as_its_rows():
+    """``infer(input=x)`` with ``x`` a CuPy array: its rows are the samples, as for a NumPy
+    array (read on the host, where the feeder converts every batch)."""
+    paddle.init(use_gpu=True, seed=2)
+    try:
+        paddle.layer.reset_names()
+        x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
+        out = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
+        params = paddle.parameters.create(out)
+        rows = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+        want = paddle.infer(output_layer=out, parameters=params, input=rows)
+        got = paddle.infer(output_layer=out, parameters=params, input=backend.to_gpu(rows))
+    finally:
+        paddle.init(use_gpu=False)
+    assert got.shape == (5, 2)
+    np.testing.assert_array_equal(got, want)
