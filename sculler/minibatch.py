@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from sculler.backend import to_numpy
 from sculler.validate import boolean, integer, iterate_reader, positive_int, require_reader
 
 __all__ = ["ArrayBatch", "array_batches", "batch"]
@@ -110,7 +111,8 @@ def array_batches(*arrays: Any, batch_size: int, shuffle: bool = False,
     (e.g. ``X`` of shape ``(n, 784)`` and labels ``y`` of shape ``(n,)``): column ``j`` feeds
     sample field ``j``, as in tuples ``(X[i], y[i])``.
 
-    Batches are views, not copies; with ``shuffle`` every call (every pass) permutes the
+    Batches are views, not copies (of a host copy made once for CuPy arrays: the feeder
+    converts every batch on the host); with ``shuffle`` every call (every pass) permutes the
     arrays once (one copy of the data per pass) and cuts views from that copy, drawing the
     permutation from ``numpy.random.default_rng(seed)``. ``n`` samples give
     ``ceil(n / batch_size)`` batches (``floor`` with ``drop_last``).
@@ -127,7 +129,7 @@ def array_batches(*arrays: Any, batch_size: int, shuffle: bool = False,
         seed = integer(seed, "array_batches(seed=...)", minimum=0)
     if not arrays:
         raise ValueError("array_batches needs at least one array")
-    columns = [np.asarray(a) for a in arrays]
+    columns = [to_numpy(a) for a in arrays]  # a CuPy array is read on the host, once
     for j, c in enumerate(columns):
         if c.ndim == 0:
             raise ValueError(f"array_batches: array {j} is a scalar; each array needs one "

@@ -394,3 +394,17 @@ def test_infer_reads_a_device_array_of_samples_as_its_rows():
         paddle.init(use_gpu=False)
     assert got.shape == (5, 2)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_array_batches_over_device_arrays_cut_the_same_batches():
+    """``array_batches`` over CuPy arrays reads them on the host once and cuts the batches a
+    NumPy array gives."""
+    from sculler.minibatch import array_batches
+
+    x = np.arange(10.0, dtype=np.float32).reshape(5, 2)
+    y = np.arange(5)
+    want = [[np.asarray(c) for c in b.columns] for b in array_batches(x, y, batch_size=2)()]
+    got = [[np.asarray(c) for c in b.columns]
+           for b in array_batches(backend.to_gpu(x), backend.to_gpu(y), batch_size=2)()]
+    assert [[c.tolist() for c in b] for b in got] == [[c.tolist() for c in b] for b in want]
