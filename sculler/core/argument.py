@@ -63,6 +63,13 @@ class Argument:
             return int(self.ids.shape[0])
         return 0
 
+    def table_rows(self) -> np.ndarray:
+        """The rows of a table this batch reads (what a remotely updated table prefetches):
+        its ids, or the columns its sparse value names; sorted, unique, on the host."""
+        if self.ids is not None:
+            return np.unique(self.host_ids())
+        return np.unique(to_numpy(self.value.indices))
+
     @property
     def is_sparse(self) -> bool:
         return isinstance(self.value, CsrMatrix)

@@ -68,7 +68,7 @@ class EmbeddingLayer(Layer):
     def prefetch(self) -> dict[str, np.ndarray]:
         p = self.weights[0].parameter
         if p.config.sparse_remote_update:
-            return {p.name: np.unique(self.get_input(0).ids)}
+            return {p.name: self.get_input(0).table_rows()}
         return {}
 
 

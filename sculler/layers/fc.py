@@ -86,7 +86,7 @@ class FCLayer(Layer):
         for i, weight in enumerate(self.weights):
             arg = self.get_input(i)
             if arg.is_sparse and weight.parameter.config.sparse_remote_update:
-                rows[weight.parameter.name] = np.unique(arg.value.indices)
+                rows[weight.parameter.name] = arg.table_rows()
         return rows
 
 

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from sculler.attr import ParameterAttribute
-from sculler.backend import get_array_module, is_gpu_array, to_numpy
+from sculler.backend import get_array_module, is_gpu_array
 from sculler.core.expression import (
     LayerOutput,
     Projection,
@@ -448,11 +448,8 @@ class MixedLayer(ConvTerms, Layer):
             w = self.weights[i]
             if w is None or not w.parameter.config.sparse_remote_update:
                 continue
-            arg = self.get_input(i)
-            if kind == "table":
-                rows[w.parameter.name] = np.unique(arg.host_ids())
-            elif kind == "full_matrix" and arg.is_sparse:
-                rows[w.parameter.name] = np.unique(to_numpy(arg.value.indices))
+            if kind == "table" or (kind == "full_matrix" and self.get_input(i).is_sparse):
+                rows[w.parameter.name] = self.get_input(i).table_rows()
         return rows
 
 
