@@ -150,9 +150,9 @@ def device_module(monkeypatch):
     return module
 
 
-def _tiny_model():
+def _tiny_model(use_gpu: bool = False):
     paddle.layer.reset_names()
-    paddle.init(seed=3)
+    paddle.init(seed=3, use_gpu=use_gpu)
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
     y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
     pred = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
@@ -316,12 +316,7 @@ def _momentum_run(use_gpu: bool, halves: list, save: str | None = None,
     write a checkpoint there and the parameters to ``save + '.tar'``. ``resume``: start from
     that checkpoint (so only the second pass runs); ``params_only``: from that parameter tar
     alone, with fresh optimizer state."""
-    paddle.layer.reset_names()
-    paddle.init(seed=3, use_gpu=use_gpu)
-    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(4))
-    y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(2))
-    pred = paddle.layer.fc(input=x, size=2, act=paddle.activation.Softmax())
-    cost = paddle.layer.classification_cost(input=pred, label=y)
+    cost = _tiny_model(use_gpu)
     params = paddle.parameters.create(cost)
     trainer = paddle.trainer.SGD(cost=cost, parameters=params,
                                  update_equation=paddle.optimizer.Momentum(
