@@ -19,7 +19,7 @@ from sculler.core import (  # noqa: F401 - register the other evaluator types
     printers,
 )
 from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluator
-from sculler.core.metrics import sample_weights
+from sculler.core.metrics import device_weights, sample_weights
 from sculler.core.model_config import EvaluatorConfig
 from sculler.core.suggest import close_matches
 
@@ -91,10 +91,9 @@ class ClassificationError(Evaluator):
             missed = value.argmax(axis=1) != ids
         if len(self.config.input_layers) <= 2:
             return missed.sum(dtype=np.float64), value.shape[0]
-        weight = layers[self.config.input_layers[2]].output.value
-        if weight is None or weight.shape != (value.shape[0], 1):
-            return None  # eval_batch reports the bad weight input
-        weight = to_device_of(weight, value)[:, 0].astype(np.float64)
+        weight = device_weights(self, layers, 2, value)
+        if weight is None:
+            return None
         return xp.stack([(weight * missed).sum(), weight.sum()]), None
 
     def add_sums(self, sums: np.ndarray, extra: Any) -> None:

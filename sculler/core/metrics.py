@@ -36,6 +36,16 @@ def sample_weights(ev: Evaluator, layers: dict, index: int, n: int) -> np.ndarra
     return w[:, 0].astype(np.float64)
 
 
+def device_weights(ev: Evaluator, layers: dict, index: int, like: Any) -> Any | None:
+    """:func:`sample_weights` on the GPU: the ``(n,)`` float64 weights of input ``index`` on
+    ``like``'s device (``n`` its rows), or None where that input is not a ``(n, 1)`` column
+    (``eval_batch`` then reports it). The caller handles an evaluator without the input."""
+    w = layers[ev.config.input_layers[index]].output.value
+    if w is None or w.shape != (like.shape[0], 1):
+        return None
+    return to_device_of(w, like)[:, 0].astype(np.float64)
+
+
 def _ids(ev: Evaluator, arg, what: str) -> np.ndarray:
     """Integer ids of an argument: its ``ids``, a width-1 value, or the arg-max of each row."""
     if arg.ids is not None:
@@ -71,13 +81,9 @@ class PrecisionRecall(Evaluator):
             return None
         xp = get_array_module(p)
         n, dim = p.shape
-        if len(names) > 2:
-            w = layers[names[2]].output.value
-            if w is None or w.shape != (n, 1):
-                return None  # eval_batch reports the bad weight input
-            w = to_device_of(w, p)[:, 0].astype(np.float64)
-        else:
-            w = xp.ones(n, np.float64)
+        w = device_weights(self, layers, 2, p) if len(names) > 2 else xp.ones(n, np.float64)
+        if w is None:
+            return None
         if label.ids is not None:
             if not label.ids_known_below(dim) or label.ids.shape[0] != n:
                 return None
@@ -321,11 +327,10 @@ class ColumnSum(Evaluator):
         xp = get_array_module(x)
         if len(self.config.input_layers) <= 1:
             return x.sum(axis=0, dtype=np.float64), x.shape[0]
-        w = layers[self.config.input_layers[1]].output.value
-        if w is None or w.shape != (x.shape[0], 1):
-            return None  # eval_batch reports the bad weight input
-        w = to_device_of(w, x).astype(np.float64)
-        return xp.concatenate([(w * x).sum(axis=0), w.sum().reshape(1)]), None
+        w = device_weights(self, layers, 1, x)
+        if w is None:
+            return None
+        return xp.concatenate([(w[:, None] * x).sum(axis=0), w.sum().reshape(1)]), None
 
     def add_sums(self, sums: np.ndarray, extra: Any) -> None:
         """``sums``: the column sums, then (weighted, ``extra`` None) the weights' sum;
