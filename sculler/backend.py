@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -162,7 +163,33 @@ def to_device_of(a: Any, like: Any) -> Any:
 
 STAGING_ALIGN = 256  # bytes: each array of a joint copy starts at a multiple of this
 STAGING_MAX_BYTES = 1 << 26  # larger copies go straight from their own memory
-_staging: dict[str, Any] = {"buffers": [None, None], "copied": [None, None], "turn": 0}
+STAGING_BUFFERS = 64  # pinned buffers at most; a copy waits only when all are in flight
+STAGING_MIN_BYTES = 1 << 16  # a new pinned buffer's least size
+_staging: dict[str, Any] = {"free": [], "busy": collections.deque(), "lock": threading.Lock()}
+
+
+def _staging_buffer(nbytes: int) -> Any:
+    """A pinned host buffer of at least ``nbytes`` that no copy is reading: one whose copy
+    has finished (its CUDA event is done: no wait), the smallest that fits; a new one while
+    fewer than ``STAGING_BUFFERS`` exist; else the oldest, once its copy has finished (the one
+    wait). A buffer too small is replaced by one twice its size or more."""
+    free, busy = _staging["free"], _staging["busy"]
+    while busy and busy[0][1].done:  # one stream: copies finish in the order they were sent
+        free.append(busy.popleft()[0])
+    if not free and len(busy) >= STAGING_BUFFERS:
+        host, event = busy.popleft()
+        event.synchronize()
+        free.append(host)
+    by_size = sorted(range(len(free)), key=lambda k: free[k].nbytes)
+    fits = [k for k in by_size if free[k].nbytes >= nbytes]
+    if fits:
+        return free.pop(fits[0])
+    grown = STAGING_MIN_BYTES
+    if free and len(free) + len(busy) >= STAGING_BUFFERS:  # replace the largest free one
+        grown = 2 * free.pop(by_size[-1]).nbytes
+    import cupyx  # noqa: PLC0415
+
+    return cupyx.empty_pinned(max(nbytes, grown), np.uint8)
 
 
 def to_gpu_together(arrays: list[np.ndarray]) -> list[Any]:
@@ -172,9 +199,11 @@ def to_gpu_together(arrays: list[np.ndarray]) -> list[Any]:
 
     A copy from pageable memory makes the host wait for every kernel queued before it; this
     one returns at once, and the kernels that read the arrays queue after it on the same
-    stream. Two pinned buffers, grown as needed, are filled in turn, each only after its
-    previous copy has finished (a CUDA event). Above ``STAGING_MAX_BYTES`` in all (a data set
-    moved at once, say) each array is copied from its own memory instead."""
+    stream. A pinned buffer is filled only once its previous copy has finished (a CUDA
+    event), and up to ``STAGING_BUFFERS`` of them are kept, so the several copies of a
+    training batch (the batch, a recurrent layer's index arrays, a new offsets array) never
+    wait for each other (:func:`_staging_buffer`). Above ``STAGING_MAX_BYTES`` in all (a data
+    set moved at once, say) each array is copied from its own memory instead."""
     cupy = _cupy()
     offsets, total = [], 0
     for a in arrays:
@@ -182,23 +211,16 @@ def to_gpu_together(arrays: list[np.ndarray]) -> list[Any]:
         total += -(-a.nbytes // STAGING_ALIGN) * STAGING_ALIGN
     if total == 0 or total > STAGING_MAX_BYTES:
         return [cupy.asarray(a) for a in arrays]
-    buffers, copied, turn = _staging["buffers"], _staging["copied"], _staging["turn"]
-    _staging["turn"] = 1 - turn
-    if copied[turn] is not None:
-        copied[turn].synchronize()
-    host = buffers[turn]
-    if host is None or host.nbytes < total:
-        import cupyx  # noqa: PLC0415
-
-        grown = total if host is None else max(total, 2 * host.nbytes)
-        host = buffers[turn] = cupyx.empty_pinned(grown, np.uint8)
-    for a, at in zip(arrays, offsets):
-        host[at:at + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a
-    device = cupy.empty(total, np.uint8)
-    stream = cupy.cuda.get_current_stream()
-    device.set(host[:total], stream=stream)
-    event = copied[turn] = cupy.cuda.Event(disable_timing=True)
-    event.record(stream)
+    with _staging["lock"]:
+        host = _staging_buffer(total)
+        for a, at in zip(arrays, offsets):
+            host[at:at + a.nbytes].view(a.dtype).reshape(a.shape)[...] = a
+        device = cupy.empty(total, np.uint8)
+        stream = cupy.cuda.get_current_stream()
+        device.set(host[:total], stream=stream)
+        event = cupy.cuda.Event(disable_timing=True)
+        event.record(stream)
+        _staging["busy"].append((host, event))
     return [device[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
             for a, at in zip(arrays, offsets)]
 

@@ -32,6 +32,24 @@ def test_gpu_tests_pass_with_the_cpu_stand_in(tmp_path):
     assert " passed" in done.stdout and "skipped" not in done.stdout, tail
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler (g++) for the stand-in")
+def test_the_kernel_tests_pass_with_blocks_threads_and_elements_run_backwards(tmp_path):
+    """Every kernel of sculler.math.cuda and cuda_sequences against its NumPy twin once more,
+    with the stand-in running blocks, threads and elements from the last
+    (``CUPY_STAND_IN_ORDER=reverse``): a kernel whose result depends on the order a GPU does
+    not promise (a thread reading an earlier thread's write before a barrier, one block
+    reading another's) fails in one of the two orders."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
+           "TMPDIR": str(tmp_path), "CUPY_STAND_IN_ORDER": "reverse"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-m", "gpu", "tests/math/test_cuda_kernels.py"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    tail = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, tail
+    assert " passed" in done.stdout and "skipped" not in done.stdout, tail
+
+
 # CPU tests that build, train, test, infer or save through paddle.init, so forcing init onto
 # the GPU walks whole programs (the layer, math and eager suites build their inputs by hand)
 PROGRAM_TESTS = ["tests/programs", "tests/group", "tests/v2", "tests/book", "tests/examples",
@@ -96,6 +114,29 @@ def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     assert out[1] != out[0]
 
 
+def test_reverse_order_shows_a_missing_barrier_before_reading_an_earlier_thread(tmp_path):
+    """Without a barrier, a thread that reads what the thread before it wrote gets it when
+    the threads run in order, so that bug passes; run from the last thread
+    (``CUPY_STAND_IN_ORDER=reverse``), it reads what was there before, as on a GPU it may."""
+    code = (
+        "import numpy as np, cupy\n"
+        "src = '''typedef double T;\n"
+        "extern \"C\" __global__ void shift(const T* x, T* y) {\n"
+        "  __shared__ T row[4];\n"
+        "  int j = threadIdx.x;\n"
+        "  row[j] = x[j];\n"
+        "  y[j] = row[j > 0 ? j - 1 : 0];\n"
+        "  __syncthreads();\n"
+        "}'''\n"
+        "x = cupy.asarray(np.arange(1.0, 5.0))\n"
+        "y = cupy.zeros_like(x)\n"
+        "cupy.RawKernel(src, 'shift')((1,), (4,), (x, y))\n"
+        "print(y.get().tolist())\n")
+    assert _run_on_stand_in(code, tmp_path) == ["[1.0, 1.0, 2.0, 3.0]"]
+    assert _run_on_stand_in(code, tmp_path, {"CUPY_STAND_IN_ORDER": "reverse"}) != [
+        "[1.0, 1.0, 2.0, 3.0]"]
+
+
 def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
     """CuPy packs a RawKernel's scalar argument by the scalar's own dtype, so an int64 given
     for an ``int`` parameter shifts every argument after it on a GPU, and passes an array as
@@ -140,6 +181,35 @@ def test_the_stand_in_refuses_what_cupy_lacks(tmp_path):
     out = _run_on_stand_in(code, tmp_path)
     assert out == ["[4.0, 1.0]", "AttributeError", "TypeError", "TypeError", "TypeError",
                    "AttributeError", "AttributeError"]
+
+
+def test_the_stand_in_counts_the_waits_cupy_hides(tmp_path):
+    """CuPy's functions that read a value back to size their result (``bincount`` reads the
+    ids' maximum, ``unique`` and ``nonzero`` a count, ``a[mask]`` the mask's count) wait for
+    the GPU; so does waiting for an event recorded after work the host has not waited for.
+    The stand-in counts each as a wait, and none for ``where(c, x, y)`` or a finished event."""
+    code = (
+        "import numpy as np, cupy\n"
+        "a = cupy.asarray(np.array([3, 1, 3, 0]))\n"
+        "rows = cupy.asarray(np.array([1, 0]))\n"
+        "def waits(f):\n"
+        "    before = cupy.counts['wait']\n"
+        "    f()\n"
+        "    return cupy.counts['wait'] - before\n"
+        "print(waits(lambda: cupy.bincount(a, minlength=5)), waits(lambda: cupy.unique(a)),\n"
+        "      waits(lambda: a.nonzero()), waits(lambda: np.nonzero(a)),\n"
+        "      waits(lambda: a[a > 1]), waits(lambda: a.__setitem__(a > 1, 0)),\n"
+        "      waits(lambda: cupy.where(a > 1)), waits(lambda: cupy.where(a > 1, a, 0)),\n"
+        "      waits(lambda: a + 1), waits(lambda: a[rows]))\n"
+        "e = cupy.cuda.Event()\n"
+        "a += 1\n"
+        "e.record()\n"
+        "print(e.done, waits(e.synchronize), e.done, waits(e.synchronize))\n"
+        "e.record()\n"
+        "a += 1\n"
+        "print(waits(lambda: a.get()), e.done, waits(e.synchronize))\n")
+    out = _run_on_stand_in(code, tmp_path)
+    assert out == ["1 1 1 1 1 1 1 0 0 0", "False 1 True 0", "1 True 0"]
 
 
 def test_the_recorded_cupy_api_is_the_installed_cupys(tmp_path):

@@ -4,6 +4,7 @@ counts come back in one copy a batch. Counted by the CuPy stand-in of tests/cupy
 (``cupy.counts``), so these run through tests/test_gpu_paths_on_cpu.py; on a real GPU, whose
 CuPy counts nothing, they skip."""
 
+import collections
 import pathlib
 import sys
 
@@ -69,6 +70,35 @@ def test_arrays_sent_together_keep_their_values_dtypes_and_alignment(counts):
     np.testing.assert_array_equal(backend.to_numpy(again[0]), np.ones(3))
     np.testing.assert_array_equal(backend.to_numpy(third[0]), np.full(3, 7.0))
     np.testing.assert_array_equal(backend.to_numpy(moved[0]), arrays[0])  # not overwritten
+
+
+def test_copies_over_wait_only_when_every_staging_buffer_is_in_flight(counts, monkeypatch):
+    """A pinned staging buffer is refilled only after its copy has finished. The copies of
+    one batch (the batch, a layer's index arrays, new offsets) each take a buffer of their
+    own, so none waits for another; a wait comes only when ``STAGING_BUFFERS`` copies are in
+    flight, and after the batch's read-back every buffer is free again (no new pinned
+    memory)."""
+    import cupyx
+
+    pinned = []
+    real = cupyx.empty_pinned
+    monkeypatch.setattr(cupyx, "empty_pinned", lambda *a, **k: pinned.append(1) or real(*a, **k))
+    monkeypatch.setattr(backend, "STAGING_BUFFERS", 3)
+    monkeypatch.setitem(backend._staging, "free", [])
+    monkeypatch.setitem(backend._staging, "busy", collections.deque())
+    sent = [backend.to_gpu_together([np.full(4, float(k))])[0] for k in range(3)]
+    assert counts["wait"] == 0 and len(pinned) == 3
+    sent.append(backend.to_gpu_together([np.full(4, 3.0)])[0])  # the oldest buffer, once done
+    assert counts["wait"] == 1 and len(pinned) == 3
+    backend.to_numpy(sent[-1])  # a read-back: every copy before it has finished
+    counts.clear()
+    sent += [backend.to_gpu_together([np.full(4, float(k))])[0] for k in (4, 5, 6)]
+    assert counts["wait"] == 0 and len(pinned) == 3
+    big = backend.to_gpu_together([np.ones(backend.STAGING_MIN_BYTES)])[0]  # grows one
+    assert len(pinned) == 4
+    for k, d in enumerate(sent):
+        np.testing.assert_array_equal(backend.to_numpy(d), np.full(4, float(k)))
+    np.testing.assert_array_equal(backend.to_numpy(big), 1.0)
 
 
 def test_a_small_array_goes_to_the_gpu_once_per_content(counts, monkeypatch):

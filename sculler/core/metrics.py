@@ -14,6 +14,7 @@ import numpy as np
 
 from sculler.backend import get_array_module, is_gpu_array, to_device_of, to_numpy
 from sculler.core.evaluator_base import Evaluator, register_evaluator
+from sculler.math import cuda
 from sculler.math.sparse import CsrMatrix
 
 
@@ -87,13 +88,9 @@ class PrecisionRecall(Evaluator):
         if label.ids is not None:
             if not label.ids_known_below(dim) or label.ids.shape[0] != n:
                 return None
-            y = to_device_of(label.ids, p).reshape(-1)
-            pred = p.argmax(axis=1)
-            hit = pred == y
-            tp = xp.bincount(pred, weights=w * hit, minlength=dim)
-            fp = xp.bincount(pred, weights=w * ~hit, minlength=dim)
-            fn = xp.bincount(y, weights=w * ~hit, minlength=dim)
-            stats = xp.stack([tp, w.sum() - tp - fp - fn, fp, fn], axis=1)
+            stats = xp.empty((dim, 4), np.float64)
+            cuda.class_counts(p.argmax(axis=1), to_device_of(label.ids, p).reshape(-1), w,
+                              stats)
             return stats, (n, False)
         truth = label.value
         if not is_gpu_array(truth) or truth.shape != (n, dim):

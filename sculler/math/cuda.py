@@ -384,6 +384,26 @@ def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:
     kernel(p, _contiguous(labels), _contiguous(dcost), p.shape[1], dz)
 
 
+def class_counts(pred: Any, labels: Any, weights: Any, out: Any) -> None:
+    """``out[c] = (TP, TN, FP, FN)`` of class ``c`` (``out`` is ``(classes, 4)`` float64):
+    sums of the rows' float64 ``weights`` by predicted id ``pred[r]`` against true id
+    ``labels[r]``. A thread a class adds the rows in order: no atomics, the same order as
+    NumPy's ``bincount``, and no read-back (CuPy's ``bincount`` reads the ids' maximum
+    first)."""
+    kernel = _elementwise(("class_counts",), lambda: (
+        "raw I pred, raw J label, raw float64 w, int64 n", "raw float64 stats",
+        "double tp = 0, fp = 0, fn = 0, total = 0;"
+        "for (ptrdiff_t r = 0; r < n; ++r) {"
+        "  const double wr = w[r]; total += wr;"
+        "  if (pred[r] == i) { if (label[r] == i) tp += wr; else fp += wr; }"
+        "  else if (label[r] == i) fn += wr;"
+        "}"
+        "stats[4 * i] = tp; stats[4 * i + 1] = total - tp - fp - fn;"
+        "stats[4 * i + 2] = fp; stats[4 * i + 3] = fn;"))
+    kernel(_contiguous(pred), _contiguous(labels), _contiguous(weights), pred.shape[0], out,
+           size=out.shape[0])
+
+
 def momentum_step(value: Any, grad: Any, mom: Any | None, rate: float, momentum: float,
                   decay: float) -> None:
     """``m = momentum m - rate (g + decay w);  w += m`` (``w -= rate (g + decay w)`` without a

@@ -42,6 +42,27 @@ def test_pick_nll_and_softmax_grad(dtype):
     _close(dz, dcost * want, dtype)
 
 
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int32])
+def test_class_counts_equal_the_weighted_bincounts(label_dtype):
+    """TP, TN, FP, FN a class, as NumPy's weighted ``bincount`` gives them (in the same row
+    order: equal to the last bit), with classes nothing was predicted or labelled as."""
+    rng = np.random.RandomState(9)
+    n, classes = 50, 7
+    pred = rng.randint(0, 5, n)
+    label = rng.randint(0, 6, n).astype(label_dtype)
+    w = rng.rand(n)
+    hit = pred == label
+    tp = np.bincount(pred, weights=w * hit, minlength=classes)
+    fp = np.bincount(pred, weights=w * ~hit, minlength=classes)
+    fn = np.bincount(label, weights=w * ~hit, minlength=classes)
+    want = np.stack([tp, w.sum() - tp - fp - fn, fp, fn], axis=1)
+    out = _gpu(np.full((classes, 4), np.nan))
+    cuda.class_counts(_gpu(pred), _gpu(label), _gpu(w), out)
+    np.testing.assert_allclose(to_numpy(out), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(to_numpy(out)[:, [0, 2, 3]], want[:, [0, 2, 3]])
+    assert to_numpy(out)[6, 1] == pytest.approx(w.sum())  # never predicted nor labelled
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_momentum", [True, False])
 def test_momentum_step(dtype, with_momentum):

@@ -14,15 +14,27 @@ does) and ``import cupy`` finds this module:
   another, the threads of a block as coroutines (each started on its own stack with
   ``makecontext``, switched with ``_setjmp``/``_longjmp``) that each run to the next barrier
   in turn, ``__shared__`` arrays shared by them (one-dimensional grids and blocks,
-  static shared memory). A missing barrier shows as a wrong result, every time. A kernel
-  without ``__syncthreads()`` runs its threads one after another, without coroutines;
+  static shared memory). A kernel without ``__syncthreads()`` runs its threads one after
+  another, without coroutines. A thread reading what a later thread writes before the next
+  barrier shows as a wrong result, every time; with ``CUPY_STAND_IN_ORDER=reverse`` the
+  blocks, the threads and an ElementwiseKernel's elements run from the last, which shows
+  the other direction (a thread reading what an earlier one writes) and any result that
+  depends on the order of blocks;
+- ``empty`` and ``empty_like`` fill their arrays as CuPy's memory pool may hand them out,
+  with what was there: NaN, a large integer, True (``CUPY_STAND_IN_POISON=0``: NumPy's);
 - ``cuda.runtime`` reports one device;
 - ``counts`` tallies what would cost host time on a GPU: ``launch`` (a ufunc, a kernel, a
   gather or scatter, a copy or a CuPy function on device arrays), ``h2d`` and ``d2h`` (copies
   between host and device; reading a device scalar with ``float``, ``int``, ``bool`` or
   ``.item()`` is one), with their bytes in ``h2d_bytes`` and ``d2h_bytes``, and ``wait``:
   the copies that make the host wait for the kernels queued before them (every copy back,
-  and a copy over from pageable memory; not ``set`` from pinned memory on a stream).
+  and a copy over from pageable memory; not ``set`` from pinned memory on a stream), the
+  CuPy functions its documentation says may synchronize (``bincount``, ``unique``,
+  ``nonzero``, ``where`` with one argument; recorded from a real CuPy in ``api.json``) and
+  boolean-mask indexing, which read a count or a maximum back first, and waiting for a CUDA
+  event (or a stream, or the device) recorded after work the host has not waited for. An
+  event is ``done`` once the host has waited past it: a model of the queue that takes every
+  kernel to be still running until a wait.
   ``bench/gpu_launches.py`` reads them per batch. ``stand_in_s`` is the time spent inside the
   stand-in (its NumPy work, kernels and bookkeeping), so that the caller's own host time is
   the wall time less it.
@@ -107,8 +119,26 @@ class _Flags:
                 "OWNDATA": self.owndata}[key]
 
 
-counts: collections.Counter = collections.Counter()
+class _Counts(collections.Counter):
+    """``counts``, which also keeps the stand-in's model of the GPU's queue (``_queue``):
+    ``tail``, the work queued so far (every launch and copy over, never reset), and
+    ``synced``, how much of it the host has waited for (all of it at each counted wait). A
+    CUDA event recorded at ``tail`` is known to be done once ``synced`` reaches it."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        grew = value - self.get(key, 0)
+        if grew > 0 and key in ("launch", "h2d"):
+            _queue["tail"] += grew
+        elif grew > 0 and key == "wait":
+            _queue["synced"] = _queue["tail"]
+        super().__setitem__(key, value)
+
+
+_queue = {"tail": 0, "synced": 0}
+_inside_function = [False]  # a NumPy function on device arrays is running (one launch)
+counts: collections.Counter = _Counts()
 _depth = [0]
+SYNCHRONIZING = API["synchronizing"]  # CuPy's functions that may read a value back first
 
 
 def _timed(fn: Any) -> Any:
@@ -133,6 +163,26 @@ def _d2h(a: np.ndarray) -> None:
     counts["d2h"] += 1
     counts["wait"] += 1
     counts["d2h_bytes"] += a.nbytes
+
+
+def _reads_back(module: str, name: str, args: tuple = (), kwargs: dict | None = None) -> None:
+    """Count the read-back (a copy back, a wait) of a CuPy function its documentation says
+    may synchronize the device: it reads a count or a maximum to size its result (``unique``,
+    ``nonzero``, ``bincount``, ``where`` without ``x`` and ``y``) or checks its input there."""
+    if name not in SYNCHRONIZING.get(module, ()):
+        return
+    if name == "where" and (len(args) > 1 or set(kwargs or ()) & {"x", "y"}):
+        return  # where(condition, x, y) is one kernel
+    counts["d2h"] += 1
+    counts["d2h_bytes"] += 8
+    counts["wait"] += 1
+
+
+def _masks(key: Any) -> bool:
+    """Whether an index has a boolean array: CuPy reads the mask's count back to size the
+    result (``a[mask]``) or the values it takes (``a[mask] = v``)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, np.ndarray) and k.dtype == np.bool_ for k in keys)
 
 
 def _host(a: Any) -> Any:
@@ -208,14 +258,21 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         if func not in _NO_LAUNCH:
             counts["launch"] += 1
         _host_arrays_copied(*args, *kwargs.values())
-        return _timed(lambda: _device(super(ndarray, self).__array_function__(
-            func, types, args, kwargs)))()
+        _reads_back(module, func.__name__, args, kwargs)
+        _inside_function[0] = True
+        try:
+            return _timed(lambda: _device(super(ndarray, self).__array_function__(
+                func, types, args, kwargs)))()
+        finally:
+            _inside_function[0] = False
 
     @_timed
     def __getitem__(self, key: Any) -> Any:
         if not _basic(key):
             counts["launch"] += 1
             _host_arrays_copied(*(key if isinstance(key, tuple) else (key,)))
+            if _masks(key):
+                _reads_back("cupy", "nonzero")
         return _device(super().__getitem__(key))
 
     @_timed
@@ -224,6 +281,8 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
             counts["launch"] += 1
         if not _basic(key):
             _host_arrays_copied(*(key if isinstance(key, tuple) else (key,)))
+            if _masks(key):
+                _reads_back("cupy", "nonzero")
         if isinstance(value, np.ndarray) and not isinstance(value, ndarray) and value.ndim:
             counts["h2d"] += 1  # CuPy would copy a host array over first
             counts["h2d_bytes"] += value.nbytes
@@ -237,8 +296,11 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         @_timed
         @functools.wraps(method)
         def call(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+            if _inside_function[0]:  # NumPy's function calling the method: counted there
+                return method(self, *args, **kwargs)
             if kind == "launch":
                 counts["launch"] += 1
+                _reads_back("ndarray", name)
                 return _device(method(self, *args, **kwargs))
             _d2h(self)
             return method(self, *args, **kwargs)
@@ -260,6 +322,7 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     argmin = _counted("argmin", "launch")
     cumsum = _counted("cumsum", "launch")
     nonzero = _counted("nonzero", "launch")
+    compress = _counted("compress", "launch")
     item = _counted("item", "read")
     tolist = _counted("tolist", "read")
     __float__ = _counted("__float__", "read")
@@ -350,9 +413,12 @@ def __getattr__(name: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         _check_call("cupy", name, kwargs)
         counts["alloc" if name in _ALLOCATIONS else "launch"] += 1
+        _reads_back("cupy", name, args, kwargs)
         out = kwargs.get("out")
         result = _device(attr(*(_host(a) for a in args),
                               **{k: _host(v) for k, v in kwargs.items()}))
+        if name in _UNINITIALIZED and _POISON:
+            _poisoned(result)
         return out if isinstance(out, ndarray) else result
 
     return call
@@ -360,6 +426,20 @@ def __getattr__(name: str) -> Any:
 
 _ALLOCATIONS = {"empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full",
                 "full_like"}
+_UNINITIALIZED = {"empty", "empty_like"}
+
+
+def _poisoned(a: np.ndarray) -> np.ndarray:
+    """A new ``empty`` array filled as CuPy's pool may hand it out, with what was there
+    before: NaN for floats, a large number for integers, True for booleans, so that code
+    reading what it did not write fails here too (NumPy's fresh pages are zeros)."""
+    if a.dtype.kind == "f":
+        a.fill(np.nan)
+    elif a.dtype.kind in "iu":
+        a.fill(np.iinfo(a.dtype).max // 3)
+    elif a.dtype.kind == "b":
+        a.fill(True)
+    return a
 
 
 @_timed
@@ -417,33 +497,51 @@ class _Device:
         self.id = index
 
     def synchronize(self) -> None:
-        pass
+        _wait_for_all()
 
     def use(self) -> None:
         pass
 
 
 class _Event:
-    """A CUDA event: the stand-in's work is done when it returns, so every event is."""
+    """A CUDA event in the stand-in's model of the queue (``_Counts``): recorded at the work
+    queued so far, done once the host has waited for that much; waiting for one not known
+    to be done counts a wait."""
 
     def __init__(self, block: bool = False, disable_timing: bool = False,
                  interprocess: bool = False) -> None:
-        self.done = True
+        self.at = 0
 
     def record(self, stream: Any = None) -> None:
-        pass
+        self.at = _queue["tail"]
+
+    @property
+    def done(self) -> bool:
+        return self.at <= _queue["synced"]
 
     def synchronize(self) -> None:
-        pass
+        if not self.done:
+            synced = _queue["synced"]
+            counts["wait"] += 1
+            _queue["synced"] = max(synced, self.at)  # the work up to the event, not after
 
 
-_STREAM = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
+def _wait_for_all() -> None:
+    """A stream's or the device's ``synchronize``: a wait, unless nothing was queued since
+    the last."""
+    if _queue["synced"] < _queue["tail"]:
+        counts["wait"] += 1
+
+
+_STREAM = types.SimpleNamespace(ptr=0, synchronize=_wait_for_all)
 
 cuda = types.SimpleNamespace(runtime=_Runtime(), Device=_Device, Event=_Event,
                              get_current_stream=lambda: _STREAM,
                              device=types.SimpleNamespace(get_cublas_handle=lambda: 1))
 
 
+_POISON = os.environ.get("CUPY_STAND_IN_POISON", "1") != "0"  # 0: empty arrays as NumPy's
+_REVERSE = os.environ.get("CUPY_STAND_IN_ORDER") == "reverse"  # run threads, blocks backwards
 _recorded: set[str] = set()
 _RECORD_TO = os.environ.get("CUPY_STAND_IN_KERNELS")
 
@@ -537,7 +635,8 @@ class ElementwiseKernel:
                   "using std::min; using std::max; using std::exp; using std::log;\n"
                   "using std::tanh; using std::sqrt;\n" + typedefs
                   + f'extern "C" void run(long long n_, {", ".join(signature)}) {{\n'
-                  + "for (ptrdiff_t i = 0; i < n_; ++i) {\n" + "\n".join(lines)
+                  + ("for (ptrdiff_t i = n_ - 1; i >= 0; --i) {\n" if _REVERSE else
+                     "for (ptrdiff_t i = 0; i < n_; ++i) {\n") + "\n".join(lines)
                   + "\n{\n" + self.operation + "\n}\n}\n}\n")
         _record({"kind": "elementwise", "name": self.name, "operation": self.operation,
                  "types": {t: _C_TYPES[d] for t, d in placeholders.items()},
@@ -654,9 +753,9 @@ class RawKernel:
                 "  gridDim = {stand_in_grid, 1, 1}; blockDim = {stand_in_block, 1, 1};\n")
         if "__syncthreads" not in self.code:  # no barrier: each thread runs through in turn
             launcher = head + f"""  for (unsigned b = 0; b < stand_in_grid; ++b) {{
-    blockIdx = {{b, 0, 0}};
+    blockIdx = {{STAND_IN_ORDER(b, stand_in_grid), 0, 0}};
     for (unsigned t = 0; t < stand_in_block; ++t) {{
-      threadIdx = {{t, 0, 0}};
+      threadIdx = {{STAND_IN_ORDER(t, stand_in_block), 0, 0}};
       {self.name}({names});
     }}
   }}
@@ -669,7 +768,7 @@ class RawKernel:
   stand_in_body = [=] {{ {self.name}({names}); }};
   ucontext_t here;
   for (unsigned b = 0; b < stand_in_grid; ++b) {{
-    blockIdx = {{b, 0, 0}};
+    blockIdx = {{STAND_IN_ORDER(b, stand_in_grid), 0, 0}};
     for (unsigned t = 0; t < stand_in_block; ++t) {{
       stand_in_fiber& f = stand_in_fibers[t];
       f.started = f.done = false;
@@ -682,21 +781,24 @@ class RawKernel:
     for (unsigned left = stand_in_block; left; ) {{  /* a round: each thread to its barrier */
       left = 0;
       for (volatile unsigned t = 0; t < stand_in_block; ++t) {{
-        stand_in_fiber& f = stand_in_fibers[t];
+        stand_in_now = STAND_IN_ORDER(t, stand_in_block);
+        stand_in_fiber& f = stand_in_fibers[stand_in_now];
         if (f.done) continue;
-        stand_in_now = t; threadIdx = {{t, 0, 0}};
+        threadIdx = {{stand_in_now, 0, 0}};
         if (!_setjmp(stand_in_main)) {{
           if (f.started) _longjmp(f.at, 1);
           f.started = true;
           swapcontext(&here, &f.start);
         }}
-        left += !stand_in_fibers[t].done;
+        left += !stand_in_fibers[stand_in_now].done;
       }}
     }}
   }}
 }}
 """
-        source = _RAW_PRELUDE + self.code + "\n" + launcher
+        order = ("#define STAND_IN_ORDER(k, n) ((n) - 1 - (k))\n" if _REVERSE else
+                 "#define STAND_IN_ORDER(k, n) (k)\n")
+        source = _RAW_PRELUDE + order + self.code + "\n" + launcher
         _record({"kind": "raw", "name": self.name, "code": self.code})
         counts["launch"] += 1
         _compile(source).stand_in_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]),
