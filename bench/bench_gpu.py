@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import statistics
 import sys
 import time
@@ -135,16 +136,27 @@ def profile(name: str, contender: Callable[[], float], lines: int) -> None:
         pstats.Stats(prof, stream=sys.stdout).sort_stats(order).print_stats(lines)
 
 
+# CUDA runtime and driver calls that make the host wait for the GPU: synchronizations, and
+# copies that are not asynchronous (a copy back waits for the kernels queued before it)
+BLOCKING_CALL = re.compile(r"Synchronize|^cu(da)?Memcpy(?!.*Async)")
+
+
 def device_time(events: list, wall_s: float, lines: int) -> list[str]:
     """Report lines for the ``torch.profiler`` ``events`` of one run of ``wall_s`` seconds:
     kernels and copies (the CUDA device's events), the GPU time they sum to and the time the
-    GPU was busy with any of them (their intervals' union), against the wall time, then the
-    ``lines`` kernels or copies with the most GPU time (milliseconds, calls, name)."""
+    GPU was busy with any of them (their intervals' union), against the wall time; the CUDA
+    calls the host waited in (:data:`BLOCKING_CALL`: their number and time, as CUPTI records
+    them); then the ``lines`` kernels or copies with the most GPU time (milliseconds, calls,
+    name)."""
     from torch.autograd import DeviceType
 
     spans, by_name = [], collections.defaultdict(lambda: [0.0, 0])
+    blocked = collections.defaultdict(lambda: [0.0, 0])
     for event in events:
         if event.device_type != DeviceType.CUDA:
+            if BLOCKING_CALL.search(event.name):
+                blocked[event.name][0] += event.time_range.end - event.time_range.start
+                blocked[event.name][1] += 1
             continue
         start, end = event.time_range.start, event.time_range.end
         spans.append((start, end))
@@ -161,6 +173,9 @@ def device_time(events: list, wall_s: float, lines: int) -> list[str]:
                  f"{sum(t for t, _ in by_name.values()) / 1e3:.1f} ms of GPU time; GPU busy "
                  f"{busy / 1e3:.1f} ms of {wall_s * 1e3:.1f} ms wall "
                  f"({100 * busy / 1e3 / (wall_s * 1e3):.0f} %)"]
+    lines_out.append("host waited in " + (", ".join(
+        f"{calls:,} {name} ({t / 1e3:.1f} ms)" for name, (t, calls) in sorted(blocked.items()))
+        or "no synchronizing CUDA call"))
     ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:lines]
     lines_out += [f"{t / 1e3:9.2f} ms {calls:7,d}x  {name[:100]}" for name, (t, calls) in ranked]
     return lines_out

@@ -260,13 +260,19 @@ def test_bench_gpu_device_time_sums_kernels_and_merges_overlapping_busy_spans():
 
     events = [event("gemm", cuda, 0, 1000), event("gemm", cuda, 500, 1500),
               event("Memcpy HtoD (Pinned -> Device)", cuda, 3000, 3100),
-              event("relu", cuda, 4000, 4200), event("cudaLaunchKernel", cpu, 0, 9000)]
+              event("relu", cuda, 4000, 4200), event("cudaLaunchKernel", cpu, 0, 9000),
+              event("cudaMemcpyAsync", cpu, 100, 200), event("cudaMemcpy", cpu, 200, 1200),
+              event("cudaEventSynchronize", cpu, 1300, 1500),
+              event("cudaEventSynchronize", cpu, 2000, 2100)]
     report = bench_gpu.device_time(events, 0.010, lines=2)
     assert report == [
         "3 kernels + 1 copies/sets, 2.3 ms of GPU time; GPU busy 1.8 ms of 10.0 ms wall (18 %)",
+        "host waited in 2 cudaEventSynchronize (0.3 ms), 1 cudaMemcpy (1.0 ms)",
         "     2.00 ms       2x  gemm",
         "     0.20 ms       1x  relu"]
     assert bench_gpu.device_time(events[-1:], 0.010, lines=2)[0].startswith("no CUDA kernel")
+    assert bench_gpu.device_time(events[:1], 0.010, lines=0)[1] == (
+        "host waited in no synchronizing CUDA call")
 
 
 @pytest.mark.gpu
