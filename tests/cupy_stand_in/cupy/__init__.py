@@ -433,12 +433,13 @@ def _poisoned(a: np.ndarray) -> np.ndarray:
     """A new ``empty`` array filled as CuPy's pool may hand it out, with what was there
     before: NaN for floats, a large number for integers, True for booleans, so that code
     reading what it did not write fails here too (NumPy's fresh pages are zeros)."""
+    host = _host(a)  # (not a counted launch: CuPy writes nothing)
     if a.dtype.kind == "f":
-        a.fill(np.nan)
+        host.fill(np.nan)
     elif a.dtype.kind in "iu":
-        a.fill(np.iinfo(a.dtype).max // 3)
+        host.fill(np.iinfo(a.dtype).max // 3)
     elif a.dtype.kind == "b":
-        a.fill(True)
+        host.fill(True)
     return a
 
 
