@@ -137,6 +137,23 @@ def test_reverse_order_shows_a_missing_barrier_before_reading_an_earlier_thread(
         "[1.0, 1.0, 2.0, 3.0]"]
 
 
+def test_the_stand_in_refuses_a_launch_cuda_refuses(tmp_path):
+    """An empty grid (a batch with no rows) or a block over 1,024 threads is an error of the
+    launch on a GPU; the stand-in raises too instead of running nothing."""
+    code = (
+        "import numpy as np, cupy\n"
+        "k = cupy.RawKernel('extern \"C\" __global__ void noop(double* y) { }', 'noop')\n"
+        "y = cupy.zeros(1)\n"
+        "for grid, block in (((1,), (1024,)), ((0,), (32,)), ((1,), (1025,))):\n"
+        "    try:\n"
+        "        k(grid, block, (y,))\n"
+        "        print('ran')\n"
+        "    except RuntimeError as e:\n"
+        "        print(str(e).split(':')[0])\n")
+    assert _run_on_stand_in(code, tmp_path) == ["ran", "CUDA_ERROR_INVALID_VALUE",
+                                                "CUDA_ERROR_INVALID_VALUE"]
+
+
 def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
     """CuPy packs a RawKernel's scalar argument by the scalar's own dtype, so an int64 given
     for an ``int`` parameter shifts every argument after it on a GPU, and passes an array as

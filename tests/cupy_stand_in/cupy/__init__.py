@@ -694,6 +694,10 @@ _C_SCALAR_KINDS = {"unsigned long long": "u", "long long": "i", "long long int":
                    "unsigned int": "u", "float": "f", "double": "f", "bool": "b"}
 
 
+class CUDADriverError(RuntimeError):
+    """As ``cupy_backends.cuda.api.driver.CUDADriverError``: a launch CUDA refuses."""
+
+
 class RawKernel:
     """CuPy's RawKernel, run by the CPU (see the module's docstring)."""
 
@@ -724,6 +728,10 @@ class RawKernel:
         grid, block = tuple(grid) + (1,) * 2, tuple(block) + (1,) * 2
         if grid[1:3] != (1, 1) or block[1:3] != (1, 1):
             raise NotImplementedError("the stand-in runs one-dimensional grids and blocks")
+        if not (0 < grid[0] < 2 ** 31 and 0 < block[0] <= 1024):
+            # what CUDA refuses at the launch (cudaErrorInvalidConfiguration)
+            raise CUDADriverError(f"CUDA_ERROR_INVALID_VALUE: invalid argument ({self.name}: "
+                                  f"grid {grid[0]}, block {block[0]})")
         declared, values = [], []
         for (pointer, type_, pname), a in zip(self.params, args):
             if pointer:
