@@ -89,6 +89,28 @@ def test_the_stand_in_catches_a_wrong_kernel(tmp_path):
     assert _run_on_stand_in(code, tmp_path) == ["[-0.0, -2.0, -4.0, -6.0]"]
 
 
+def test_the_stand_in_takes_an_elementwise_loop_as_cupy_does(tmp_path):
+    """CuPy's rules for an ElementwiseKernel's loop: the non-raw arrays broadcast to its
+    shape (an input of shape (1, 3) over (2, 3)); an output of another shape ((3,) against
+    a (3, 1) input: a (3, 3) loop) and ``size`` beside a non-raw array are errors."""
+    code = (
+        "import numpy as np, cupy\n"
+        "k = cupy.ElementwiseKernel('T x', 'T y', 'y = x + 1;', 'inc')\n"
+        "row, y = cupy.asarray(np.arange(3.0).reshape(1, 3)), cupy.zeros((2, 3))\n"
+        "k(row, y)\n"
+        "print(y.get().tolist())\n"
+        "tries = [lambda: k(cupy.zeros((3, 1)), cupy.zeros(3)),\n"
+        "         lambda: k(cupy.zeros(3), cupy.zeros(3), size=3)]\n"
+        "for t in tries:\n"
+        "    try:\n"
+        "        t()\n"
+        "        print('ran')\n"
+        "    except ValueError as e:\n"
+        "        print(str(e).split(': ', 1)[1][:22])\n")
+    assert _run_on_stand_in(code, tmp_path) == ["[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]",
+                                                "Out shape is mismatche", "Specified 'size' can b"]
+
+
 def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     """A RawKernel's block shares its ``__shared__`` arrays and meets at ``__syncthreads()``:
     reversing a row through shared memory is right with the barrier and wrong without it (so

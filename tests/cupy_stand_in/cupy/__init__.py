@@ -6,8 +6,10 @@ does) and ``import cupy`` finds this module:
 - arrays are NumPy arrays of a subclass whose module name starts with ``cupy``, so Sculler
   takes its GPU paths; ``.get()`` copies one to a plain NumPy array;
 - ``ElementwiseKernel`` compiles the kernel body as C++ with g++ and runs it over the arrays,
-  one loop iteration per element, with raw parameters as pointers. A strided argument is
-  copied to a contiguous one and back, which is how CuPy indexes raw arrays logically;
+  one loop iteration per element, with raw parameters as pointers, over the loop CuPy's
+  rules give (non-raw arrays broadcast, outputs of that shape, ``size`` only with raw ones).
+  A strided argument is copied to a contiguous one and back, which is how CuPy indexes raw
+  arrays logically;
 - ``RawKernel`` compiles CUDA C++ with g++ too, under a prelude that makes ``__global__``,
   ``__shared__``, ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` and
   ``__syncthreads()`` mean on the CPU what they mean on a GPU: the blocks run one after
@@ -597,6 +599,25 @@ class ElementwiseKernel:
         self.n_in = len(_parameters(in_params))
         self.operation, self.name = operation, name
 
+    def _loop_shape(self, args: tuple, size: int | None) -> tuple | None:
+        """CuPy's rules for the loop: ``size`` only where every array is ``raw``, else the
+        shape the non-raw arrays broadcast to, which every non-raw output must have."""
+        arrays = [(k, a) for k, ((raw, _, _), a) in enumerate(zip(self.params, args))
+                  if not raw and isinstance(a, ndarray)]
+        if size is not None:
+            if arrays:
+                raise ValueError(f"{self.name}: Specified 'size' can be used only if all of "
+                                 "the ndarray are 'raw'.")
+            return None
+        if not arrays:
+            raise ValueError(f"{self.name}: Loop size is undecided.")
+        shape = np.broadcast_shapes(*(a.shape for _, a in arrays))
+        for k, a in arrays:
+            if k >= self.n_in and a.shape != shape:
+                raise ValueError(f"{self.name}: Out shape is mismatched ({self.params[k][2]} "
+                                 f"is {a.shape}, the loop {shape})")
+        return shape
+
     @_timed
     def __call__(self, *args: Any, size: int | None = None) -> None:
         _no_host_arrays(self.name, *args)
@@ -610,22 +631,23 @@ class ElementwiseKernel:
                 if placeholders.setdefault(type_, dtype) != dtype:
                     raise TypeError(f"{self.name}: {name} is {dtype}, {type_} is already "
                                     f"{placeholders[type_]}")
+        shape = self._loop_shape(args, size)
+        n = size if size is not None else int(np.prod(shape))
         signature, lines, values, copies = [], [], [], []
-        n = size
         for (raw, type_, name), a in zip(self.params, args):
             c_type = _C_TYPES[placeholders.get(type_) or _FIXED[type_]]
             if isinstance(a, np.ndarray) and (raw or a.ndim):
-                flat = np.ascontiguousarray(a)
-                if flat is not a:
-                    copies.append((a, flat))
+                if raw or a.shape == shape:
+                    flat = np.ascontiguousarray(a)
+                    if flat is not a:
+                        copies.append((a, flat))
+                else:  # an input broadcast to the loop's shape
+                    flat = np.ascontiguousarray(np.broadcast_to(a, shape))
                 signature.append(f"{c_type}* {name}_data")
                 values.append(ctypes.c_void_p(_address(flat)))
                 if raw:
                     lines.append(f"{c_type}* {name} = {name}_data;")
                 else:
-                    n = a.size if n is None else n
-                    if a.size != n:
-                        raise ValueError(f"{self.name}: {name} has {a.size} elements, not {n}")
                     lines.append(f"{c_type}& {name} = {name}_data[i];")
             else:
                 signature.append(f"{c_type} {name}")
