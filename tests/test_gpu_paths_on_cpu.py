@@ -111,6 +111,29 @@ def test_the_stand_in_takes_an_elementwise_loop_as_cupy_does(tmp_path):
                                                 "Out shape is mismatche", "Specified 'size' can b"]
 
 
+def test_the_stand_in_refuses_an_input_that_overlaps_its_output(tmp_path):
+    """CuPy's element loops do not buffer: ``a[1:] += a[:-1]`` or ``a[1:] = a[:-1]`` race on
+    a GPU, where NumPy gives a defined result. The stand-in refuses them; an update in place
+    element for element (``a += b``, ``a[:2] *= 2``) is fine."""
+    code = (
+        "import numpy as np, cupy\n"
+        "a, b = cupy.asarray(np.arange(4.0)), cupy.asarray(np.ones(4))\n"
+        "def tries():\n"
+        "    yield lambda: a.__iadd__(b)\n"
+        "    yield lambda: np.multiply(a[:2], 2, out=a[:2])\n"
+        "    yield lambda: np.add(a[1:], a[:-1], out=a[1:])\n"
+        "    yield lambda: a.__setitem__(slice(1, None), a[:-1])\n"
+        "for t in tries():\n"
+        "    try:\n"
+        "        t()\n"
+        "        print('ran')\n"
+        "    except ValueError as e:\n"
+        "        print('refused')\n"
+        "print(a.get().tolist())\n")
+    assert _run_on_stand_in(code, tmp_path) == ["ran", "ran", "refused", "refused",
+                                                "[2.0, 4.0, 3.0, 4.0]"]
+
+
 def test_the_stand_in_runs_raw_kernels_with_their_barriers(tmp_path):
     """A RawKernel's block shares its ``__shared__`` arrays and meets at ``__syncthreads()``:
     reversing a row through shared memory is right with the barrier and wrong without it (so

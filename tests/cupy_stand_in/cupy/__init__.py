@@ -22,6 +22,8 @@ does) and ``import cupy`` finds this module:
   blocks, the threads and an ElementwiseKernel's elements run from the last, which shows
   the other direction (a thread reading what an earlier one writes) and any result that
   depends on the order of blocks;
+- a ufunc or a store whose input overlaps its output other than element for element
+  (``a[1:] += a[:-1]``) is refused: NumPy buffers it, CuPy's threads race on it;
 - ``empty`` and ``empty_like`` fill their arrays as CuPy's memory pool may hand them out,
   with what was there: NaN, a large integer, True (``CUPY_STAND_IN_POISON=0``: NumPy's);
 - ``cuda.runtime`` reports one device;
@@ -231,6 +233,8 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
         counts["launch"] += 1
         out = kwargs.get("out")
         if out is not None:
+            if method == "__call__":
+                _no_overlap(ufunc.__name__, inputs, out)
             kwargs["out"] = tuple(_host(o) for o in out)
         result = getattr(ufunc, method)(*(_host(i) for i in inputs), **kwargs)
         if out is not None:
@@ -281,6 +285,8 @@ class ndarray(np.ndarray):  # noqa: N801 (CuPy's name)
     def __setitem__(self, key: Any, value: Any) -> None:
         if not _same_view(self, key, value):  # CuPy skips that copy (``a[:n] += b``'s store)
             counts["launch"] += 1
+            if _basic(key) and isinstance(value, ndarray):
+                _no_overlap("setitem", (value,), (np.ndarray.__getitem__(self, key),))
         if not _basic(key):
             _host_arrays_copied(*(key if isinstance(key, tuple) else (key,)))
             if _masks(key):
@@ -353,6 +359,23 @@ def _no_host_arrays(what: str, *values: Any) -> None:
         if isinstance(a, np.ndarray) and not isinstance(a, ndarray) and a.ndim:
             raise TypeError(f"{what}: Unsupported type {type(a)} (a host array; CuPy takes "
                             "device arrays and scalars)")
+
+
+def _no_overlap(what: str, inputs: tuple, outs: tuple) -> None:
+    """CuPy's elementwise loops read input element ``i`` and write output element ``i`` in
+    parallel, with no buffering: an input that overlaps an output other than element for
+    element (``a[1:] += a[:-1]``) races there, where NumPy buffers it. Refused here."""
+    for o in outs:
+        if not isinstance(o, np.ndarray):
+            continue
+        for i in inputs:
+            if not isinstance(i, np.ndarray) or i is o or not np.may_share_memory(i, o):
+                continue
+            same = (_address(i) == _address(o) and i.strides == o.strides
+                    and np.broadcast_shapes(i.shape, o.shape) == o.shape)
+            if not same and np.shares_memory(i, o):
+                raise ValueError(f"{what}: an input overlaps the output other than element "
+                                 "for element (on a GPU the threads race)")
 
 
 def _host_arrays_copied(*values: Any) -> None:
