@@ -19,6 +19,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 STAND_IN = ROOT / "tests" / "cupy_stand_in"
 
 
+@pytest.fixture(autouse=True)
+def _shared_kernel_cache(tmp_path_factory, monkeypatch):
+    """One folder of compiled stand-in kernels for every subprocess of the session, so a
+    kernel is compiled by g++ once, not once a run."""
+    monkeypatch.setenv("CUPY_STAND_IN_CACHE",
+                       str(tmp_path_factory.getbasetemp() / "cupy-stand-in-kernels"))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler (g++) for the stand-in")
 def test_gpu_tests_pass_with_the_cpu_stand_in(tmp_path):

@@ -43,6 +43,9 @@ does) and ``import cupy`` finds this module:
   stand-in (its NumPy work, kernels and bookkeeping), so that the caller's own host time is
   the wall time less it.
 
+With ``CUPY_STAND_IN_CACHE=DIR`` set, compiled kernels are kept in ``DIR`` and shared by every
+process that sets it (the test runs of tests/test_gpu_paths_on_cpu.py share one).
+
 With ``CUPY_STAND_IN_KERNELS=FILE`` set, each distinct kernel it runs (a RawKernel's code, an
 ElementwiseKernel's parameters, body and argument types) is appended to ``FILE`` as a JSON line,
 for ``bench/nvrtc_check.py`` to compile with CuPy's own NVRTC path on a machine without a GPU.
@@ -598,19 +601,32 @@ def _parameters(spec: str) -> list[tuple[bool, str, str]]:
 _libraries: dict[str, ctypes.CDLL] = {}
 
 
+_CACHE = os.environ.get("CUPY_STAND_IN_CACHE")  # a folder of compiled kernels (by source)
+
+
 def _compile(source: str) -> ctypes.CDLL:
+    """The kernel ``source`` compiled by g++ and loaded: once a process, and once for all
+    processes that share ``$CUPY_STAND_IN_CACHE`` (the libraries there are named by the
+    source's hash and moved in whole, so a half-written one is never loaded)."""
     key = hashlib.sha256(source.encode()).hexdigest()
     lib = _libraries.get(key)
-    if lib is None:
-        folder = tempfile.mkdtemp(prefix="cupy-stand-in-")
-        with open(f"{folder}/kernel.cpp", "w") as f:
+    if lib is not None:
+        return lib
+    folder = _CACHE or tempfile.mkdtemp(prefix="cupy-stand-in-")
+    built = os.path.join(folder, key + ".so")
+    if not os.path.exists(built):
+        os.makedirs(folder, exist_ok=True)
+        partial = os.path.join(folder, f"{key}.{os.getpid()}.partial")
+        with open(partial + ".cpp", "w") as f:
             f.write(source)
         done = subprocess.run(["g++", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-o",
-                               f"{folder}/kernel.so", f"{folder}/kernel.cpp"],
+                               partial + ".so", partial + ".cpp"],
                               capture_output=True, text=True)
+        os.remove(partial + ".cpp")
         if done.returncode:
             raise RuntimeError(f"the kernel does not compile:\n{source}\n{done.stderr}")
-        lib = _libraries[key] = ctypes.CDLL(f"{folder}/kernel.so")
+        os.replace(partial + ".so", built)
+    lib = _libraries[key] = ctypes.CDLL(built)
     return lib
 
 
@@ -680,9 +696,10 @@ class ElementwiseKernel:
         source = ("#include <cmath>\n#include <algorithm>\n#include <cstddef>\n"
                   "using std::min; using std::max; using std::exp; using std::log;\n"
                   "using std::tanh; using std::sqrt;\n" + typedefs
-                  + f'extern "C" void run(long long n_, {", ".join(signature)}) {{\n'
-                  + ("for (ptrdiff_t i = n_ - 1; i >= 0; --i) {\n" if _REVERSE else
-                     "for (ptrdiff_t i = 0; i < n_; ++i) {\n") + "\n".join(lines)
+                  + 'extern "C" void run(long long n_, int reverse_, '
+                  + f'{", ".join(signature)}) {{\n'
+                  + "for (ptrdiff_t k_ = 0; k_ < n_; ++k_) {\n"
+                  + "ptrdiff_t i = reverse_ ? n_ - 1 - k_ : k_;\n" + "\n".join(lines)
                   + "\n{\n" + self.operation + "\n}\n}\n}\n")
         _record({"kind": "elementwise", "name": self.name, "operation": self.operation,
                  "types": {t: _C_TYPES[d] for t, d in placeholders.items()},
@@ -691,7 +708,7 @@ class ElementwiseKernel:
                              "ndim": a.ndim if isinstance(a, np.ndarray) else None}
                             for k, ((raw, t, name), a) in enumerate(zip(self.params, args))]})
         counts["launch"] += 1
-        _compile(source).run(ctypes.c_longlong(n), *values)
+        _compile(source).run(ctypes.c_longlong(n), ctypes.c_int(_REVERSE), *values)
         for a, flat in copies:
             np.ndarray.__setitem__(a, Ellipsis, flat)
 
@@ -711,6 +728,10 @@ static jmp_buf stand_in_main;
 static std::vector<stand_in_fiber> stand_in_fibers;
 static std::function<void()> stand_in_body;
 static unsigned stand_in_now;
+/* the order blocks and threads run in (CUPY_STAND_IN_ORDER=reverse: from the last), set at
+   each launch, so one compiled kernel serves both */
+static unsigned stand_in_reverse;
+#define STAND_IN_ORDER(k, n) (stand_in_reverse ? (n) - 1 - (k) : (k))
 /* a thread's turn ends at a barrier: save where it is, go back to the scheduler */
 static inline void __syncthreads() {
   if (!_setjmp(stand_in_fibers[stand_in_now].at)) _longjmp(stand_in_main, 1);
@@ -802,9 +823,10 @@ class RawKernel:
                 declared.append(f"{type_} {pname}")
                 values.append(c_scalar(a.item()))
         names = ", ".join(p[2] for p in self.params)
-        head = (f'extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block, '
-                f'{", ".join(declared)}) {{\n'
-                "  gridDim = {stand_in_grid, 1, 1}; blockDim = {stand_in_block, 1, 1};\n")
+        head = ('extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block, '
+                f'unsigned stand_in_backwards, {", ".join(declared)}) {{\n'
+                "  gridDim = {stand_in_grid, 1, 1}; blockDim = {stand_in_block, 1, 1};\n"
+                "  stand_in_reverse = stand_in_backwards;\n")
         if "__syncthreads" not in self.code:  # no barrier: each thread runs through in turn
             launcher = head + f"""  for (unsigned b = 0; b < stand_in_grid; ++b) {{
     blockIdx = {{STAND_IN_ORDER(b, stand_in_grid), 0, 0}};
@@ -850,10 +872,8 @@ class RawKernel:
   }}
 }}
 """
-        order = ("#define STAND_IN_ORDER(k, n) ((n) - 1 - (k))\n" if _REVERSE else
-                 "#define STAND_IN_ORDER(k, n) (k)\n")
-        source = _RAW_PRELUDE + order + self.code + "\n" + launcher
+        source = _RAW_PRELUDE + self.code + "\n" + launcher
         _record({"kind": "raw", "name": self.name, "code": self.code})
         counts["launch"] += 1
         _compile(source).stand_in_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]),
-                                         *values)
+                                         ctypes.c_uint(_REVERSE), *values)
