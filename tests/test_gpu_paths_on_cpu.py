@@ -37,11 +37,9 @@ def _pytest_on_stand_in(tmp_path, *args: str, env_extra: dict | None = None,
                         none_skipped: bool = True) -> None:
     """Run pytest with ``args`` in a subprocess whose ``cupy`` is the stand-in; it must pass
     (and, with ``none_skipped``, skip nothing: a skip there is a GPU path not walked)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
-           "TMPDIR": str(tmp_path), **(env_extra or {})}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=1200)
+                           *args], cwd=ROOT, env=_stand_in_env(tmp_path, env_extra),
+                          capture_output=True, text=True, timeout=1200)
     tail = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail
     assert " passed" in done.stdout, tail
@@ -346,7 +344,13 @@ def _run_on_stand_in(code: str, tmp_path, env_extra: dict | None = None) -> list
     skipped where there is no g++ to compile its kernels)."""
     if shutil.which("g++") is None:
         pytest.skip("no C++ compiler (g++) for the stand-in")
-    env = {**os.environ, "PYTHONPATH": str(STAND_IN), "TMPDIR": str(tmp_path),
-           **(env_extra or {})}
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, check=True).stdout.splitlines()
+    return subprocess.run([sys.executable, "-c", code], env=_stand_in_env(tmp_path, env_extra),
+                          capture_output=True, text=True, timeout=120,
+                          check=True).stdout.splitlines()
+
+
+def _stand_in_env(tmp_path, env_extra: dict | None) -> dict:
+    """The environment of a subprocess whose ``cupy`` is the stand-in (and whose
+    ``sculler`` is this checkout's), with its temporary files under ``tmp_path``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
+            "TMPDIR": str(tmp_path), **(env_extra or {})}
