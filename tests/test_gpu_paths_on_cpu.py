@@ -225,6 +225,40 @@ def test_the_stand_in_refuses_a_raw_kernel_scalar_of_another_c_type(tmp_path):
                        "r: a is declared float*, got a device array of float64"]
 
 
+def test_the_stand_in_refuses_aliasing_that_is_undefined_on_a_gpu(tmp_path):
+    """A RawKernel parameter declared ``__restrict__`` given the memory of one it may write
+    (nvcc reads it through the read-only cache: stale values), and a cuBLAS product whose
+    output shares memory with an operand (tiles written while still read): both are
+    refused. Two read-only views of one array, or disjoint halves of one buffer, run."""
+    code = (
+        "import numpy as np, cupy\n"
+        "from cupy_backends.cuda.libs import cublas\n"
+        "src = ('extern \"C\" __global__ void k(const double* __restrict__ w, const double* p,'\n"
+        "       ' double* y) { y[threadIdx.x] = w[threadIdx.x] + p[threadIdx.x]; }')\n"
+        "k = cupy.RawKernel(src, 'k')\n"
+        "buf = cupy.asarray(np.arange(8.0))\n"
+        "one = cupy.asarray(np.ones((2, 2)))\n"
+        "at = np.array([1.0, 0.0]).ctypes.data\n"
+        "def gemm(a, b, c):\n"
+        "    cublas.dgemm(1, 0, 0, 2, 2, 2, at, a.data.ptr, 2, b.data.ptr, 2, at + 8,\n"
+        "                 c.data.ptr, 2)\n"
+        "def tries():\n"
+        "    yield lambda: k((1,), (4,), (buf[:4], buf[:4], buf[4:]))\n"
+        "    yield lambda: k((1,), (4,), (buf[:4], buf[4:], buf[:4]))\n"
+        "    yield lambda: k((1,), (4,), (buf[4:], buf[:4], buf[2:6]))\n"
+        "    yield lambda: gemm(one, one, cupy.zeros((2, 2)))\n"
+        "    yield lambda: gemm(one, one, one)\n"
+        "for t in tries():\n"
+        "    try:\n"
+        "        t()\n"
+        "        print('ran')\n"
+        "    except (ValueError, cublas.CUBLASError) as e:\n"
+        "        print('refused', str(e)[:32])\n")
+    restricted = "refused k: w is declared __restrict__ bu"
+    assert _run_on_stand_in(code, tmp_path) == [
+        "ran", restricted, restricted, "ran", "refused the output shares memory with an"]
+
+
 def test_the_stand_in_refuses_what_cupy_lacks(tmp_path):
     """Names, keywords and array attributes are those of the real CuPy recorded in
     cupy/api.json: a NumPy function CuPy has no twin of, a keyword its function does not

@@ -363,6 +363,17 @@ def _no_host_arrays(what: str, *values: Any) -> None:
                             "device arrays and scalars)")
 
 
+def _shares_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` share an element (where that is too hard to settle exactly,
+    whether their extents overlap)."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10 ** 5))
+    except np.exceptions.TooHardError:
+        return True
+
+
 def _no_overlap(what: str, inputs: tuple, outs: tuple) -> None:
     """CuPy's elementwise loops read input element ``i`` and write output element ``i`` in
     parallel, with no buffering: an input that overlaps an output other than element for
@@ -375,7 +386,7 @@ def _no_overlap(what: str, inputs: tuple, outs: tuple) -> None:
                 continue
             same = (_address(i) == _address(o) and i.strides == o.strides
                     and np.broadcast_shapes(i.shape, o.shape) == o.shape)
-            if not same and np.shares_memory(i, o):
+            if not same and _shares_memory(i, o):
                 raise ValueError(f"{what}: an input overlaps the output other than element "
                                  "for element (on a GPU the threads race)")
 
@@ -776,12 +787,36 @@ class RawKernel:
         typedefs = dict((alias, real) for real, alias in
                         re.findall(r"typedef\s+([\w ]+?)\s+(\w+)\s*;", code))
         self.params = []
+        self.restricted: set[str] = set()  # pointers declared __restrict__
+        self.read_only: set[str] = set()  # pointers to const
         for piece in (p.strip() for p in head.group(1).split(",") if p.strip()):
             type_, pname = re.match(r"(.*?)(\w+)$", piece).groups()
+            if "__restrict__" in type_:
+                self.restricted.add(pname)
+            if re.match(r"\s*const\b", type_):
+                self.read_only.add(pname)
             type_ = type_.replace("const", "").replace("__restrict__", "").strip()
             pointer = "*" in type_
             base = type_.replace("*", "").strip()
             self.params.append((pointer, typedefs.get(base, base), pname))
+
+    def _no_restricted_alias(self, args: tuple) -> None:
+        """A ``__restrict__`` pointer promises nvcc that no other pointer of the kernel
+        reaches its memory where that memory is written: nvcc then reads it through the
+        read-only cache or keeps it in registers across stores. Passing one array as both a
+        restricted parameter and a writable one (not pointer to const) breaks the promise,
+        and the kernel reads stale values on a GPU (g++ here ignores ``__restrict__``).
+        Refused at the launch."""
+        pointers = [(pname, a) for (pointer, _, pname), a in zip(self.params, args) if pointer]
+        for pname, a in pointers:
+            if pname not in self.restricted:
+                continue
+            for other, b in pointers:
+                if other != pname and other not in self.read_only and \
+                        _shares_memory(a, b):
+                    raise ValueError(f"{self.name}: {pname} is declared __restrict__ but "
+                                     f"shares memory with {other}, which the kernel may "
+                                     "write (on a GPU it may read stale values)")
 
     @_timed
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
@@ -821,6 +856,7 @@ class RawKernel:
                                     f"{a.dtype}")
                 declared.append(f"{type_} {pname}")
                 values.append(c_scalar(a.item()))
+        self._no_restricted_alias(args)
         names = ", ".join(p[2] for p in self.params)
         head = ('extern "C" void stand_in_launch(unsigned stand_in_grid, unsigned stand_in_block, '
                 f'unsigned stand_in_backwards, {", ".join(declared)}) {{\n'

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from cupy import _timed, counts
+from cupy import _shares_memory, _timed, counts
 
 CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C = 0, 1, 2
 CUBLAS_POINTER_MODE_HOST, CUBLAS_POINTER_MODE_DEVICE = 0, 1
@@ -48,6 +48,16 @@ def _scalar(handle: int, address: int, dtype: np.dtype) -> float:
                                dtype)[0])
 
 
+def _no_overlap(out: np.ndarray, *operands: np.ndarray | None) -> None:
+    """cuBLAS writes its output while it still reads its operands, in tiles: an output that
+    shares memory with an operand gives garbage on a GPU (cuBLAS does not check; this
+    stand-in, which forms the product first, would hide it). Refused here."""
+    for operand in operands:
+        if operand is not None and _shares_memory(out, operand):
+            raise CUBLASError("the output shares memory with an operand (cuBLAS results "
+                              "are undefined there)")
+
+
 def _op(a: np.ndarray, trans: int) -> np.ndarray:
     if trans not in (CUBLAS_OP_N, CUBLAS_OP_T):
         raise CUBLASError("CUBLAS_STATUS_INVALID_VALUE: trans")
@@ -68,9 +78,11 @@ def _gemm(dtype: np.dtype):
         if m == 0 or n == 0:
             return
         c = _matrix(C, m, n, ldc, dtype)
+        a = _matrix(A, a_rows, a_cols, lda, dtype) if k else None
+        b = _matrix(B, b_rows, b_cols, ldb, dtype) if k else None
+        _no_overlap(c, a, b)
         al, be = _scalar(handle, alpha, dtype), _scalar(handle, beta, dtype)
-        prod = 0 if k == 0 else _op(_matrix(A, a_rows, a_cols, lda, dtype), transa) @ \
-            _op(_matrix(B, b_rows, b_cols, ldb, dtype), transb)
+        prod = 0 if k == 0 else _op(a, transa) @ _op(b, transb)
         c[...] = al * prod + (be * c if be else 0)
 
     return gemm
@@ -90,8 +102,10 @@ def _gemv(dtype: np.dtype):
         if m == 0 or n == 0:
             return
         out = _vector(y, yn, incy, dtype)
+        a, v = _matrix(A, m, n, lda, dtype), _vector(x, xn, incx, dtype)
+        _no_overlap(out, a, v)
         al, be = _scalar(handle, alpha, dtype), _scalar(handle, beta, dtype)
-        prod = _op(_matrix(A, m, n, lda, dtype), trans) @ _vector(x, xn, incx, dtype)
+        prod = _op(a, trans) @ v
         out[...] = al * prod + (be * out if be else 0)
 
     return gemv
