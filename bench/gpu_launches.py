@@ -63,8 +63,10 @@ def workloads(batches: int) -> dict:
 
 def count(name: str, make: object, batches: int) -> dict[str, float]:
     """The stand-in's counts per batch of workload ``name``: those of a run of ``batches`` + 2
-    batches less those of a run of 2, so building, warming up and the first batches'
-    allocations are not counted. (``bench_mlp``'s run of k batches warms up on 2 more.)
+    batches less those of a run of 2, both after a first run of 2, so building, warming up
+    and the first batches' allocations are not counted, and the buffers and caches the
+    first run leaves are there for both. (``bench_mlp``'s run of k batches warms up on 2
+    more.)
     ``host_s`` is the time inside the trainer's passes less the stand-in's time there."""
     import cupy
 
@@ -83,6 +85,7 @@ def count(name: str, make: object, batches: int) -> dict[str, float]:
     sculler.trainer.SGD._run_pass = timed
     try:
         run = make()
+        run(2)
         cupy.counts.clear()
         run(2)
         base = dict(cupy.counts)

@@ -259,6 +259,77 @@ def test_the_stand_in_refuses_aliasing_that_is_undefined_on_a_gpu(tmp_path):
         "ran", restricted, restricted, "ran", "refused the output shares memory with an"]
 
 
+def test_the_stand_ins_cublas_reads_its_arguments_as_a_real_blas_does(tmp_path):
+    """The stand-in's ``sgemm``/``dgemm``/``sgemv``/``dgemv`` against NumPy's own OpenBLAS
+    called column-major with the same raw arguments (cuBLAS follows the reference BLAS:
+    column-major, ``op`` flags, leading dimensions, increments), over random shapes,
+    padded leading dimensions, flags and scalars. The tests of ``cuda_blas`` check it
+    against NumPy through the stand-in; this checks the stand-in against a BLAS, so the
+    two cannot share a misreading of cuBLAS."""
+    from sculler.math.cblas import numpy_openblas
+
+    lib = numpy_openblas()
+    if lib is None or not hasattr(lib, "scipy_cblas_dgemm64_"):
+        pytest.skip("NumPy's OpenBLAS with 64-bit CBLAS symbols is not found")
+    code = """
+import ctypes, numpy as np
+from cupy_backends.cuda.libs import cublas
+from sculler.math.cblas import numpy_openblas
+
+lib, rng, worst = numpy_openblas(), np.random.RandomState(0), 0.0
+COL_MAJOR, NO_TRANS = 102, 111  # CBLAS's codes; cuBLAS's are 0 and 1 (N, T)
+
+
+def routine(name, real):
+    fn = getattr(lib, "scipy_cblas_" + name + "64_")
+    flags, dims = (3, 3) if name.endswith("gemm") else (2, 2)  # order, op(s); m, n(, k)
+    fn.argtypes = [ctypes.c_int] * flags + [ctypes.c_int64] * dims + [
+        real, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, real,
+        ctypes.c_void_p, ctypes.c_int64]
+    return fn
+
+
+def compare(mine, ref):
+    global worst
+    worst = max(worst, float(np.abs(mine - ref).max() / (1 + np.abs(ref).max())))
+
+
+for dtype, char, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
+    blas_gemm, blas_gemv = routine(char + "gemm", real), routine(char + "gemv", real)
+    gemm, gemv = getattr(cublas, char + "gemm"), getattr(cublas, char + "gemv")
+    for case in range(150):
+        m, n, k = (int(v) for v in rng.randint(1, 7, size=3))
+        ta, tb, t = (int(v) for v in rng.randint(0, 2, size=3))
+        lda = (k if ta else m) + int(rng.randint(0, 3))
+        ldb = (n if tb else k) + int(rng.randint(0, 3))
+        ldc = m + int(rng.randint(0, 3))
+        a = rng.randn(lda * (m if ta else k)).astype(dtype)
+        b = rng.randn(ldb * (k if tb else n)).astype(dtype)
+        c = rng.randn(ldc * n).astype(dtype)
+        ref = c.copy()
+        scalars = np.array([rng.randn(), rng.choice([0.0, 1.0, rng.randn()])], dtype)
+        at = scalars.ctypes.data
+        gemm(1, ta, tb, m, n, k, at, a.ctypes.data, lda, b.ctypes.data, ldb,
+             at + scalars.itemsize, c.ctypes.data, ldc)
+        blas_gemm(COL_MAJOR, NO_TRANS + ta, NO_TRANS + tb, m, n, k, scalars[0], a.ctypes.data,
+                  lda, b.ctypes.data, ldb, scalars[1], ref.ctypes.data, ldc)
+        compare(c, ref)
+        ldm = m + int(rng.randint(0, 3))
+        mat = rng.randn(ldm * n).astype(dtype)
+        incx, incy = (int(v) for v in rng.randint(1, 3, size=2))
+        x = rng.randn(incx * (m if t else n)).astype(dtype)
+        y = rng.randn(incy * (n if t else m)).astype(dtype)
+        ref = y.copy()
+        gemv(1, t, m, n, at, mat.ctypes.data, ldm, x.ctypes.data, incx,
+             at + scalars.itemsize, y.ctypes.data, incy)
+        blas_gemv(COL_MAJOR, NO_TRANS + t, m, n, scalars[0], mat.ctypes.data, ldm,
+                  x.ctypes.data, incx, scalars[1], ref.ctypes.data, incy)
+        compare(y, ref)
+print(worst < 1e-5, worst)
+"""
+    assert _run_on_stand_in(code, tmp_path)[0].startswith("True")
+
+
 def test_the_stand_in_refuses_what_cupy_lacks(tmp_path):
     """Names, keywords and array attributes are those of the real CuPy recorded in
     cupy/api.json: a NumPy function CuPy has no twin of, a keyword its function does not
