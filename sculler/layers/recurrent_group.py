@@ -52,7 +52,7 @@ from sculler.core.recurrent_group import (
 )
 from sculler.layers.group_fusion import fused_cell
 from sculler.math.blas import col_sum
-from sculler.math.segment import gather_rows
+from sculler.math.segment import add_to_rows, gather_rows
 from sculler.math.workspace import clear_together
 
 
@@ -508,11 +508,11 @@ class RecurrentGroupLayer(Layer):
         for k, link in enumerate(self.links):
             dst = self.get_input_grad(link["input"])
             if dst is not None and link_grads[k] is not None:
-                dst[cached_like(self.plans[k].rows, dst)] += link_grads[k]
+                add_to_rows(dst, self.plans[k].rows, link_grads[k])
         for k, s in enumerate(self.batch_statics):
             dst = self.get_input_grad(s["input"])
             if dst is not None and static_acc[k] is not None:
-                dst[cached_like(self._bufs[f"static{k}_rows"], dst)] += static_acc[k]
+                add_to_rows(dst, self._bufs[f"static{k}_rows"], static_acc[k])
 
     def _backward_tail(self) -> list:
         """Backward through the tail run once over every step (:meth:`_forward_tail`): the
@@ -542,7 +542,7 @@ class RecurrentGroupLayer(Layer):
         if m.get("boot") is not None:
             dst = self.get_input_grad(m["boot"])
             if dst is not None:
-                dst[cached_like(self._bufs["bootrows_" + m["agent"]], dst)] += g
+                add_to_rows(dst, self._bufs["bootrows_" + m["agent"]], g)
         elif m.get("boot_bias"):
             w = self.boot_bias[m["agent"]]
             if w.w_grad is not None:

@@ -178,7 +178,7 @@ class SequenceLastInstanceLayer(SequenceAggregate):
         self.finish_forward(out_seq)
 
     def add_input_grad(self, i, g, dy) -> None:
-        g[self._rows] += dy
+        S.add_to_rows(g, self._rows, dy)
 
 
 @register_layer("seqfirstins")

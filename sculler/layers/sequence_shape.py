@@ -82,7 +82,7 @@ class ExpandLayer(SequenceLayer):
 
     def add_input_grad(self, i, g, dy) -> None:
         if i == 0:  # expand_as gives only its shape
-            g += S.segment_sum(dy, self._segs, self.scratch("dx", g.shape))
+            S.add_segment_sums(g, dy, self._segs, self.scratch("dx", g.shape))
 
 
 @register_layer("seqconcat")

@@ -78,14 +78,15 @@ def _contiguous(a: Any) -> Any:
     return cupy.ascontiguousarray(a)
 
 
-def _starts(starts: Any) -> Any:
-    """Segment offsets (host or device) as the device int64 array the kernels index; host
-    offsets are copied once per distinct content (:func:`sculler.backend.cached_on_gpu`)."""
+def device_int64(index: Any) -> Any:
+    """Segment offsets or row numbers (host or device) as the device int64 array the kernels
+    index; host ones are copied once per distinct content
+    (:func:`sculler.backend.cached_on_gpu`)."""
     import cupy
 
-    if is_gpu_array(starts):
-        return cupy.asarray(starts, dtype=np.int64)
-    return cached_on_gpu(np.asarray(starts, dtype=np.int64))
+    if is_gpu_array(index):
+        return cupy.asarray(index, dtype=np.int64)
+    return cached_on_gpu(np.asarray(index, dtype=np.int64))
 
 
 def _scalar(like: Any, value: float) -> Any:
@@ -241,16 +242,49 @@ def columns_to_nchw(prod: Any, bias: Any | None, batch_last: bool, out: Any) -> 
     kernel(*args, out)
 
 
-def segment_sum(x: Any, starts: Any, out: Any) -> None:
+def segment_sum(x: Any, starts: Any, out: Any, add: bool = False) -> None:
     """``out[k] = sum of the rows starts[k] .. starts[k+1] of x`` (2-D; zero for an empty
-    segment), one thread per (segment, column), in row order: deterministic, and one upload
-    of the (host) ``starts`` instead of a round trip of ``x`` through the host."""
-    kernel = _elementwise(("segment_sum",), lambda: (
+    segment; with ``add``, ``out[k] +=`` that sum), one thread per (segment, column), in row
+    order: deterministic, and one upload of the (host) ``starts`` instead of a round trip of
+    ``x`` through the host."""
+    kernel = _elementwise(("segment_sum", add), lambda: (
         "raw T x, raw int64 starts, int64 d", "T out",
         "ptrdiff_t k = i / d, col = i - k * d; T s = 0;"
         "for (ptrdiff_t r = starts[k]; r < starts[k + 1]; ++r) s += x[r * d + col];"
-        "out = s;"))
-    kernel(_contiguous(x), _starts(starts), x.shape[1], out)
+        + ("out += s;" if add else "out = s;")))
+    kernel(_contiguous(x), device_int64(starts), x.shape[1], out)
+
+
+def add_to_rows(dst: Any, rows: Any, src: Any) -> None:
+    """``dst[rows[r]] += src[r]`` for distinct ``rows`` (int64 on the device), one thread an
+    element: where CuPy's ``dst[rows] += src`` is a gather, an add and a scatter. ``dst``
+    2-D (a view too: a raw array's flat index counts its own elements), ``src``
+    ``(len(rows), d)``."""
+    if src.size == 0:
+        return
+    kernel = _elementwise(("add_to_rows",), lambda: (
+        "raw T src, raw int64 rows, int64 d", "raw T dst",
+        "ptrdiff_t r = i / d; dst[rows[r] * d + (i - r * d)] += src[i];"))
+    kernel(_contiguous(src), rows, src.shape[1], dst, size=src.size)
+
+
+def add_grouped_rows(dst: Any, src: Any, order: Any, starts: Any, dest: Any) -> None:
+    """``dst[dest[k]] += sum of src[order[r]] for r in starts[k] .. starts[k+1]``: a row
+    gather's gradient (an embedding's) in one launch, one thread per (group, column) adding
+    its group's rows in order; the destinations are distinct, so no two threads write one
+    element. Where a gather, :func:`segment_sum` into a temporary and an indexed add would be
+    three launches and two temporaries as large as the batch's rows. ``dst`` and ``src``
+    C-contiguous 2-D of one width; ``order``, ``starts`` (groups + 1) and ``dest`` int64 on
+    the device."""
+    groups, width = dest.size, src.shape[1]
+    if groups == 0 or width == 0:
+        return
+    kernel = _elementwise(("add_grouped_rows",), lambda: (
+        "raw T src, raw int64 order, raw int64 starts, raw int64 dest, int64 d", "raw T dst",
+        "ptrdiff_t k = i / d, col = i - k * d; T s = 0;"
+        "for (ptrdiff_t r = starts[k]; r < starts[k + 1]; ++r) s += src[order[r] * d + col];"
+        "dst[dest[k] * d + col] += s;"))
+    kernel(src, order, starts, dest, width, dst, size=groups * width)
 
 
 def add_segment_rows(dst: Any, src: Any, segment_of_row: Any, scale: Any | None) -> None:
@@ -331,7 +365,7 @@ def segment_max(x: Any, starts: Any, out: Any, argmax: Any | None) -> None:
         "}"
         "if (odd != odd) { best = odd; at = rows; }"
         "out = best;" + ("arg = at;" if want else "")))
-    args = [_contiguous(x), _starts(starts), x.shape[1], x.shape[0], out]
+    args = [_contiguous(x), device_int64(starts), x.shape[1], x.shape[0], out]
     kernel(*args, *([argmax] if want else []))
 
 
@@ -351,7 +385,7 @@ def segment_softmax(x: Any, starts: Any, out: Any) -> None:
         "  for (ptrdiff_t r = lo; r < hi; ++r) { T e = exp((T)x[r] - m); y[r] = e; s += e; }"
         "  for (ptrdiff_t r = lo; r < hi; ++r) y[r] /= s;"
         "}"))
-    kernel(_contiguous(x), _starts(starts), out, size=len(starts) - 1)
+    kernel(_contiguous(x), device_int64(starts), out, size=len(starts) - 1)
 
 
 def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
@@ -363,7 +397,7 @@ def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
         "ptrdiff_t lo = starts[i], hi = starts[i + 1]; T d = 0;"
         "for (ptrdiff_t r = lo; r < hi; ++r) d += dy[r] * y[r];"
         "for (ptrdiff_t r = lo; r < hi; ++r) dx[r] = y[r] * (dy[r] - d);"))
-    kernel(_contiguous(y), _contiguous(dy), _starts(starts), out, size=len(starts) - 1)
+    kernel(_contiguous(y), _contiguous(dy), device_int64(starts), out, size=len(starts) - 1)
 
 
 def pick_nll(x: Any, labels: Any, out: Any) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sculler.backend import cached_on_gpu
-from sculler.math.cuda import _act, _contiguous, _grad, _raw, _scalar, _starts
+from sculler.math.cuda import _act, _contiguous, _grad, _raw, _scalar, device_int64
 
 
 def _run_sequences(key: tuple, dtype: np.dtype, make: Callable[[str], str], width: int,
@@ -35,8 +35,8 @@ def _run_sequences(key: tuple, dtype: np.dtype, make: Callable[[str], str], widt
     if n_seq == 0:
         return
     kernel = _raw(key, dtype, make)
-    kernel((n_seq,), (width,), (*arrays, _starts(starts), _starts(sizes), np.int64(len(sizes)),
-                                *(np.int64(v) for v in scalars)))
+    kernel((n_seq,), (width,), (*arrays, device_int64(starts), device_int64(sizes),
+                                np.int64(len(sizes)), *(np.int64(v) for v in scalars)))
 
 
 SEQUENCE_KERNEL_MAX_HIDDEN = 256  # one thread a unit, the block's state in shared memory
@@ -426,7 +426,7 @@ extern "C" __global__ void {name}(const T* x, const long long* labels,
     if n <= 0:
         return
     kernel = _raw(("crf_nll_fwd",), x.dtype, make)
-    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), _starts(starts), weight, alpha,
+    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), device_int64(starts), weight, alpha,
                         log_z, nll, np.int64(c), _scalar(x, -np.inf)))
 
 
@@ -480,7 +480,7 @@ extern "C" __global__ void {name}(const T* x, const long long* labels,
     if n <= 0:
         return
     kernel = _raw(("crf_nll_bwd", has_dx), x.dtype, make)
-    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), _starts(starts), weight, alpha,
+    kernel((n,), (c,), (_contiguous(x), _contiguous(labels), device_int64(starts), weight, alpha,
                         log_z, _contiguous(scale), dx if has_dx else parts, parts,
                         np.int64(c), _scalar(x, -np.inf)))
 
@@ -533,7 +533,7 @@ extern "C" __global__ void {name}(const T* x, const long long* starts, const T* 
     if n <= 0:
         return
     kernel = _raw(("crf_viterbi",), x.dtype, make)
-    kernel((n,), (c,), (_contiguous(x), _starts(starts), weight, back, tags, np.int64(c)))
+    kernel((n,), (c,), (_contiguous(x), device_int64(starts), weight, back, tags, np.int64(c)))
 
 
 CTC_MAX_STATES = 1024  # a thread an extended-label state: labels of up to 511 ids
@@ -629,8 +629,8 @@ extern "C" __global__ void {name}(const T* lp, const long long* starts, const lo
     lab_len = np.diff(np.asarray(label_starts))
     states = 2 * int(lab_len.max(initial=0)) + 1
     kernel = _raw(("ctc_loss", want_grad), log_probs.dtype, make)
-    kernel((n,), (states,), (_contiguous(log_probs), _starts(starts), _contiguous(labels),
-                             _starts(label_starts),
+    kernel((n,), (states,), (_contiguous(log_probs), device_int64(starts), _contiguous(labels),
+                             device_int64(label_starts),
                              cached_on_gpu(np.asarray(feasible, dtype=np.int64)), alpha, cost,
                              scored, gamma if want_grad else cost, np.int64(c),
                              np.int64(states), np.int64(blank), _scalar(log_probs, -np.inf)))

@@ -72,6 +72,29 @@ def segment_sum(x, starts, out):
     return out
 
 
+def add_segment_sums(dst, x, starts, work):
+    """``dst[i] += sum of the rows of segment i`` of ``x``; returns ``dst``. On the GPU one
+    kernel; on the host :func:`segment_sum` into ``work`` (dst's shape) and an add."""
+    if get_array_module(dst) is not np and x.ndim == dst.ndim == 2:
+        cuda.segment_sum(x, starts, dst, add=True)
+        return dst
+    dst += segment_sum(x, starts, work)
+    return dst
+
+
+def add_to_rows(dst, rows, src):
+    """``dst[rows] += src`` for distinct ``rows`` (a scatter's gradient: the rows a gather
+    or a reordering took); returns ``dst``. On the GPU one kernel, with host ``rows`` sent
+    once per content (:func:`sculler.backend.cached_like`); CuPy's indexed add is a gather,
+    an add and a scatter."""
+    if get_array_module(dst) is not np and dst.ndim == 2 \
+            and src.shape == (len(rows), dst.shape[1]):
+        cuda.add_to_rows(dst, cuda.device_int64(rows), src)
+        return dst
+    dst[cached_like(rows, dst)] += src
+    return dst
+
+
 def segment_max(x, starts, out, rep=None, hit=None, argmax: bool = True):
     """``out[i, j] = max over the rows of segment i of x[:, j]``; returns the absolute row of
     each maximum, ``(n, d)`` int (the first row on ties), or None without ``argmax``. Every

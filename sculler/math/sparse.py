@@ -110,9 +110,9 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     Otherwise the terms go through a CSR product with one row per distinct destination, its
     entries in batch order: each row's terms are summed in the order ``np.add.at`` adds them,
     then added to ``dst`` once (4-7x faster than ``add.at`` on 8,168 ids of 128 floats; the
-    same values where ``dst`` starts at zero, else equal up to rounding). On the GPU the sums
-    are the segment-sum kernel's, its three index arrays copied over in one asynchronous
-    piece.
+    same values where ``dst`` starts at zero, else equal up to rounding). On the GPU one
+    kernel gathers, sums and adds each destination's terms (:func:`cuda.add_grouped_rows`,
+    no temporaries), its three index arrays copied over in one asynchronous piece.
     """
     xp = get_array_module(dst)
     host = to_numpy(rows) if host_rows is None else host_rows
@@ -123,13 +123,13 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     ordered = host[order]
     first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
     indptr = np.append(first, host.size)
-    if xp is not np and src.ndim == 2:  # the same sums, in batch order, by one kernel
+    if xp is not np and src.ndim == 2 and dst.ndim == 2 and dst.shape[1] == src.shape[1] \
+            and dst.flags.c_contiguous:  # the same sums, in batch order, by one kernel
         n, k = order.size, first.size
         index = to_gpu_together([np.concatenate([order, indptr, ordered[first]])
                                  .astype(np.int64)])[0]
-        sums = xp.empty((k, src.shape[1]), dtype=src.dtype)
-        cuda.segment_sum(src[index[:n]], index[n:n + k + 1], sums)
-        dst[index[n + k + 1:]] += sums
+        cuda.add_grouped_rows(dst, xp.ascontiguousarray(src), index[:n], index[n:n + k + 1],
+                              index[n + k + 1:])
         return dst
     one_hot = _sparse_module(xp).csr_matrix(
         (xp.ones(host.size, dtype=src.dtype), xp.asarray(order), xp.asarray(indptr)),

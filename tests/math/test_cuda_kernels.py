@@ -455,6 +455,32 @@ def test_add_rows_sums_repeated_rows_on_the_gpu(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_row_adds_on_the_gpu_equal_the_host_paths(dtype):
+    """``add_to_rows`` (``dst[rows] += src``, distinct rows, into a column slice too) and
+    ``add_segment_sums`` (``dst += segment sums``, an empty segment included) each one
+    kernel on the GPU, equal to their host paths; nothing outside the rows is touched."""
+    from sculler.math import segment
+
+    rng = np.random.RandomState(11)
+    rows = np.array([5, 0, 3, 6])
+    wide = rng.randn(7, 6).astype(dtype)
+    src = rng.randn(4, 4).astype(dtype)
+    want = wide.copy()
+    segment.add_to_rows(want[:, 1:5], rows, src)
+    got = _gpu(wide)
+    segment.add_to_rows(got[:, 1:5], rows, _gpu(src))
+    _close(got, want, dtype)
+    assert want[1].tolist() == wide[1].tolist() and want[:, 0].tolist() == wide[:, 0].tolist()
+    starts = np.array([0, 2, 2, 5])
+    x = rng.randn(5, 3).astype(dtype)
+    dst = rng.randn(3, 3).astype(dtype)
+    want = segment.add_segment_sums(dst.copy(), x, starts, np.empty_like(dst))
+    got = segment.add_segment_sums(_gpu(dst), _gpu(x), starts, None)
+    _close(got, want, dtype)
+    _close(want, dst + np.stack([x[:2].sum(0), np.zeros(3), x[2:].sum(0)]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bias_row", [False, True])
 @pytest.mark.parametrize("geometry", CONV_GEOMETRIES)
 def test_conv_unfold_on_the_gpu(dtype, bias_row, geometry):
