@@ -254,6 +254,20 @@ def cached_on_gpu(a: Any) -> Any:
     return hit
 
 
+def remember_on_gpu(host: np.ndarray, device: Any) -> None:
+    """Let :func:`cached_on_gpu` answer ``host``'s content with ``device``, a copy of it
+    already on the current GPU (sent with others in one :func:`to_gpu_together`), so that
+    the first use does not copy it again. Read-only from then on, as every cached copy."""
+    host = np.asarray(host)
+    if host.nbytes > GPU_COPY_CACHE_MAX_BYTES:
+        return
+    key = (_cupy().cuda.runtime.getDevice(), host.dtype.str, host.shape, host.tobytes())
+    _gpu_copies[key] = device
+    _gpu_copies.move_to_end(key)
+    if len(_gpu_copies) > GPU_COPY_CACHE_ENTRIES:
+        _gpu_copies.popitem(last=False)
+
+
 def cached_like(a: Any, like: Any) -> Any:
     """Small host array ``a`` on the device ``like`` lives on: :func:`cached_on_gpu` there (shared,
     read-only), ``a`` itself on the host."""

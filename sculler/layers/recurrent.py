@@ -87,7 +87,10 @@ class _SequenceRecurrent(Layer):
                  (plan.batch_rows[None, :] * count + np.arange(count)[:, None]).reshape(-1),
                  (np.arange(count)[None, :] * rows + seq_rows[:, None]).reshape(-1)]
         if backend.is_gpu_array(arg.value):  # the batch's gathers index on the device: one copy
-            index = backend.to_gpu_together(index)
+            steps = [np.asarray(plan.step_starts, np.int64), np.asarray(plan.batch_sizes, np.int64)]
+            *index, starts, sizes = backend.to_gpu_together(index + steps)
+            for host, device in zip(steps, (starts, sizes)):  # what the recurrence kernels read
+                backend.remember_on_gpu(host, device)
         self.rows = dict(zip(("batch", "seq", "prev", "gate_major", "packed"), index))
         return arg.value, plan
 
