@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sculler.backend import cached_like
+from sculler.backend import cached_like, is_gpu_array, remember_on_gpu, to_gpu_together
 from sculler.core.activation import get_activation
 from sculler.core.argument import Argument
 from sculler.core.layer import Layer, get_layer_class, register_layer
@@ -52,7 +52,7 @@ from sculler.core.recurrent_group import (
 )
 from sculler.layers.group_fusion import fused_cell
 from sculler.math.blas import col_sum
-from sculler.math.segment import add_to_rows, gather_rows
+from sculler.math.segment import add_to_rows, gather_rows, segment_of_rows
 from sculler.math.workspace import clear_together
 
 
@@ -216,6 +216,9 @@ class RecurrentGroupLayer(Layer):
                 links.append((None, arg.ids[p.rows]))
         statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
                    for k, s in enumerate(self.batch_statics)]
+        for value, starts in statics:
+            if starts is not None and is_gpu_array(value):
+                _send_prefixes(starts, plan)
         n0 = plan.frames[0][0] if plan.num_steps else 0
         hoist = self.tail is not None
         boots = [self._boot(m, plan.order[:n0], plan.num_samples) for m in self.memories]
@@ -587,3 +590,20 @@ def _one_row_each(arg: Argument, n: int) -> bool:
     """Whether a frontier layer's step output is a plain row per active sample."""
     return (arg.value is not None and arg.ids is None and arg.seq_starts is None
             and arg.value.shape[0] == n)
+
+
+def _send_prefixes(starts: np.ndarray, plan: GroupPlan) -> None:
+    """A static sequence input's frames see the first ``n`` of its sorted sequences (``n``
+    the frame's active samples), so their step layers look up the offsets ``starts[:n+1]``
+    and the segment of every row (an attention's softmax, expand and pooling). Those are
+    prefixes of two arrays: send both in one copy and remember each frame's prefix as a
+    view of it (:func:`sculler.backend.remember_on_gpu`), instead of a copy for every
+    distinct ``n`` when a layer first asks."""
+    starts = np.asarray(starts, dtype=np.int64)
+    segments = segment_of_rows(starts)
+    d_starts, d_segments = to_gpu_together([starts, segments])
+    for n in sorted({int(frame[0]) for frame in plan.frames}):
+        rows = int(starts[n])
+        remember_on_gpu(starts[: n + 1], d_starts[: n + 1])
+        remember_on_gpu(segments[:rows], d_segments[:rows])
+
