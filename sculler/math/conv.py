@@ -292,11 +292,12 @@ def _gemm_fold(w, dy_cols, x_shape, kernel, st, pad, dil, out_hw):
     return xt[:, pad[0] : pad[0] + h, pad[1] : pad[1] + width].transpose(3, 0, 1, 2)
 
 
-def _gpu_unfold(x, kernel, st, pad, dil, out_hw, out=None):
+def _gpu_unfold(x, kernel, st, pad, dil, out_hw, out=None, bias_row: bool = False):
     """:func:`_unfold` / :func:`im2col` on CuPy arrays (whichever column order
-    :func:`_batch_last` picks) by one gathering kernel."""
+    :func:`_batch_last` picks) by one gathering kernel, which also writes the row of ones
+    of ``bias_row``."""
     n, c = x.shape[:2]
-    shape = (c * kernel[0] * kernel[1], n * out_hw[0] * out_hw[1])
+    shape = (c * kernel[0] * kernel[1] + bias_row, n * out_hw[0] * out_hw[1])
     cols = get_array_module(x).empty(shape, dtype=x.dtype) if out is None else out.reshape(
         shape)
     cuda.unfold(x, kernel, st, pad, dil, tuple(out_hw), _batch_last(out_hw), cols)
@@ -335,13 +336,12 @@ def conv2d_unfold(
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
     xp = get_array_module(x)
     if xp is not np:
-        unfold = _gpu_unfold
-    else:
-        unfold = _unfold if _batch_last(out_hw) else im2col
+        return _gpu_unfold(x, (kh, kw), st, pad, dil, out_hw, out, bias_row)
+    unfold = _unfold if _batch_last(out_hw) else im2col
     if not bias_row:
         return unfold(x, (kh, kw), st, pad, dil, out_hw, out)
     rows, columns = x.shape[1] * kh * kw, x.shape[0] * out_hw[0] * out_hw[1]
-    ext = xp.empty((rows + 1, columns), dtype=x.dtype) if out is None else out.reshape(
+    ext = np.empty((rows + 1, columns), dtype=x.dtype) if out is None else out.reshape(
         rows + 1, columns)
     unfold(x, (kh, kw), st, pad, dil, out_hw, ext[:rows])
     ext[rows] = 1

@@ -874,8 +874,9 @@ def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw:
            batch_last: bool, out: Any) -> None:
     """im2col of ``(N, C, H, W)`` images into the C-contiguous ``out`` (C*kh*kw, N*oh*ow), one
     thread an element, zeros for taps in the padding; columns ordered ``(oy, ox, n)`` with
-    ``batch_last``, else ``(n, oy, ox)``. One launch where padding, a strided view and a
-    transposing copy would be three."""
+    ``batch_last``, else ``(n, oy, ox)``. An ``out`` of one row more gets ones there (the
+    bias row of :func:`sculler.math.conv.conv2d_unfold`). One launch where padding, a
+    strided view and a transposing copy would be three, and the ones a fourth."""
     kernel_ = _elementwise(("unfold", batch_last), lambda: (
         "raw T img, " + _CONV_GEOMETRY, "T cols",
         "ptrdiff_t ncols = N * oh * ow, col = i % ncols, row = i / ncols;"
@@ -883,8 +884,8 @@ def unfold(x: Any, kernel: tuple, stride: tuple, pad: tuple, dil: tuple, out_hw:
         + ("n = col % N; t = col / N; ox = t % ow; oy = t / ow;" if batch_last else
            "ox = col % ow; t = col / ow; oy = t % oh; n = t / oh;") +
         "ptrdiff_t y = oy * sy - py + a * dy, x = ox * sx - px + b * dx;"
-        "cols = (y >= 0 && y < H && x >= 0 && x < W) ? img[((n * C + c) * H + y) * W + x]"
-        " : (T)0;"))
+        "cols = c >= C ? (T)1 : (y >= 0 && y < H && x >= 0 && x < W)"
+        " ? img[((n * C + c) * H + y) * W + x] : (T)0;"))
     kernel_(_contiguous(x), *_conv_geometry(x.shape, kernel, stride, pad, dil, out_hw), out)
 
 
