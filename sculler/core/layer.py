@@ -429,12 +429,17 @@ class Layer:
         activation is elementwise (``cuda.ACTIVATIONS``) or a narrow row softmax and nothing
         needs the values before it."""
         value, act = self.output.value, self.activation
-        fused = (self.bias is not None and not act.needs_input and not self.keep_preact
-                 and backend.is_gpu_array(value) and value.ndim == 2)
+        on_gpu = not act.needs_input and backend.is_gpu_array(value) and value.ndim == 2
+        fused = on_gpu and self.bias is not None and not self.keep_preact
         if fused and act.name in cuda.ACTIVATIONS:
             cuda.activate(value, act.name, self.bias.w.reshape(1, -1))
-        elif fused and act.name == "softmax" and value.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH:
-            cuda.softmax_rows(value, value, self.bias.w)
+        elif on_gpu and act.name == "softmax" and value.shape[1] <= cuda.ROW_SOFTMAX_MAX_WIDTH \
+                and (self.bias is not None or self.keep_preact):
+            # the logits a cost keeps (keep_preact) written by the softmax's own launch
+            logits = self.scratch("preact", value.shape) if self.keep_preact else None
+            cuda.softmax_rows(value, value, None if self.bias is None else self.bias.w, logits)
+            self.forward_activation(applied=True, preact_kept=self.keep_preact)
+            return
         else:
             self.add_bias()
             fused = False
@@ -453,13 +458,14 @@ class Layer:
         out = self.output
         return out.sub_seq_starts if out.sub_seq_starts is not None else out.seq_starts
 
-    def forward_activation(self, applied: bool = False) -> None:
+    def forward_activation(self, applied: bool = False, preact_kept: bool = False) -> None:
         """The activation (and dropout) on the output, in place; ``applied`` when the
-        layer's own kernel already applied it (see :meth:`fusable_activation`)."""
+        layer's own kernel already applied it (see :meth:`fusable_activation`), and
+        ``preact_kept`` when that kernel also wrote the values before it (``preact``)."""
         value = self.output.value
         act = self.activation
         self.activation_applied = True
-        if act.needs_input or self.keep_preact:
+        if (act.needs_input or self.keep_preact) and not preact_kept:
             pre = self.scratch("preact", value.shape)
             pre[...] = value
         if not (act.is_linear or applied):

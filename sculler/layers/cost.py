@@ -154,7 +154,9 @@ class MultiClassCrossEntropy(CostLayer):
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
         if is_gpu_array(x):
-            cuda.pick_nll(x, ids, out)
+            src = self._logits_source()
+            logits = src.preact_value() if src is not None and src.keep_preact else None
+            cuda.pick_nll(x, ids, out, logits)
             return
         if type(x) is np.ndarray and x.flags.c_contiguous and x.size:
             p = x.ravel().take(row_starts(*x.shape) + ids)

@@ -186,21 +186,26 @@ def activation_grad(name: str, y: Any, dy: Any, add_to: tuple = ()) -> None:
     kernel(y, dy, *add_to)
 
 
-def softmax_rows(x: Any, out: Any, bias: Any | None = None) -> Any:
+def softmax_rows(x: Any, out: Any, bias: Any | None = None, logits: Any | None = None) -> Any:
     """Row-wise softmax of a 2-D ``x`` (plus the ``(w,)`` row ``bias``) into ``out`` (which
     may be ``x``), one thread a row: one launch where the bias add, max, shift, exp, sum and
-    division would be six."""
+    division would be six. ``logits`` (x's shape, another array) also gets ``x + bias``, the
+    values before the softmax a cost may keep: no copy of its own."""
     add = " + b[j]" if bias is not None else ""
-    kernel = _elementwise(("softmax_rows", bias is not None), lambda: (
-        "raw T x, int64 w" + (", raw T b" if bias is not None else ""), "raw T y",
+    keep = logits is not None
+    kernel = _elementwise(("softmax_rows", bias is not None, keep), lambda: (
+        "raw T x, int64 w" + (", raw T b" if bias is not None else ""),
+        "raw T y" + (", raw T z" if keep else ""),
         "ptrdiff_t at = i * w; ptrdiff_t j = 0;"
         f"T m = x[at]{add};"
-        f"for (j = 1; j < w; ++j) m = max(m, (T)(x[at + j]{add}));"
+        + (f"z[at] = m; for (j = 1; j < w; ++j) {{ T v = x[at + j]{add}; z[at + j] = v;"
+           " m = max(m, v); }" if keep else
+           f"for (j = 1; j < w; ++j) m = max(m, (T)(x[at + j]{add}));") +
         "T s = 0;"
         f"for (j = 0; j < w; ++j) {{ T e = exp((T)(x[at + j]{add}) - m); y[at + j] = e; s += e; }}"
         "for (j = 0; j < w; ++j) y[at + j] /= s;"))
     args = (x, x.shape[1]) + ((_contiguous(bias.reshape(-1)),) if bias is not None else ())
-    kernel(*args, out, size=x.shape[0])
+    kernel(*args, out, *((logits,) if keep else ()), size=x.shape[0])
     return out
 
 
@@ -400,12 +405,25 @@ def segment_softmax_grad(y: Any, dy: Any, starts: Any, out: Any) -> None:
     kernel(_contiguous(y), _contiguous(dy), device_int64(starts), out, size=len(starts) - 1)
 
 
-def pick_nll(x: Any, labels: Any, out: Any) -> None:
-    """``out[r] = -log x[r, labels[r]]``: the classification cost of probabilities ``x``."""
+def pick_nll(x: Any, labels: Any, out: Any, logits: Any | None = None) -> None:
+    """``out[r] = -log x[r, labels[r]]``: the classification cost of probabilities ``x``.
+    With the softmax's ``logits`` z, a row whose probability underflowed to 0 costs
+    ``logsumexp(z_r) - z_r[label]`` instead of inf, in float64 as on the host
+    (:class:`sculler.layers.cost.MultiClassCrossEntropy`)."""
     x = _contiguous(x)
-    kernel = _elementwise(("pick_nll",), lambda: (
-        "raw T x, I label, int64 width", "T cost", "cost = -log(x[i * width + label]);"))
-    kernel(x, labels, x.shape[1], out)
+    keep = logits is not None
+    body = "cost = -log(x[i * width + label]);"
+    if keep:
+        body = ("const T p = x[i * width + label];"
+                "if (p > (T)0) { cost = -log(p); } else {"
+                "  const ptrdiff_t at = i * width; double top = z[at], s = 0;"
+                "  for (ptrdiff_t j = 1; j < width; ++j) top = max(top, (double)z[at + j]);"
+                "  for (ptrdiff_t j = 0; j < width; ++j) s += exp((double)z[at + j] - top);"
+                "  const double c = top + log(s) - (double)z[at + label];"
+                "  cost = p == p ? (T)c : -log(p); }")
+    kernel = _elementwise(("pick_nll", keep), lambda: (
+        "raw T x, I label, int64 width" + (", raw T z" if keep else ""), "T cost", body))
+    kernel(x, labels, x.shape[1], *((_contiguous(logits),) if keep else ()), out)
 
 
 def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:

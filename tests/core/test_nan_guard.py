@@ -97,15 +97,19 @@ def test_guard_lets_finite_training_through_and_keeps_gradients():
         assert np.isfinite(params.get_grad(name)).all()
 
 
-def _softmax_classifier():
+def _softmax_classifier(bias: bool = False):
+    """Logits = the input row (identity weights), plus ``[0, 0.5, 0]`` with ``bias``."""
     paddle.layer.reset_names()
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(3))
     y = paddle.layer.data(name="y", type=paddle.data_type.integer_value(3))
-    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(), bias_attr=False,
+    out = paddle.layer.fc(input=x, size=3, act=paddle.activation.Softmax(),
+                          bias_attr=paddle.attr.Param(name="b") if bias else False,
                           param_attr=paddle.attr.Param(name="w"))
     cost = paddle.layer.classification_cost(input=out, label=y)
     params = paddle.parameters.create(cost)
-    params.set("w", np.eye(3, dtype=np.float32))  # the logits are the input row
+    params.set("w", np.eye(3, dtype=np.float32))
+    if bias:
+        params.set("b", np.array([[0, 0.5, 0]], np.float32))
     return cost, params
 
 
@@ -120,6 +124,27 @@ def test_cross_entropy_of_an_underflowed_softmax_is_finite_and_exact():
     expected = (20000 + np.log(np.exp(usual).sum()) - 3) / 2
     result = trainer.test(lambda: iter([[(row, 1), (usual, 2)]]))
     assert result.cost == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bias", [False, True])
+def test_an_underflowed_softmax_costs_the_same_on_the_gpu(bias):
+    """On the GPU the softmax's launch keeps its logits (with the bias) and the cost kernel
+    recomputes an underflowed row from them in float64, as the host does: 20000, not inf
+    (which would stop training there and not on the CPU)."""
+    rows = [(np.array([1e4, -1e4, 0], np.float32), 1), (np.array([1, 2, 3], np.float32), 2)]
+    costs = []
+    for use_gpu in (False, True):
+        paddle.init(use_gpu=use_gpu, seed=0)
+        try:
+            cost, params = _softmax_classifier(bias)
+            trainer = paddle.trainer.SGD(cost, params,
+                                         paddle.optimizer.Momentum(learning_rate=0.0))
+            costs.append([trainer.test(lambda r=r: iter([[r]])).cost for r in rows])
+        finally:
+            paddle.init(use_gpu=False)
+    assert costs[1][0] == costs[0][0] == 20000.0 - bias * 0.5
+    assert costs[1][1] == pytest.approx(costs[0][1], rel=1e-6)
 
 
 def test_truly_non_finite_cross_entropy_still_stops_training():
