@@ -22,6 +22,7 @@ from sculler.core.evaluator_base import _EVALUATORS, Evaluator, register_evaluat
 from sculler.core.metrics import device_weights, sample_weights
 from sculler.core.model_config import EvaluatorConfig
 from sculler.core.suggest import close_matches
+from sculler.math import cuda
 
 __all__ = ["Evaluator", "create_evaluator", "metrics_of", "register_evaluator"]
 
@@ -85,15 +86,20 @@ class ClassificationError(Evaluator):
         ids = to_device_of(ids, value).reshape(-1)
         if ids.shape[0] != value.shape[0]:
             return None  # eval_batch reports the mismatch
+        weighted = len(self.config.input_layers) > 2
+        weight = device_weights(self, layers, 2, value) if weighted else None
+        if weighted and weight is None:
+            return None
+        threshold = float(self.config.attrs.get("threshold", 0.5))
+        sums = xp.empty(2, dtype=np.float64)
+        if cuda.classification_misses(value, ids, weight, threshold, sums):
+            return (sums, None) if weighted else (sums[0], value.shape[0])
         if value.shape[1] == 1:
-            missed = (value[:, 0] > self.config.attrs.get("threshold", 0.5)) != (ids > 0.5)
+            missed = (value[:, 0] > threshold) != (ids > 0.5)
         else:
             missed = value.argmax(axis=1) != ids
-        if len(self.config.input_layers) <= 2:
+        if not weighted:
             return missed.sum(dtype=np.float64), value.shape[0]
-        weight = device_weights(self, layers, 2, value)
-        if weight is None:
-            return None
         return xp.stack([(weight * missed).sum(), weight.sum()]), None
 
     def add_sums(self, sums: np.ndarray, extra: Any) -> None:

@@ -436,6 +436,75 @@ def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:
     kernel(p, _contiguous(labels), _contiguous(dcost), p.shape[1], dz)
 
 
+_LABEL_C_TYPE = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
+                 np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+MISSES_THREADS = 256  # one block; its sums are added in a fixed tree order
+
+
+def classification_misses(x: Any, labels: Any, weights: Any | None, threshold: float,
+                          out: Any) -> bool:
+    """``out = [sum of the weights of the rows predicted wrong, sum of the weights]`` (float64,
+    weights 1 without ``weights``) in one launch, where an arg-max, a comparison and a sum
+    (and a product and another sum with weights) are three to five. A row of ``x`` (n, C) is
+    wrong when its first largest value (NumPy's ``argmax``: the first NaN if any) is not
+    at ``labels[r]``; with one column, when ``x[r] > threshold`` differs from
+    ``labels[r] > 0.5``. One block: each thread sums its rows in order, then the block adds
+    the threads' sums in a fixed tree, so the result does not depend on the run. False
+    (nothing done) for labels of a type it does not read."""
+    label_type = _LABEL_C_TYPE.get(np.dtype(labels.dtype))
+    if label_type is None:
+        return False
+    weighted = weights is not None
+    threads = MISSES_THREADS
+
+    def make(name: str) -> str:
+        weight = "const double* __restrict__ w, " if weighted else ""
+        return f"""typedef {label_type} L;
+extern "C" __global__ void {name}(const T* __restrict__ x, const L* __restrict__ label,
+                                  {weight}long long rows, long long width, T threshold,
+                                  double* out) {{
+  __shared__ double missed[{threads}], total[{threads}];
+  const int t = threadIdx.x;
+  double m = 0, s = 0;
+  for (long long r = t; r < rows; r += {threads}) {{
+    bool wrong;
+    if (width == 1) {{
+      wrong = (x[r] > threshold) != ((double)label[r] > 0.5);
+    }} else {{
+      const long long at = r * width;
+      T best = x[at];
+      long long arg = 0;
+      if (best == best) {{
+        for (long long j = 1; j < width; ++j) {{
+          const T v = x[at + j];
+          if (v != v) {{ arg = j; break; }}
+          if (v > best) {{ best = v; arg = j; }}
+        }}
+      }}
+      wrong = arg != (long long)label[r];
+    }}
+    const double weight = {"w[r]" if weighted else "1.0"};
+    if (wrong) m += weight;
+    s += weight;
+  }}
+  missed[t] = m; total[t] = s;
+  __syncthreads();
+  for (int k = {threads} / 2; k > 0; k >>= 1) {{
+    if (t < k) {{ missed[t] += missed[t + k]; total[t] += total[t + k]; }}
+    __syncthreads();
+  }}
+  if (t == 0) {{ out[0] = missed[0]; out[1] = total[0]; }}
+}}
+"""
+
+    kernel = _raw(("classification_misses", label_type.replace(" ", "_"), weighted), x.dtype,
+                  make)
+    args = (_contiguous(x), _contiguous(labels)) + ((_contiguous(weights),) if weighted else ())
+    kernel((1,), (threads,), (*args, np.int64(x.shape[0]), np.int64(x.shape[1]),
+                              _scalar(x, threshold), out))
+    return True
+
+
 def class_counts(pred: Any, labels: Any, weights: Any, out: Any) -> None:
     """``out[c] = (TP, TN, FP, FN)`` of class ``c`` (``out`` is ``(classes, 4)`` float64):
     sums of the rows' float64 ``weights`` by predicted id ``pred[r]`` against true id

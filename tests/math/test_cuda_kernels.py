@@ -455,6 +455,40 @@ def test_add_rows_sums_repeated_rows_on_the_gpu(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [0, 7, 600])
+def test_classification_misses_count_as_numpy_does(dtype, rows):
+    """One block counts the rows whose arg-max (NumPy's: the first of tied maxima, the first
+    NaN) misses the label, or whose one-column threshold decision does, weighted or not, for
+    int64, int32 and float labels; 600 rows give a thread several rows."""
+    rng = np.random.RandomState(rows)
+    x = rng.randint(0, 3, size=(rows, 4)).astype(dtype)  # many ties
+    if rows:
+        x[rows // 2, 2] = np.nan
+    ids = rng.randint(0, 4, size=rows)
+    w = rng.rand(rows)
+    missed = x.argmax(axis=1) != ids
+    column = rng.rand(rows, 1).astype(dtype)
+    column_missed = (column[:, 0] > 0.3) != (ids > 1.5)
+    for label_dtype in (np.int64, np.int32, np.float32):
+        for weights in (None, w):
+            out = _gpu(np.full(2, -1.0))
+            assert cuda.classification_misses(_gpu(x), _gpu(ids.astype(label_dtype)),
+                                              None if weights is None else _gpu(weights),
+                                              0.5, out)
+            ww = np.ones(rows) if weights is None else weights
+            np.testing.assert_allclose(to_numpy(out), [ww[missed].sum(), ww.sum()],
+                                       rtol=1e-12, atol=0)
+            labels = (ids > 1.5).astype(label_dtype)
+            assert cuda.classification_misses(_gpu(column), _gpu(labels),
+                                              None if weights is None else _gpu(weights),
+                                              0.3, out)
+            np.testing.assert_allclose(to_numpy(out), [ww[column_missed].sum(), ww.sum()],
+                                       rtol=1e-12, atol=0)
+    assert not cuda.classification_misses(_gpu(x), _gpu(ids.astype(np.int8)), None, 0.5,
+                                          _gpu(np.zeros(2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_row_adds_on_the_gpu_equal_the_host_paths(dtype):
     """``add_to_rows`` (``dst[rows] += src``, distinct rows, into a column slice too) and
     ``add_segment_sums`` (``dst += segment sums``, an empty segment included) each one
