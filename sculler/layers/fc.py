@@ -16,6 +16,7 @@ from sculler.core.faces import layer_function, onnx_converter
 from sculler.core.layer import Layer, register_layer
 from sculler.core.model_config import LayerConfig
 from sculler.math.blas import gemm
+from sculler.math.segment import add_to_rows
 from sculler.math.sparse import csr_matmul, csr_t_matmul_rows
 
 
@@ -67,7 +68,7 @@ class FCLayer(Layer):
                     if self.param_grad_beta(weight) == 0.0:
                         weight.w_grad[...] = 0
                     rows, grad_rows = csr_t_matmul_rows(arg.value, dz)
-                    weight.w_grad[rows] += grad_rows
+                    add_to_rows(weight.w_grad, rows, grad_rows)
                     weight.parameter.touched_rows.append(rows)
                 else:
                     beta = self.param_grad_beta(weight)

@@ -53,7 +53,7 @@ from sculler.core.model_config import LayerConfig
 from sculler.layers.mixed_conv import ConvTerms, conv_geometry, operand_width
 from sculler.math import cuda
 from sculler.math.blas import gemm
-from sculler.math.segment import shifted_add
+from sculler.math.segment import add_to_rows, shifted_add
 from sculler.math.sparse import add_rows, csr_matmul, csr_t_matmul_rows
 
 
@@ -309,7 +309,7 @@ class MixedLayer(ConvTerms, Layer):
                 if transposed:
                     w.w_grad[:, rows] += grad_rows.T
                 else:
-                    w.w_grad[rows] += grad_rows
+                    add_to_rows(w.w_grad, rows, grad_rows)
                     w.parameter.touched_rows.append(rows)
             elif transposed:
                 gemm(dy.T, x, w.w_grad, 1.0)

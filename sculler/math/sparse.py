@@ -14,6 +14,7 @@ import numpy as np
 
 from sculler.backend import get_array_module, to_gpu_together, to_numpy
 from sculler.math import cuda
+from sculler.math.segment import add_to_rows
 
 
 @dataclass
@@ -106,7 +107,8 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     is its host copy where the caller has one (on the GPU it spares a copy back, which waits
     for the device).
 
-    Strictly increasing rows (the gather of disjoint ranges) are distinct: one indexed add.
+    Strictly increasing rows (the gather of disjoint ranges) are distinct: one indexed add
+    (:func:`sculler.math.segment.add_to_rows`, one kernel on the GPU).
     Otherwise the terms go through a CSR product with one row per distinct destination, its
     entries in batch order: each row's terms are summed in the order ``np.add.at`` adds them,
     then added to ``dst`` once (4-7x faster than ``add.at`` on 8,168 ids of 128 floats; the
@@ -117,8 +119,7 @@ def add_rows(dst, rows, src, host_rows: np.ndarray | None = None):
     xp = get_array_module(dst)
     host = to_numpy(rows) if host_rows is None else host_rows
     if host.size < 2 or bool((host[1:] > host[:-1]).all()):
-        dst[rows] += src
-        return dst
+        return add_to_rows(dst, rows, src)
     order = np.argsort(host, kind="stable")
     ordered = host[order]
     first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
