@@ -239,19 +239,31 @@ def cached_on_gpu(a: Any) -> Any:
     shared: read it, never write it. A device array is returned as it is."""
     if is_gpu_array(a):
         return a
-    cupy = _cupy()
     a = np.asarray(a)
     if a.nbytes > GPU_COPY_CACHE_MAX_BYTES:
         return to_gpu_together([a])[0]
-    key = (cupy.cuda.runtime.getDevice(), a.dtype.str, a.shape, a.tobytes())
+    key = _copy_key(a)
     hit = _gpu_copies.get(key)
     if hit is not None:
         _gpu_copies.move_to_end(key)
         return hit
-    hit = _gpu_copies[key] = to_gpu_together([a])[0]
+    hit = to_gpu_together([a])[0]
+    _keep_copy(key, hit)
+    return hit
+
+
+def _copy_key(a: np.ndarray) -> tuple:
+    """The key of host array ``a``'s copy on the current GPU: device, dtype, shape, bytes."""
+    return (_cupy().cuda.runtime.getDevice(), a.dtype.str, a.shape, a.tobytes())
+
+
+def _keep_copy(key: tuple, device: Any) -> None:
+    """Keep ``device`` as the newest copy under ``key``, dropping the oldest beyond
+    ``GPU_COPY_CACHE_ENTRIES``."""
+    _gpu_copies[key] = device
+    _gpu_copies.move_to_end(key)
     if len(_gpu_copies) > GPU_COPY_CACHE_ENTRIES:
         _gpu_copies.popitem(last=False)
-    return hit
 
 
 def remember_on_gpu(host: np.ndarray, device: Any) -> None:
@@ -259,13 +271,8 @@ def remember_on_gpu(host: np.ndarray, device: Any) -> None:
     already on the current GPU (sent with others in one :func:`to_gpu_together`), so that
     the first use does not copy it again. Read-only from then on, as every cached copy."""
     host = np.asarray(host)
-    if host.nbytes > GPU_COPY_CACHE_MAX_BYTES:
-        return
-    key = (_cupy().cuda.runtime.getDevice(), host.dtype.str, host.shape, host.tobytes())
-    _gpu_copies[key] = device
-    _gpu_copies.move_to_end(key)
-    if len(_gpu_copies) > GPU_COPY_CACHE_ENTRIES:
-        _gpu_copies.popitem(last=False)
+    if host.nbytes <= GPU_COPY_CACHE_MAX_BYTES:
+        _keep_copy(_copy_key(host), device)
 
 
 def cached_like(a: Any, like: Any) -> Any:

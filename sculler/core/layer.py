@@ -426,8 +426,9 @@ class Layer:
 
     def add_bias_and_activate(self) -> None:
         """:meth:`add_bias` then :meth:`forward_activation`: on the GPU one kernel when the
-        activation is elementwise (``cuda.ACTIVATIONS``) or a narrow row softmax and nothing
-        needs the values before it."""
+        activation is elementwise (``cuda.ACTIVATIONS``) and nothing needs the values before
+        it, or a narrow row softmax (which writes those values itself where a cost keeps
+        them)."""
         value, act = self.output.value, self.activation
         on_gpu = not act.needs_input and backend.is_gpu_array(value) and value.ndim == 2
         fused = on_gpu and self.bias is not None and not self.keep_preact

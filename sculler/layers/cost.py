@@ -151,12 +151,15 @@ class MultiClassCrossEntropy(CostLayer):
             return src
         return None
 
+    def _kept_logits(self):
+        """The logits z of the softmax input (its ``preact``) where it keeps them, else None."""
+        src = self._logits_source()
+        return src.preact_value() if src is not None and src.keep_preact else None
+
     def sample_cost(self, x, label_arg, out) -> None:
         ids = self.label_ids(label_arg, x.shape[1])
         if is_gpu_array(x):
-            src = self._logits_source()
-            logits = src.preact_value() if src is not None and src.keep_preact else None
-            cuda.pick_nll(x, ids, out, logits)
+            cuda.pick_nll(x, ids, out, self._kept_logits())
             return
         if type(x) is np.ndarray and x.flags.c_contiguous and x.size:
             p = x.ravel().take(row_starts(*x.shape) + ids)
@@ -170,11 +173,11 @@ class MultiClassCrossEntropy(CostLayer):
 
     def _cost_from_logits(self, ids, out) -> None:
         """``out_i = logsumexp(z_i) - z_i[label_i]`` (float64) where ``out_i`` is +inf."""
-        src = self._logits_source()
-        if src is None or not src.keep_preact:
+        logits = self._kept_logits()
+        if logits is None:
             return
         rows = np.flatnonzero(np.isposinf(out))
-        z = src.preact_value()[rows].astype(np.float64)
+        z = logits[rows].astype(np.float64)
         top = z.max(axis=1, keepdims=True)
         lse = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
         out[rows] = lse - z[np.arange(rows.size), ids[rows]]

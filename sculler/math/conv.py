@@ -334,8 +334,7 @@ def conv2d_unfold(
     kh, kw = int(w_shape[2]), int(w_shape[3])
     st, pad, dil = geometry(stride, padding, dilation)
     out_hw = _out_hw(x.shape[2], x.shape[3], (kh, kw), st, pad, dil, output_size)
-    xp = get_array_module(x)
-    if xp is not np:
+    if get_array_module(x) is not np:
         return _gpu_unfold(x, (kh, kw), st, pad, dil, out_hw, out, bias_row)
     unfold = _unfold if _batch_last(out_hw) else im2col
     if not bias_row:

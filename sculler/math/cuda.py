@@ -436,8 +436,7 @@ def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:
     kernel(p, _contiguous(labels), _contiguous(dcost), p.shape[1], dz)
 
 
-_LABEL_C_TYPE = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
-                 np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_LABEL_C_TYPE = {**_C_TYPE, np.dtype(np.int64): "long long", np.dtype(np.int32): "int"}
 MISSES_THREADS = 256  # one block; its sums are added in a fixed tree order
 
 

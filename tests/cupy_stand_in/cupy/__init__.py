@@ -382,11 +382,11 @@ def _no_overlap(what: str, inputs: tuple, outs: tuple) -> None:
         if not isinstance(o, np.ndarray):
             continue
         for i in inputs:
-            if not isinstance(i, np.ndarray) or i is o or not np.may_share_memory(i, o):
+            if not isinstance(i, np.ndarray) or i is o or not _shares_memory(i, o):
                 continue
             same = (_address(i) == _address(o) and i.strides == o.strides
                     and np.broadcast_shapes(i.shape, o.shape) == o.shape)
-            if not same and _shares_memory(i, o):
+            if not same:
                 raise ValueError(f"{what}: an input overlaps the output other than element "
                                  "for element (on a GPU the threads race)")
 
