@@ -216,8 +216,10 @@ class RecurrentGroupLayer(Layer):
                 links.append((None, arg.ids[p.rows]))
         statics = [self._sorted_static(k, self.get_input(s["input"]), plan)
                    for k, s in enumerate(self.batch_statics)]
+        sent = set()  # statics of one layout (a sequence and its projection) send it once
         for value, starts in statics:
-            if starts is not None and is_gpu_array(value):
+            if starts is not None and is_gpu_array(value) and starts.tobytes() not in sent:
+                sent.add(starts.tobytes())
                 _send_prefixes(starts, plan)
         n0 = plan.frames[0][0] if plan.num_steps else 0
         hoist = self.tail is not None
