@@ -10,7 +10,12 @@ be judged here before a GPU is lent. The counts come from the CuPy stand-in of t
 kernel, gather or scatter, copy and CuPy function on device arrays as one launch (a close
 approximation: CuPy fuses none of these, and an allocation is counted apart).
 ``host ms`` is Sculler's own Python a batch: the time in the trainer's passes less the time
-spent inside the stand-in. On a GPU a batch's host time is about that plus 10-30 us a launch.
+spent inside the stand-in. It is an upper bound: the stand-in's NumPy work leaves cold caches
+and garbage behind that Sculler's next lines pay for. ``narrow ms`` is the same time for the
+same batches with the layers made narrow (widths of 4-8, LeNet-5 at batch 2: the same layers,
+steps and launches, next to no NumPy work), which leaves little to pay for: closer to the host
+time on a GPU, where the device does the arithmetic. On a GPU a batch's host time is about
+that plus 10-30 us a launch.
 
 Run: ``python bench/gpu_launches.py [--batches 3] [--only lenet seq2seq] [--where 20]``
 (``--where N``: the N lines of Sculler that ask for the most launches a batch) (it puts the
@@ -30,9 +35,20 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("launch", "alloc", "h2d", "d2h", "wait", "h2d_bytes", "d2h_bytes", "host_s")
 
 
-def workloads(batches: int) -> dict:
+def narrow(on: bool) -> None:
+    """Make the benchmarks' models narrow (``on``) or as ``bench_gpu.py`` times them."""
+    import bench_lenet
+    import bench_lstm
+    import bench_seq2seq
+
+    bench_lenet.BATCH = 2 if on else 64
+    bench_lstm.EMB = bench_lstm.HIDDEN = 4 if on else 128
+    bench_seq2seq.WORD, bench_seq2seq.ENC, bench_seq2seq.DEC = (4, 4, 4) if on else (16, 32, 32)
+
+
+def workloads(batches: int, narrow_mlp: bool = False) -> dict:
     """Per workload, a maker of ``run``: ``run(k)`` trains ``k`` batches of it on the
-    (stand-in) GPU."""
+    (stand-in) GPU; with ``narrow_mlp`` the MLP's layers are 8 wide."""
     import bench_lenet
     import bench_lstm
     import bench_mlp
@@ -53,8 +69,8 @@ def workloads(batches: int) -> dict:
         return run
 
     return {
-        "mlp": lambda: lambda k: bench_mlp.bench_sculler((784, 1024, 1024, 10), 256, k,
-                                                         use_gpu=True),
+        "mlp": lambda: lambda k: bench_mlp.bench_sculler(
+            (8, 8, 8, 10) if narrow_mlp else (784, 1024, 1024, 10), 256, k, use_gpu=True),
         "lenet": lambda: lambda k: bench_lenet.bench_sculler(k, 0, use_gpu=True),
         "lstm": lstm,
         "seq2seq": seq2seq,
@@ -151,14 +167,21 @@ def main() -> int:
         return 0
     print(f"per training batch ({args.batches} batches, less a run of 2), on the stand-in")
     print(f"{'workload':10s} {'launches':>9s} {'allocs':>7s} {'h2d':>6s} {'d2h':>6s} "
-          f"{'waits':>6s} {'h2d KB':>9s} {'d2h KB':>9s} {'host ms':>8s}")
+          f"{'waits':>6s} {'h2d KB':>9s} {'d2h KB':>9s} {'host ms':>8s} {'narrow ms':>9s}")
     for name, make in workloads(args.batches).items():
         if args.only and name not in args.only:
             continue
         c = count(name, make, args.batches)
+        narrow(True)
+        try:
+            thin = count(name, workloads(args.batches, narrow_mlp=True)[name], args.batches)
+        finally:
+            narrow(False)
+        if thin["launch"] != c["launch"]:
+            raise AssertionError(f"{name}: narrow, {thin['launch']} launches, not {c['launch']}")
         print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "
               f"{c['wait']:6.0f} {c['h2d_bytes'] / 1024:9.1f} {c['d2h_bytes'] / 1024:9.1f} "
-              f"{1e3 * c['host_s']:8.2f}", flush=True)
+              f"{1e3 * c['host_s']:8.2f} {1e3 * thin['host_s']:9.2f}", flush=True)
         if args.where:
             where(name, make, args.batches, args.where)
     return 0

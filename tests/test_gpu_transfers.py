@@ -207,6 +207,29 @@ def test_benchmark_batches_wait_for_the_gpu_once(counts, workload, most_h2d):
     assert 1 <= per_batch["h2d"] <= most_h2d
 
 
+@pytest.mark.parametrize("workload", ["mlp", "lenet", "lstm", "seq2seq"])
+def test_narrow_benchmark_asks_the_gpu_for_the_same(counts, workload):
+    """bench/gpu_launches.py's ``narrow ms`` times the workloads made narrow (next to no NumPy
+    work in the stand-in): that is a fair stand-in for their host time only if narrowing
+    leaves the launches, copies and waits a batch as they are."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_launches
+
+        wide = gpu_launches.count(workload, gpu_launches.workloads(2)[workload], 2)
+        gpu_launches.narrow(True)
+        try:
+            thin = gpu_launches.count(
+                workload, gpu_launches.workloads(2, narrow_mlp=True)[workload], 2)
+        finally:
+            gpu_launches.narrow(False)
+    finally:
+        sys.path.remove(str(BENCH))
+    for kind in ("launch", "h2d", "d2h", "wait"):
+        assert thin[kind] == wide[kind], kind
+    assert thin["launch"] > 0
+
+
 def test_beam_search_reads_back_only_each_paths_best_ids(counts):
     """A beam-search step chooses each path's best ids on the GPU and reads back those and
     their log-probabilities in one copy (paths x beam numbers, not paths x vocabulary): the
