@@ -452,6 +452,25 @@ class Layer:
             col_sum(self.output.grad, self.bias.w_grad, self.param_grad_beta(self.bias))
             self.bias.parameter.inc_update(callback)
 
+    def backward_activation_and_bias(self, callback: UpdateCallback | None) -> None:
+        """:meth:`backward_activation` then :meth:`backward_bias`: on the GPU one kernel
+        (``cuda.activation_and_bias_grad``) where the base class would apply an elementwise
+        activation's gradient with nothing before it (no fused consumer, dropout or error
+        clipping) and the bias has a gradient of one entry a column."""
+        grad, bias = self.output.grad, self.bias
+        db = None if bias is None else bias.w_grad
+        if (db is not None and backend.is_gpu_array(grad) and db.flags.c_contiguous
+                and not self.grad_is_preact and self.config.drop_rate == 0
+                and self.error_clipping_threshold <= 0
+                and cuda.activation_and_bias_grad(
+                    self.activation.name, self.output.value, grad, db.reshape(-1),
+                    0.0 if bias.parameter.grad_unwritten else 1.0)):
+            self.param_grad_beta(bias)  # (now written: a later writer adds)
+            bias.parameter.inc_update(callback)
+            return
+        self.backward_activation()
+        self.backward_bias(callback)
+
     def activation_starts(self):
         """The positions sequence_softmax normalises over: the sub-sequences of a nested
         output (as PaddlePaddle's later engine does, so attention works per sub-sequence),

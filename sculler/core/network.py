@@ -19,6 +19,7 @@ from sculler.core.group_layout import nest_groups
 from sculler.core.layer import PASS_TEST, Layer, get_layer_class
 from sculler.core.model_config import ModelConfig
 from sculler.core.parameter import Parameter, ParameterSet, UpdateCallback
+from sculler.math import cuda
 from sculler.math.workspace import clear_together
 
 
@@ -70,6 +71,7 @@ class Network:
         self._backward_steps = [layer.backward for layer in self._backward_layers]
         self._lazy_params = self._plan_first_writes()
         self._grads_to_zero: list = []  # device output gradients reserve_output left to clear
+        self._read_back = None  # on the GPU: the costs' and evaluators' sums, read at once
         for layer in self.order:
             layer.zero_sink = self._grads_to_zero
         lazy = set(map(id, self._lazy_params))
@@ -241,10 +243,16 @@ class Network:
         values = [layer.output.value for layer in self._cost_layers]
         if not values or not all(backend.is_gpu_array(v) for v in values):
             return self.total_cost(), [backend.to_numpy(n) for n in device_sums]
-        xp = backend.get_array_module(values[0])
-        parts = [v.sum(dtype=np.float64).reshape(1) for v in values]
-        parts += [n.reshape(-1) for n in device_sums]
-        host = backend.to_numpy(xp.concatenate(parts) if len(parts) > 1 else parts[0])
+        size = len(values) + sum(n.size for n in device_sums)
+        if self._read_back is None or self._read_back.size != size:  # read before reused
+            self._read_back = backend.get_array_module(values[0]).empty(size, np.float64)
+        packed = cuda.sums_and_parts(values, device_sums, self._read_back)  # one launch
+        if packed is None:
+            xp = backend.get_array_module(values[0])
+            parts = [v.sum(dtype=np.float64).reshape(1) for v in values]
+            parts += [n.reshape(-1) for n in device_sums]
+            packed = xp.concatenate(parts) if len(parts) > 1 else parts[0]
+        host = backend.to_numpy(packed)
         at, read = len(values), []
         for n in device_sums:
             read.append(host[at:at + n.size].reshape(n.shape))

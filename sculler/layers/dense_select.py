@@ -131,9 +131,8 @@ class SelectiveFCLayer(Layer):
         mask = self._mask()
         if mask is not None:
             self.output.grad *= to_device_of(mask, self.output.grad)
-        self.backward_activation()
+        self.backward_activation_and_bias(callback)
         dz = self.output.grad
-        self.backward_bias(callback)
         for i, weight in enumerate(self.weights[: self._n_data(self.config, self.inputs)]):
             x = self.get_input_value(i)
             if weight.w_grad is not None:

@@ -58,9 +58,8 @@ class FCLayer(Layer):
         self.add_bias_and_activate()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
+        self.backward_activation_and_bias(callback)
         dz = self.output.grad
-        self.backward_bias(callback)
         for i, weight in enumerate(self.weights):
             arg = self.inputs[i].output
             if weight.w_grad is not None:

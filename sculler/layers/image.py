@@ -200,8 +200,7 @@ class MaxOutLayer(ImageLayer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             maxout_backward(self.output_image("grad"), self._idx, int(self.attr("groups")), out=gx)
@@ -270,8 +269,7 @@ class SpatialPyramidPoolLayer(ImageLayer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         gx = self.input_grad_image(0)
         if gx is None:
             return
@@ -342,8 +340,7 @@ class BilinearInterpLayer(ImageLayer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             gx += self._ah.T @ self.output_image("grad") @ self._aw

@@ -42,8 +42,7 @@ class ConcatLayer(Layer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         col = 0
         for i, inp in enumerate(self.inputs):
             grad = self.get_input_grad(i)
@@ -126,8 +125,7 @@ class AddtoLayer(Layer):
                            self.output.value.reshape(-1), self.output.grad.reshape(-1),
                            grads[0].reshape(-1), betas[0] != 0.0, second, betas[1] != 0.0)
             return
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         grad = self.output.grad
         for i in range(len(self.inputs)):
             g = self.get_input_grad(i)

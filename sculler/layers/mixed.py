@@ -256,8 +256,7 @@ class MixedLayer(ConvTerms, Layer):
             self.backward_activation(applied=True)
             self.backward_bias(callback)
             return
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         for i, kind in enumerate(self.kinds):
             getattr(self, "_bwd_" + kind)(i, dy[:, self._columns(i)])
             w = self.weights[i]

@@ -221,8 +221,7 @@ class CrossMapNormLayer(ImageLayer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         gx = self.input_grad_image(0)
         if gx is not None:
             cross_map_norm_backward(self.output_image("grad"), self.input_image(0), self._y,

@@ -91,8 +91,7 @@ class SequenceLayer(Layer):
         self.forward_activation()
 
     def backward(self, callback=None) -> None:
-        self.backward_activation()
-        self.backward_bias(callback)
+        self.backward_activation_and_bias(callback)
         for i in range(len(self.inputs)):
             g = self.get_input_grad(i)
             if g is not None:

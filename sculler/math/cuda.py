@@ -13,7 +13,7 @@ compare the two. Kernels that walk whole sequences (the recurrences, CRF, CTC) a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -184,6 +184,60 @@ def activation_grad(name: str, y: Any, dy: Any, add_to: tuple = ()) -> None:
         "T y", ", ".join(["T dy"] + [f"T g{k}" for k in range(adds)]),
         ACTIVATION_GRADS[name] + "".join(f"g{k} += dy;" for k in range(adds))))
     kernel(y, dy, *add_to)
+
+
+BIAS_GRAD_COLUMNS, BIAS_GRAD_GROUPS = 32, 8  # a block: 32 columns x 8 groups of rows
+
+
+def activation_and_bias_grad(name: str, y: Any, dy: Any, db: Any, beta: float) -> bool:
+    """:func:`activation_grad` on a 2-D C-contiguous ``dy`` (in place, from the output ``y``)
+    and, in the same launch, the bias gradient ``db = sum over rows of dy + beta db`` (``db``
+    contiguous, one entry a column; with ``beta`` 0 its old values are not read): one
+    launch where the activation's gradient and the bias's GEMV are two. A block takes 32
+    columns (coalesced rows) and 8 groups of rows; each thread adds its rows in order in
+    float64, then one thread a column adds the groups in order, so the sums do not depend
+    on the run. False (nothing done) for an activation of no kernel here, a dtype or a
+    layout other than that."""
+    rows, cols = dy.shape if dy.ndim == 2 else (0, 0)
+    if name not in ACTIVATION_GRADS or name == "linear" or np.dtype(dy.dtype) not in _C_TYPE \
+            or not rows or y.shape != dy.shape or y.dtype != dy.dtype or db.dtype != dy.dtype \
+            or db.size != cols or not (dy.flags.c_contiguous and y.flags.c_contiguous
+                                       and db.flags.c_contiguous):
+        return False
+    columns, groups = BIAS_GRAD_COLUMNS, BIAS_GRAD_GROUPS
+    step = ACTIVATION_GRADS[name].replace("dy", "v")
+
+    def make(kernel_name: str) -> str:
+        return f"""extern "C" __global__ void {kernel_name}(const T* __restrict__ y_, T* dy,
+                                         T* db, long long rows, long long cols, T beta) {{
+  __shared__ double part[{groups}][{columns}];
+  const int tx = threadIdx.x % {columns}, g = threadIdx.x / {columns};
+  const long long c = (long long)blockIdx.x * {columns} + tx;
+  double a = 0;
+  if (c < cols) {{
+    for (long long r = g; r < rows; r += {groups}) {{
+      const long long at = r * cols + c;
+      const T y = y_[at];
+      T v = dy[at];
+      {step}
+      dy[at] = v;
+      a += (double)v;
+    }}
+  }}
+  part[g][tx] = a;
+  __syncthreads();
+  if (g == 0 && c < cols) {{
+    double sum = 0;
+    for (int k = 0; k < {groups}; ++k) sum += part[k][tx];
+    db[c] = beta == (T)0 ? (T)sum : (T)sum + beta * db[c];
+  }}
+}}
+"""
+
+    kernel = _raw(("activation_and_bias_grad", name), dy.dtype, make)
+    kernel(((cols + columns - 1) // columns,), (columns * groups,),
+           (y, dy, db, np.int64(rows), np.int64(cols), _scalar(dy, beta)))
+    return True
 
 
 def softmax_rows(x: Any, out: Any, bias: Any | None = None, logits: Any | None = None) -> Any:
@@ -502,6 +556,70 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const L* __restrict__
     kernel((1,), (threads,), (*args, np.int64(x.shape[0]), np.int64(x.shape[1]),
                               _scalar(x, threshold), out))
     return True
+
+
+READ_BACK_THREADS = 256  # one block; each sum is added in a fixed tree order
+
+
+def sums_and_parts(totals: Sequence[Any], parts: Sequence[Any], out: Any | None = None
+                   ) -> Any | None:
+    """``[sum(totals[0]), ..., sum(totals[-1]), *parts[0], ..., *parts[-1]]`` as one float64
+    device array, in one launch: a batch's costs summed in float64 and the evaluators' sums
+    laid out after them, ready for the batch's one copy back (a sum a cost and a
+    concatenation were a launch each). ``totals`` are arrays of one float dtype, ``parts``
+    float64 arrays (any shapes); ``out``, if given, is that float64 array (a caller that reads
+    it back before the next call keeps one: no allocation a batch). One block: each thread
+    adds its elements in order, then the block adds the threads' sums in a fixed tree, so the
+    result does not depend on the run. None (nothing done) where the dtypes are other than
+    that or there are no totals."""
+    if not totals or any(t.dtype != totals[0].dtype for t in totals) \
+            or np.dtype(totals[0].dtype) not in _C_TYPE \
+            or any(q.dtype != np.float64 for q in parts):
+        return None
+    import cupy
+
+    threads = READ_BACK_THREADS
+    n_totals, n_parts = len(totals), len(parts)
+
+    def make(name: str) -> str:
+        params = [f"const T* __restrict__ t{k}, long long n{k}" for k in range(n_totals)]
+        params += [f"const double* __restrict__ p{k}, long long m{k}" for k in range(n_parts)]
+        sums = "".join(f"""
+  a = 0;
+  for (long long i = t; i < n{k}; i += {threads}) a += (double)t{k}[i];
+  s[t] = a;
+  __syncthreads();
+  for (int h = {threads} / 2; h > 0; h >>= 1) {{
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }}
+  if (t == 0) out[{k}] = s[0];
+  __syncthreads();""" for k in range(n_totals))
+        copies = "".join(f"""
+  for (long long i = t; i < m{k}; i += {threads}) out[at + i] = p{k}[i];
+  at += m{k};""" for k in range(n_parts))
+        return f"""extern "C" __global__ void {name}({", ".join(params)}, double* out) {{
+  __shared__ double s[{threads}];
+  const int t = threadIdx.x;
+  double a;{sums}
+  long long at = {n_totals};{copies}
+}}
+"""
+
+    kernel = _raw(("sums_and_parts", n_totals, n_parts), totals[0].dtype, make)
+    args: list = []
+    for a in totals:
+        args += [_contiguous(a), np.int64(a.size)]
+    for a in parts:
+        args += [_contiguous(a), np.int64(a.size)]
+    size = n_totals + sum(a.size for a in parts)
+    if out is None:
+        out = cupy.empty(size, dtype=np.float64)
+    elif out.shape != (size,) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"sums_and_parts: out must be a contiguous float64 array of shape "
+                         f"({size},), got {out.dtype} {out.shape}")
+    kernel((1,), (threads,), (*args, out))
+    return out
 
 
 def class_counts(pred: Any, labels: Any, weights: Any, out: Any) -> None:

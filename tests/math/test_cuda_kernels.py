@@ -489,6 +489,58 @@ def test_classification_misses_count_as_numpy_does(dtype, rows):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["relu", "sigmoid", "tanh"])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 33), (300, 70)])
+def test_activation_and_bias_grad_in_one_launch(dtype, name, shape):
+    """The activation's gradient in place and the bias gradient (the column sums, added to
+    the old ones or, with beta 0, replacing even NaN) in one launch, equal to the host's
+    two steps; shapes that leave a block's columns or row groups partly empty included."""
+    from sculler.math import activation
+
+    rng = np.random.RandomState(13)
+    y = rng.randn(*shape).astype(dtype)
+    if name != "relu":
+        y = np.tanh(y) if name == "tanh" else 1 / (1 + np.exp(-y))
+    y = y.astype(dtype)
+    dy = rng.randn(*shape).astype(dtype)
+    want = getattr(activation, f"{name}_grad")(None, y, dy)
+    old = rng.randn(shape[1]).astype(dtype)
+    for beta, db in ((0.0, np.full(shape[1], np.nan, dtype)), (1.0, old)):
+        got, got_db = _gpu(dy), _gpu(db)
+        assert cuda.activation_and_bias_grad(name, _gpu(y), got, got_db, beta)
+        _close(got, want, dtype)
+        _close(got_db, want.astype(np.float64).sum(axis=0) + (beta * old if beta else 0),
+               dtype)
+    assert not cuda.activation_and_bias_grad("linear", _gpu(y), _gpu(dy), _gpu(old), 1.0)
+    if shape[1] > 1:  # a column-reversed dy is not C-contiguous
+        assert not cuda.activation_and_bias_grad(name, _gpu(y), _gpu(dy)[:, ::-1], _gpu(old),
+                                                 1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sums_and_parts_pack_a_batchs_read_back(dtype):
+    """One launch sums each cost (float64, several threads' rows each for 1,000 rows, none
+    for an empty one) and lays the evaluators' float64 sums after them, whatever their
+    shapes; other dtypes are left to the caller."""
+    rng = np.random.RandomState(12)
+    totals = [rng.rand(1000, 1).astype(dtype), rng.rand(3, 1).astype(dtype),
+              np.zeros((0, 1), dtype)]
+    parts = [rng.rand(2), np.array(4.0), rng.rand(2, 3)]
+    got = cuda.sums_and_parts([_gpu(t) for t in totals], [_gpu(q) for q in parts])
+    want = [t.astype(np.float64).sum() for t in totals] + [v for q in parts
+                                                          for v in q.reshape(-1)]
+    assert got.dtype == np.float64 and got.shape == (len(want),)
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-13, atol=0)
+    out = _gpu(np.full(3, np.nan))
+    assert cuda.sums_and_parts([_gpu(totals[1])], [_gpu(parts[0])], out) is out
+    np.testing.assert_allclose(to_numpy(out), [want[1], *parts[0]], rtol=1e-13, atol=0)
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        cuda.sums_and_parts([_gpu(totals[1])], [_gpu(parts[0])], _gpu(np.zeros(4)))
+    assert cuda.sums_and_parts([_gpu(totals[0])], [_gpu(parts[0].astype(np.float32))]) is None
+    assert cuda.sums_and_parts([], [_gpu(parts[0])]) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_row_adds_on_the_gpu_equal_the_host_paths(dtype):
     """``add_to_rows`` (``dst[rows] += src``, distinct rows, into a column slice too) and
     ``add_segment_sums`` (``dst += segment sums``, an empty segment included) each one
