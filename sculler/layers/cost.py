@@ -183,8 +183,10 @@ class MultiClassCrossEntropy(CostLayer):
         out[rows] = lse - z[np.arange(rows.size), ids[rows]]
 
     def sample_grad(self, x, label_arg, dcost, dx) -> None:
-        rows = get_array_module(x).arange(x.shape[0])
         ids = label_arg.ids
+        if is_gpu_array(x) and cuda.pick_nll_grad(x, ids, dcost, dx):
+            return
+        rows = get_array_module(x).arange(x.shape[0])
         dx[rows, ids] -= dcost / x[rows, ids]
 
     def write_fused_grad(self, dx, dcost) -> bool:

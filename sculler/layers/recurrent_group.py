@@ -133,7 +133,10 @@ class RecurrentGroupLayer(Layer):
         """The step network of step ``t`` (built once, kept across batches)."""
         skip = self.tail.layers if self.tail is not None else frozenset()
         while len(self.frames) <= t:
-            self.frames.append(StepNetwork(self.model, self.inner_params, skip))
+            frame = StepNetwork(self.model, self.inner_params, skip)
+            for layer in frame.order:  # its device gradients cleared with the network's
+                layer.zero_sink = self.zero_sink
+            self.frames.append(frame)
         return self.frames[t]
 
     # ---- forward ----

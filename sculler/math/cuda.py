@@ -97,14 +97,15 @@ def _scalar(like: Any, value: float) -> Any:
 ROW_SOFTMAX_MAX_WIDTH = 256  # wider rows: CuPy's reductions (one thread a row loops)
 
 
-ZERO_TOGETHER = 8  # buffers one launch of zero_together clears
+ZERO_TOGETHER = 32  # buffers one launch of zero_together clears
 
 
 def zero_together(arrays: list) -> None:
     """Clear device ``arrays`` with one launch for every ``ZERO_TOGETHER`` of them (a clearing
-    each is a launch each: a recurrent group's frames clear several gradients a step). Each
-    C-contiguous one is passed as an address and a count of 4-byte words; any other is cleared
-    alone."""
+    each is a launch each: the frames of a recurrent group reserve about 5 gradients each,
+    all cleared at the end of the network's forward pass). Each C-contiguous one is passed as
+    an address and a count of 4-byte words, cleared by its own grid-stride loop (no array of
+    addresses: no local memory); any other is cleared alone."""
     lanes = []
     for a in arrays:
         if a.size and a.flags.c_contiguous and a.nbytes % 4 == 0:
@@ -115,20 +116,15 @@ def zero_together(arrays: list) -> None:
         group = lanes[k:k + ZERO_TOGETHER]
         most = max(int(n) for _, n in group)
         group += [(np.uint64(0), np.int64(0))] * (ZERO_TOGETHER - len(group))
-        kernel = _raw(("zero_together",), np.float32, lambda name: (
+        kernel = _raw(("zero_together", ZERO_TOGETHER), np.float32, lambda name: (
             f'extern "C" __global__ void {name}('
             + ", ".join(f"unsigned long long p{j}, long long n{j}" for j in range(ZERO_TOGETHER))
             + ") {\n"
-            f"  const unsigned long long at[{ZERO_TOGETHER}] = {{"
-            + ", ".join(f"p{j}" for j in range(ZERO_TOGETHER)) + "};\n"
-            f"  const long long count[{ZERO_TOGETHER}] = {{"
-            + ", ".join(f"n{j}" for j in range(ZERO_TOGETHER)) + "};\n"
+            "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
             "  const long long step = (long long)blockDim.x * gridDim.x;\n"
-            f"  for (int k = 0; k < {ZERO_TOGETHER}; ++k) {{\n"
-            "    unsigned int* words = (unsigned int*)at[k];\n"
-            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;"
-            " i < count[k]; i += step) words[i] = 0u;\n"
-            "  }\n}\n"))
+            + "".join(f"  for (long long i = first; i < n{j}; i += step) "
+                      f"((unsigned int*)p{j})[i] = 0u;\n" for j in range(ZERO_TOGETHER))
+            + "}\n"))
         threads = 256
         blocks = min(max(-(-most // threads), 1), 1024)
         kernel((blocks,), (threads,), tuple(v for lane in group for v in lane))
@@ -478,6 +474,19 @@ def pick_nll(x: Any, labels: Any, out: Any, logits: Any | None = None) -> None:
     kernel = _elementwise(("pick_nll", keep), lambda: (
         "raw T x, I label, int64 width" + (", raw T z" if keep else ""), "T cost", body))
     kernel(x, labels, x.shape[1], *((_contiguous(logits),) if keep else ()), out)
+
+
+def pick_nll_grad(x: Any, labels: Any, dcost: Any, dx: Any) -> bool:
+    """``dx[r, labels[r]] -= dcost[r] / x[r, labels[r]]``: the gradient of :func:`pick_nll`
+    added into a C-contiguous ``dx``, a thread a row (one launch where the index, gather,
+    division and scatter are five). False (nothing done) for another layout of ``dx``."""
+    if dx.ndim != 2 or not dx.flags.c_contiguous or dx.shape != x.shape:
+        return False
+    kernel = _elementwise(("pick_nll_grad",), lambda: (
+        "raw T x, I label, T dcost, int64 width", "raw T dx",
+        "const ptrdiff_t at = i * width + label; dx[at] -= dcost / x[at];"))
+    kernel(_contiguous(x), labels, dcost, x.shape[1], dx)
+    return True
 
 
 def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:

@@ -35,6 +35,14 @@ def test_pick_nll_and_softmax_grad(dtype):
     out = _gpu(np.zeros(7, dtype))
     cuda.pick_nll(_gpu(p), _gpu(labels), out)
     _close(out, -np.log(p[np.arange(7), labels]), dtype)
+    dx = rng.randn(7, 5).astype(dtype)
+    want = dx.copy()
+    want[np.arange(7), labels] -= dcost[:, 0] / p[np.arange(7), labels]
+    got = _gpu(dx)
+    assert cuda.pick_nll_grad(_gpu(p), _gpu(labels), _gpu(dcost[:, 0]), got)
+    _close(got, want, dtype)
+    wide = _gpu(np.zeros((7, 6), dtype))[:, :5]  # not C-contiguous: left to the caller
+    assert not cuda.pick_nll_grad(_gpu(p), _gpu(labels), _gpu(dcost[:, 0]), wide)
     dz = _gpu(np.zeros_like(p))
     cuda.softmax_ce_grad(_gpu(p), _gpu(labels), _gpu(dcost), dz)
     want = p.copy()
@@ -630,6 +638,7 @@ def test_zero_together_clears_each_buffer_and_nothing_beside():
     others = [_gpu(rng.rand(n).astype(dtype)) for n, dtype in
               ((1, np.float32), (5, np.float64), (1000, np.float32), (33, np.float64),
                (7, np.float32), (2, np.float64), (300, np.float32))]
+    others += [_gpu(rng.rand(n + 1)) for n in range(cuda.ZERO_TOGETHER)]
     strided = _gpu(rng.rand(6, 4))[:, ::2]
     empty = _gpu(np.zeros((0, 3)))
     before = to_numpy(whole).copy()
