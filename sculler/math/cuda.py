@@ -182,7 +182,10 @@ def activation_grad(name: str, y: Any, dy: Any, add_to: tuple = ()) -> None:
     kernel(y, dy, *add_to)
 
 
-BIAS_GRAD_COLUMNS, BIAS_GRAD_GROUPS = 32, 8  # a block: 32 columns x 8 groups of rows
+BIAS_GRAD_COLUMNS, BIAS_GRAD_GROUPS = 32, 16  # a block: 32 columns x 16 groups of rows
+# taller gradients (a layer over every step of a batch of sequences) keep the GEMV: a thread
+# would add more than 128 rows one after another
+BIAS_GRAD_MAX_ROWS = 128 * BIAS_GRAD_GROUPS
 
 
 def activation_and_bias_grad(name: str, y: Any, dy: Any, db: Any, beta: float) -> bool:
@@ -190,15 +193,15 @@ def activation_and_bias_grad(name: str, y: Any, dy: Any, db: Any, beta: float) -
     and, in the same launch, the bias gradient ``db = sum over rows of dy + beta db`` (``db``
     contiguous, one entry a column; with ``beta`` 0 its old values are not read): one
     launch where the activation's gradient and the bias's GEMV are two. A block takes 32
-    columns (coalesced rows) and 8 groups of rows; each thread adds its rows in order in
+    columns (coalesced rows) and 16 groups of rows; each thread adds its rows in order in
     float64, then one thread a column adds the groups in order, so the sums do not depend
     on the run. False (nothing done) for an activation of no kernel here, a dtype or a
-    layout other than that."""
+    layout other than that, or more than ``BIAS_GRAD_MAX_ROWS`` rows."""
     rows, cols = dy.shape if dy.ndim == 2 else (0, 0)
     if name not in ACTIVATION_GRADS or name == "linear" or np.dtype(dy.dtype) not in _C_TYPE \
-            or not rows or y.shape != dy.shape or y.dtype != dy.dtype or db.dtype != dy.dtype \
-            or db.size != cols or not (dy.flags.c_contiguous and y.flags.c_contiguous
-                                       and db.flags.c_contiguous):
+            or not 0 < rows <= BIAS_GRAD_MAX_ROWS or y.shape != dy.shape \
+            or y.dtype != dy.dtype or db.dtype != dy.dtype or db.size != cols \
+            or not (dy.flags.c_contiguous and y.flags.c_contiguous and db.flags.c_contiguous):
         return False
     columns, groups = BIAS_GRAD_COLUMNS, BIAS_GRAD_GROUPS
     step = ACTIVATION_GRADS[name].replace("dy", "v")
@@ -211,6 +214,7 @@ def activation_and_bias_grad(name: str, y: Any, dy: Any, db: Any, beta: float) -
   const long long c = (long long)blockIdx.x * {columns} + tx;
   double a = 0;
   if (c < cols) {{
+    #pragma unroll 4
     for (long long r = g; r < rows; r += {groups}) {{
       const long long at = r * cols + c;
       const T y = y_[at];

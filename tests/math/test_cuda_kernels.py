@@ -498,7 +498,8 @@ def test_classification_misses_count_as_numpy_does(dtype, rows):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["relu", "sigmoid", "tanh"])
-@pytest.mark.parametrize("shape", [(1, 1), (7, 33), (300, 70)])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 33), (300, 70),
+                                   (cuda.BIAS_GRAD_MAX_ROWS, 3)])
 def test_activation_and_bias_grad_in_one_launch(dtype, name, shape):
     """The activation's gradient in place and the bias gradient (the column sums, added to
     the old ones or, with beta 0, replacing even NaN) in one launch, equal to the host's
@@ -520,6 +521,8 @@ def test_activation_and_bias_grad_in_one_launch(dtype, name, shape):
         _close(got_db, want.astype(np.float64).sum(axis=0) + (beta * old if beta else 0),
                dtype)
     assert not cuda.activation_and_bias_grad("linear", _gpu(y), _gpu(dy), _gpu(old), 1.0)
+    tall = _gpu(np.zeros((cuda.BIAS_GRAD_MAX_ROWS + 1, shape[1]), dtype))
+    assert not cuda.activation_and_bias_grad(name, tall, tall.copy(), _gpu(old), 1.0)
     if shape[1] > 1:  # a column-reversed dy is not C-contiguous
         assert not cuda.activation_and_bias_grad(name, _gpu(y), _gpu(dy)[:, ::-1], _gpu(old),
                                                  1.0)
