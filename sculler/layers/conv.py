@@ -251,6 +251,9 @@ class ConvLayer(ImageLayer):
         self.backward_activation()
         dy = self.output_image("grad")
         dy_cols = {}
+        bias = self.bias if self.bias is not None and self.bias.w_grad is not None else None
+        # on the GPU a shared bias's gradient comes out of the launch that lays out dy
+        bias_done = False
         if not self.trans:
             for i, cf in enumerate(self.confs):
                 if self._direct_used[i]:
@@ -262,11 +265,18 @@ class ConvLayer(ImageLayer):
                     g = cf["groups"]
                     buf = (self.scratch(f"dycols{g}", (g, dy.shape[1] // g, dy.size // dy.shape[1]))
                            if on_gpu else None)
-                    dy_cols[g] = conv2d_dy_columns(dy, g, out=buf)
-        # a shared bias's gradient comes out of input 0's filter GEMM (the row of ones its
-        # kept columns carry, see conv2d_unfold) when that GEMM runs
+                    sums = (on_gpu and not bias_done and bias is not None
+                            and bias.w.size == self.out_geom[0])
+                    dy_cols[g] = conv2d_dy_columns(
+                        dy, g, out=buf, bias_grad=bias.w_grad if sums else None,
+                        bias_beta=self.param_grad_beta(bias) if sums else 1.0)
+                    bias_done = bias_done or sums
+        # else out of input 0's filter GEMM (the row of ones its kept columns carry, see
+        # conv2d_unfold) when that GEMM runs
         bias_beta = None
-        if self.bias is not None and self.bias.w_grad is not None:
+        if bias_done:
+            bias.parameter.inc_update(callback)
+        elif bias is not None:
             beta = self.param_grad_beta(self.bias)
             if self.bias.w.size != self.out_geom[0]:
                 gb = self.bias.w_grad.reshape(-1)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sculler.backend import get_array_module
+from sculler.backend import get_array_module, is_gpu_array
 from sculler.math import cuda
 from sculler.math.blas import col_sum, gemm, ones_vector
 
@@ -367,11 +367,24 @@ def conv2d_dy_columns_needed(out_hw: Sequence[int], groups: int, input_grad: boo
     return input_grad or on_gpu or not _per_sample_filter_grad(tuple(out_hw), groups)
 
 
-def conv2d_dy_columns(dy: Any, groups: int = 1, out: Any = None) -> Any:
+def conv2d_dy_columns(dy: Any, groups: int = 1, out: Any = None, bias_grad: Any = None,
+                      bias_beta: float = 1.0) -> Any:
     """``dy`` as ``(groups, F/groups, N*oh*ow)`` in the column order of
     :func:`conv2d_unfold`; computed once, it serves both backward kernels (``dy_cols=``).
-    ``out``: an optional C-contiguous buffer of that shape, written (else one is allocated)."""
-    return _dy_matrix(dy, groups, out)
+    ``out``: an optional C-contiguous buffer of that shape, written (else one is allocated).
+    ``bias_grad``: an optional ``F``-element buffer for a shared bias's gradient,
+    ``bias_grad = db + bias_beta * bias_grad`` (:func:`channel_sums`); on the GPU the same
+    launch writes both."""
+    shape = (groups, dy.shape[1] // groups, dy.size // dy.shape[1])
+    if (bias_grad is not None and out is not None and is_gpu_array(dy)
+            and bias_grad.flags.c_contiguous and out.shape == shape
+            and cuda.dy_columns_and_channel_sums(dy, out, _batch_last(dy.shape[2:]),
+                                                 bias_grad.reshape(-1), bias_beta)):
+        return out
+    cols = _dy_matrix(dy, groups, out)
+    if bias_grad is not None:
+        channel_sums(dy, bias_grad, bias_beta, cols.reshape(dy.shape[1], -1))
+    return cols
 
 
 def _check_cols(cols, rows: int, columns: int, name: str) -> None:
@@ -726,9 +739,10 @@ def _filter_gemms(xp, cols, dy, w_shape, groups, out_hw, out, beta, dy_cols, bia
         return _accumulate(out, prod[:k].T.reshape(w_shape), "conv2d_backward_filter", beta)
     c3 = cols.reshape(groups, k, -1)
     if groups == 1 and out is not None and out.shape == w_shape and out.flags.c_contiguous:
-        if c3.shape[1] > nf:
+        if c3.shape[1] > nf and xp is np:
             # cols @ dy^T: OpenBLAS splits the longer row count over its threads better
-            # (the (500, 4096) x (4096, 50) product of a LeNet conv ran in 0.8x the time)
+            # (the (500, 4096) x (4096, 50) product of a LeNet conv ran in 0.8x the time);
+            # on the GPU one accumulating cuBLAS call, not a product and an add
             _accumulate(out.reshape(nf, -1), (c3[0] @ dy_cols[0].T).T, "conv2d_backward_filter",
                         beta)
         else:

@@ -240,6 +240,59 @@ def activation_and_bias_grad(name: str, y: Any, dy: Any, db: Any, beta: float) -
     return True
 
 
+DY_COLUMNS_THREADS = 512  # a block a channel
+
+
+def dy_columns_and_channel_sums(dy: Any, out: Any, batch_last: bool, sums: Any,
+                                beta: float) -> bool:
+    """A convolution's output gradient ``dy`` (N, F, oh, ow) as the ``(F, N*oh*ow)`` matrix
+    its backward GEMMs read, columns ordered ``(oy, ox, n)`` when ``batch_last`` else
+    ``(n, oy, ox)``, written into the C-contiguous ``out``; and in the same launch the shared
+    bias's gradient ``sums[f] = sum of dy[:, f] + beta sums[f]`` (with ``beta`` 0 its old
+    values are not read). A block a channel: each thread adds its elements in order in
+    float64, then the block adds the threads' sums in a fixed tree, so the sums do not
+    depend on the run. One launch where the transposing copy and the bias's GEMV are two.
+    False (nothing done) for another dtype or layout."""
+    n, f = dy.shape[:2]
+    if dy.ndim != 4 or np.dtype(dy.dtype) not in _C_TYPE or out.dtype != dy.dtype \
+            or sums.dtype != dy.dtype or out.size != dy.size or sums.size != f or not n \
+            or not (dy.flags.c_contiguous and out.flags.c_contiguous
+                    and sums.flags.c_contiguous):
+        return False
+    threads = DY_COLUMNS_THREADS
+    order = ("const long long q = e / N, m = e - q * N;" if batch_last else
+             "const long long m = e / P, q = e - m * P;")
+
+    def make(name: str) -> str:
+        return f"""extern "C" __global__ void {name}(const T* __restrict__ dy, T* out, T* sums,
+                                  long long N, long long F, long long P, T beta) {{
+  __shared__ double part[{threads}];
+  const long long c = blockIdx.x, cols = N * P;
+  const int t = threadIdx.x;
+  double a = 0;
+  #pragma unroll 4
+  for (long long e = t; e < cols; e += {threads}) {{
+    {order}
+    const T v = dy[(m * F + c) * P + q];
+    out[c * cols + e] = v;
+    a += (double)v;
+  }}
+  part[t] = a;
+  __syncthreads();
+  for (int h = {threads} / 2; h > 0; h >>= 1) {{
+    if (t < h) part[t] += part[t + h];
+    __syncthreads();
+  }}
+  if (t == 0) sums[c] = beta == (T)0 ? (T)part[0] : (T)part[0] + beta * sums[c];
+}}
+"""
+
+    kernel = _raw(("dy_columns_and_channel_sums", batch_last), dy.dtype, make)
+    kernel((f,), (threads,), (dy, out, sums, np.int64(n), np.int64(f),
+                              np.int64(dy.shape[2] * dy.shape[3]), _scalar(dy, beta)))
+    return True
+
+
 def softmax_rows(x: Any, out: Any, bias: Any | None = None, logits: Any | None = None) -> Any:
     """Row-wise softmax of a 2-D ``x`` (plus the ``(w,)`` row ``bias``) into ``out`` (which
     may be ``x``), one thread a row: one launch where the bias add, max, shift, exp, sum and

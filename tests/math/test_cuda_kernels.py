@@ -529,6 +529,35 @@ def test_activation_and_bias_grad_in_one_launch(dtype, name, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 4, 5, 6), (2, 3, 20, 17), (1, 1, 1, 1)])
+def test_dy_columns_and_channel_sums_in_one_launch(dtype, shape):
+    """A convolution's dy laid out as its backward GEMMs read it (batch-last columns for
+    small outputs, batch-first for large) and the shared bias's gradient (added, or with beta
+    0 replacing even NaN) in one launch, equal to the host's layout and channel sums."""
+    from sculler.math import conv
+
+    rng = np.random.RandomState(14)
+    dy = rng.randn(*shape).astype(dtype)
+    n, f = shape[:2]
+    want_cols = conv.conv2d_dy_columns(dy)
+    old = rng.randn(f).astype(dtype)
+    for beta, start in ((0.0, np.full(f, np.nan, dtype)), (1.0, old)):
+        out = _gpu(np.zeros((1, f, dy.size // f), dtype))
+        sums = _gpu(start)
+        assert conv.conv2d_dy_columns(_gpu(dy), 1, out=out, bias_grad=sums,
+                                      bias_beta=beta) is out
+        _close(out, want_cols, dtype)
+        want = dy.astype(np.float64).sum(axis=(0, 2, 3)) + (beta * old if beta else 0)
+        _close(sums, want, dtype)
+    host_sums = old.copy()  # the host path gives the same through channel_sums
+    conv.conv2d_dy_columns(dy, 1, bias_grad=host_sums)
+    _close(host_sums, dy.sum(axis=(0, 2, 3)) + old, dtype)
+    strided = _gpu(np.zeros((f, 2 * dy.size // f), dtype))[:, ::2]
+    if dy.size > 1:  # a strided out is left to the caller
+        assert not cuda.dy_columns_and_channel_sums(_gpu(dy), strided, True, _gpu(old), 1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_sums_and_parts_pack_a_batchs_read_back(dtype):
     """One launch sums each cost (float64, several threads' rows each for 1,000 rows, none
     for an empty one) and lays the evaluators' float64 sums after them, whatever their
