@@ -248,6 +248,9 @@ class Layer:
         self.zero_sink: list | None = None
         # set by the Network: the layers that read this one's output
         self.consumers: list[Layer] = []
+        # set by the Network's backward for a cost output: its gradient is 1 but was not
+        # written (see accepts_unit_output_grad)
+        self.unit_output_grad = False
         # set for one backward pass by a sole consumer that wrote dL/dz (the gradient before
         # this layer's activation) instead of dL/dy: backward_activation then has nothing to do
         self.grad_is_preact = False
@@ -451,6 +454,12 @@ class Layer:
         if self.bias is not None and self.bias.w_grad is not None:
             col_sum(self.output.grad, self.bias.w_grad, self.param_grad_beta(self.bias))
             self.bias.parameter.inc_update(callback)
+
+    def accepts_unit_output_grad(self) -> bool:
+        """Whether this cost output takes the seed dL/dy = 1 of the Network's backward without
+        it being written into its gradient buffer (``unit_output_grad``): on the GPU a write
+        is a launch. A layer that says yes writes the 1s itself where it needs them."""
+        return False
 
     def backward_activation_and_bias(self, callback: UpdateCallback | None) -> None:
         """:meth:`backward_activation` then :meth:`backward_bias`: on the GPU one kernel

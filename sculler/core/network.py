@@ -187,10 +187,14 @@ class Network:
         self.clear_reserved_grads()  # (a forward pass interrupted before it could)
         for p, n in self._users:
             p.expect_users(n)
+        for layer in self._cost_layers:  # (a backward interrupted may have left it set)
+            layer.unit_output_grad = False
         if output_grads is None:
             for layer in self._cost_layers:
                 if layer.output.grad is not None:
-                    layer.output.grad[...] = 1.0
+                    layer.unit_output_grad = layer.accepts_unit_output_grad()
+                    if not layer.unit_output_grad:
+                        layer.output.grad[...] = 1.0
                     layer.grad_unwritten = False
         else:
             for name, grad in output_grads.items():

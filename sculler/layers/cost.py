@@ -3,7 +3,8 @@
 Inputs are ``[prediction, label]`` and optionally a per-sample ``weight`` column. The output is
 ``(batch, 1)``: ``coeff * weight_i * cost_i``. Backward multiplies by the output gradient (the
 network seeds it with 1 for cost outputs), so a batch's parameter gradient is the SUM of the
-per-sample gradients, as in PaddlePaddle.
+per-sample gradients, as in PaddlePaddle. On the GPU a cost whose gradient goes past a fused
+softmax takes that seed without it being written (a launch fewer a batch).
 """
 
 from __future__ import annotations
@@ -57,7 +58,23 @@ class CostLayer(Layer):
             out *= self._weight_column()
         self.forward_activation()
 
+    def accepts_unit_output_grad(self) -> bool:
+        """On the GPU, when nothing but the seed can be in the output gradient and nothing
+        scales it (no consumer, linear activation, no clipping or dropout, coeff 1, no weight
+        input) and the subclass has a fused gradient (:meth:`write_fused_grad`) to try."""
+        return (is_gpu_array(self.output.grad) and not self.consumers
+                and self.activation.is_linear and self.config.drop_rate == 0
+                and self.error_clipping_threshold <= 0 and len(self.inputs) == 2
+                and self.attr("coeff", 1.0) == 1.0
+                and type(self).write_fused_grad is not CostLayer.write_fused_grad)
+
     def backward(self, callback=None) -> None:
+        if self.unit_output_grad:  # the seed 1, not written: the fused gradient, or write it
+            self.unit_output_grad = False
+            dx = self.get_input_grad(0)
+            if dx is None or self.write_fused_grad(dx, None):
+                return
+            self.output.grad[...] = 1.0
         self.backward_activation()
         self._backward_weight_input()
         dx = self.get_input_grad(0)
@@ -72,7 +89,8 @@ class CostLayer(Layer):
 
     def write_fused_grad(self, dx, dcost) -> bool:
         """Hook for a cost that can write its input's gradient in one fused step (e.g. past
-        a softmax): True when it did, else :meth:`sample_grad` runs."""
+        a softmax): True when it did, else :meth:`sample_grad` runs. ``dcost`` None: the
+        output gradient is 1 (``unit_output_grad``), not written."""
         return False
 
     def _backward_weight_input(self) -> None:
@@ -196,6 +214,7 @@ class MultiClassCrossEntropy(CostLayer):
         x, src = self.get_input_value(0), self.inputs[0]
         on_gpu = is_gpu_array(dx)
         if not (src.activation.name == "softmax" and (on_gpu or type(dx) is np.ndarray)
+                and (on_gpu or dcost is not None)
                 and x.size and dx.flags.c_contiguous and x.flags.c_contiguous
                 and src.preact_grad_writable(self)):
             return False

@@ -546,9 +546,17 @@ def pick_nll_grad(x: Any, labels: Any, dcost: Any, dx: Any) -> bool:
     return True
 
 
-def softmax_ce_grad(p: Any, labels: Any, dcost: Any, dz: Any) -> None:
+def softmax_ce_grad(p: Any, labels: Any, dcost: Any | None, dz: Any) -> None:
     """``dz[r, j] = dcost[r] * (p[r, j] - [j == labels[r]])``: the gradient of the
-    classification cost past a softmax, for the softmax's pre-activations."""
+    classification cost past a softmax, for the softmax's pre-activations (``dcost`` None:
+    1 for every row, not read)."""
+    if dcost is None:
+        kernel = _elementwise(("softmax_ce_grad_unit",), lambda: (
+            "T p, raw I label, int64 width", "T dz",
+            "ptrdiff_t r = i / width;"
+            "dz = p - ((i - r * width) == label[r] ? (T)1 : (T)0);"))
+        kernel(p, _contiguous(labels), p.shape[1], dz)
+        return
     kernel = _elementwise(("softmax_ce_grad",), lambda: (
         "T p, raw I label, raw T dcost, int64 width", "T dz",
         "ptrdiff_t r = i / width;"

@@ -296,3 +296,41 @@ def test_a_handler_still_gets_every_batch_event(monkeypatch):
     _train_classifier(monkeypatch, lambda e: seen.append(type(e).__name__), X, y)
     per_batch = [n for n in seen if n in ("BeginIteration", "EndForwardBackward", "EndIteration")]
     assert per_batch == ["BeginIteration", "EndForwardBackward", "EndIteration"] * 6
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_fused_cost_takes_the_seed_without_writing_it():
+    """On the GPU the cost past the fused softmax takes dL/dcost = 1 without it being written
+    (a launch fewer a batch): its gradient buffer keeps what it held (NaN here) and every
+    gradient equals the CPU's. Given output gradients are still read: 2 doubles them, even
+    where an interrupted backward left the cost expecting the unwritten seed."""
+    from sculler import backend
+
+    host = feed(6, np.random.RandomState(7))
+    results = []
+    for use_gpu in (False, True):
+        paddle.init(use_gpu=use_gpu, seed=0)
+        try:
+            args = {"x": Argument(backend.to_place(host["x"].value, use_gpu)),
+                    "label": Argument(ids=backend.to_place(host["label"].ids, use_gpu))}
+            net = Network(softmax_model(), ParameterSet(seed=3), data_gradients=True)
+            runs = []
+            for given in (None, 2.0):
+                net.zero_grad()
+                net.forward(args, "train")
+                seed = net.get_layer("cost").output.grad
+                seed.fill(np.nan)
+                # as a backward interrupted before the cost's turn would leave it
+                net.get_layer("cost").unit_output_grad = given is not None
+                net.backward(output_grads=None if given is None else {
+                    "cost": backend.to_device_of(np.full((6, 1), given, np.float32), seed)})
+                runs.append({p.name: backend.to_numpy(p.grad).copy()
+                             for p in net.used_parameters})
+                if use_gpu and given is None:
+                    assert np.isnan(backend.to_numpy(seed)).all()
+        finally:
+            paddle.init(use_gpu=False)
+        results.append(runs)
+    (cpu, cpu_doubled), (gpu, gpu_doubled) = results
+    assert_same([gpu, gpu_doubled], [cpu, cpu_doubled])
+    assert_same([cpu_doubled], [{k: 2 * v for k, v in cpu.items()}])
