@@ -738,6 +738,10 @@ static jmp_buf stand_in_main;
 static std::vector<stand_in_fiber> stand_in_fibers;
 static std::function<void()> stand_in_body;
 static unsigned stand_in_now;
+/* the threads' stacks, kept from launch to launch: a fresh zeroed 64 KB a thread (32 MB for
+   a block of 512) each launch would evict the host's caches, and the Python after the
+   kernel would pay for it in bench/gpu_launches.py's host time */
+static std::vector<char> stand_in_stacks;
 /* the order blocks and threads run in (CUPY_STAND_IN_ORDER=reverse: from the last), set at
    each launch, so one compiled kernel serves both */
 static unsigned stand_in_reverse;
@@ -874,7 +878,8 @@ class RawKernel:
 """
         else:
             launcher = head + f"""  const size_t stack = 1 << 16;
-  std::vector<char> stacks(stack * stand_in_block);
+  if (stand_in_stacks.size() < stack * stand_in_block) stand_in_stacks.resize(stack * stand_in_block);
+  char* stacks = stand_in_stacks.data();
   stand_in_fibers.assign(stand_in_block, stand_in_fiber());
   stand_in_body = [=] {{ {self.name}({names}); }};
   ucontext_t here;
