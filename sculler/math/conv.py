@@ -27,6 +27,9 @@ IntPair = int | Sequence[int]
 
 def pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
     """Normalise an int or a ``(y, x)`` pair to a tuple of two ints ``>= minimum``."""
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is int \
+            and type(value[1]) is int and value[0] >= minimum and value[1] >= minimum:
+        return value  # already normalised (the layers' geometry, every batch)
     if isinstance(value, int | float) and not isinstance(value, bool):
         if int(value) != value:
             raise TypeError(f"{name} must be an integer or a (y, x) pair, got {value!r}")
