@@ -878,7 +878,8 @@ class RawKernel:
 """
         else:
             launcher = head + f"""  const size_t stack = 1 << 16;
-  if (stand_in_stacks.size() < stack * stand_in_block) stand_in_stacks.resize(stack * stand_in_block);
+  if (stand_in_stacks.size() < stack * stand_in_block)
+    stand_in_stacks.resize(stack * stand_in_block);
   char* stacks = stand_in_stacks.data();
   stand_in_fibers.assign(stand_in_block, stand_in_fiber());
   stand_in_body = [=] {{ {self.name}({names}); }};
