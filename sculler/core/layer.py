@@ -469,8 +469,7 @@ class Layer:
         grad, bias = self.output.grad, self.bias
         db = None if bias is None else bias.w_grad
         if (db is not None and backend.is_gpu_array(grad) and db.flags.c_contiguous
-                and not self.grad_is_preact and self.config.drop_rate == 0
-                and self.error_clipping_threshold <= 0
+                and not self.grad_is_preact and self.output_grad_unchanged()
                 and cuda.activation_and_bias_grad(
                     self.activation.name, self.output.value, grad, db.reshape(-1),
                     0.0 if bias.parameter.grad_unwritten else 1.0)):
@@ -525,15 +524,21 @@ class Layer:
         ``grad_is_preact``."""
         consumers = self.consumers
         return (len(consumers) == 1 and consumers[0] is consumer and self.grad_unwritten
-                and self.config.drop_rate == 0 and self.error_clipping_threshold <= 0)
+                and self.output_grad_unchanged())
+
+    def output_grad_unchanged(self) -> bool:
+        """Whether dL/dy reaches the activation's gradient as its consumers wrote it: no
+        dropout mask and no error clipping sit between. A kernel that takes the activation's
+        gradient itself, or a consumer that writes dL/dz past it, needs this."""
+        return self.config.drop_rate == 0 and self.error_clipping_threshold <= 0
 
     def fusable_activation(self, name: str) -> bool:
         """Whether the layer's kernel may apply its activation ``name`` itself: it is that
         activation, with no dropout, error clipping or kept pre-activation values that the
         base class would have to see (then ``forward_activation(applied=True)``, and the
         kernel also takes the activation's gradient: ``backward_activation(applied=True)``)."""
-        return (self.activation.name == name and self.config.drop_rate <= 0
-                and self.error_clipping_threshold <= 0 and not self.keep_preact)
+        return (self.activation.name == name and self.output_grad_unchanged()
+                and not self.keep_preact)
 
     def backward_activation(self, applied: bool = False) -> None:
         """The activation's gradient on the output gradient, in place (nothing when

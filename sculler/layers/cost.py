@@ -63,8 +63,8 @@ class CostLayer(Layer):
         scales it (no consumer, linear activation, no clipping or dropout, coeff 1, no weight
         input) and the subclass has a fused gradient (:meth:`write_fused_grad`) to try."""
         return (is_gpu_array(self.output.grad) and not self.consumers
-                and self.activation.is_linear and self.config.drop_rate == 0
-                and self.error_clipping_threshold <= 0 and len(self.inputs) == 2
+                and self.activation.is_linear and self.output_grad_unchanged()
+                and len(self.inputs) == 2
                 and self.attr("coeff", 1.0) == 1.0
                 and type(self).write_fused_grad is not CostLayer.write_fused_grad)
 

@@ -248,8 +248,8 @@ class MixedLayer(ConvTerms, Layer):
 
     def backward(self, callback=None) -> None:
         dy = self.output.grad
-        if (self._sum_in_one_kernel() and not self.grad_is_preact and self.config.drop_rate == 0
-                and self.error_clipping_threshold <= 0):
+        if (self._sum_in_one_kernel() and not self.grad_is_preact
+                and self.output_grad_unchanged()):
             grads = [(self.get_input_grad(i), self._window(i)[1]) for i in (0, 1)]
             cuda.activation_grad(self.activation.name, self.output.value, dy,
                                  tuple(g[:, cols] for g, cols in grads if g is not None))
