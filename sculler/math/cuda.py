@@ -72,6 +72,18 @@ def _raw(key: tuple, dtype: np.dtype, make: Callable[[str], str]) -> Any:
     return kernel
 
 
+def _block_tree_sum(threads: int, *shared: str) -> str:
+    """CUDA that adds up, over a block of ``threads`` (a power of two) with thread index
+    ``t``, each ``__shared__ double name[threads]`` of ``shared`` into ``name[0]``, in a
+    fixed tree order (the same sums on every run); each thread has stored its own term."""
+    adds = " ".join(f"{name}[t] += {name}[t + h];" for name in shared)
+    return f"""  __syncthreads();
+  for (int h = {threads} / 2; h > 0; h >>= 1) {{
+    if (t < h) {{ {adds} }}
+    __syncthreads();
+  }}"""
+
+
 def _contiguous(a: Any) -> Any:
     import cupy
 
@@ -278,11 +290,7 @@ def dy_columns_and_channel_sums(dy: Any, out: Any, batch_last: bool, sums: Any,
     a += (double)v;
   }}
   part[t] = a;
-  __syncthreads();
-  for (int h = {threads} / 2; h > 0; h >>= 1) {{
-    if (t < h) part[t] += part[t + h];
-    __syncthreads();
-  }}
+{_block_tree_sum(threads, "part")}
   if (t == 0) sums[c] = beta == (T)0 ? (T)part[0] : (T)part[0] + beta * sums[c];
 }}
 """
@@ -615,11 +623,7 @@ extern "C" __global__ void {name}(const T* __restrict__ x, const L* __restrict__
     s += weight;
   }}
   missed[t] = m; total[t] = s;
-  __syncthreads();
-  for (int k = {threads} / 2; k > 0; k >>= 1) {{
-    if (t < k) {{ missed[t] += missed[t + k]; total[t] += total[t + k]; }}
-    __syncthreads();
-  }}
+{_block_tree_sum(threads, "missed", "total")}
   if (t == 0) {{ out[0] = missed[0]; out[1] = total[0]; }}
 }}
 """
@@ -662,11 +666,7 @@ def sums_and_parts(totals: Sequence[Any], parts: Sequence[Any], out: Any | None 
   a = 0;
   for (long long i = t; i < n{k}; i += {threads}) a += (double)t{k}[i];
   s[t] = a;
-  __syncthreads();
-  for (int h = {threads} / 2; h > 0; h >>= 1) {{
-    if (t < h) s[t] += s[t + h];
-    __syncthreads();
-  }}
+{_block_tree_sum(threads, "s")}
   if (t == 0) out[{k}] = s[0];
   __syncthreads();""" for k in range(n_totals))
         copies = "".join(f"""
