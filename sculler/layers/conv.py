@@ -193,6 +193,10 @@ class ConvLayer(ImageLayer):
         self._direct_used[i] = used
         return used
 
+    def _shared_bias(self) -> bool:
+        """Whether the bias is one value a filter (``shared_biases``), not one an output unit."""
+        return self.bias is not None and self.bias.w.size == self.out_geom[0]
+
     def _args(self, i):
         cf = self.confs[i]
         return cf["stride"], cf["padding"], cf["dilation"], cf["groups"]
@@ -216,7 +220,7 @@ class ConvLayer(ImageLayer):
         self.reserve_output(batch, self.size)
         y = self.output_image()
         self._cols = [None] * len(self.weights)
-        shared_bias = self.bias is not None and self.bias.w.size == self.out_geom[0]
+        shared_bias = self._shared_bias()
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             w = weight.w.reshape(self.w_shapes[i])
@@ -252,6 +256,7 @@ class ConvLayer(ImageLayer):
         dy = self.output_image("grad")
         dy_cols = {}
         bias = self.bias if self.bias is not None and self.bias.w_grad is not None else None
+        shared = bias is not None and self._shared_bias()
         # on the GPU a shared bias's gradient comes out of the launch that lays out dy
         bias_done = False
         if not self.trans:
@@ -265,8 +270,7 @@ class ConvLayer(ImageLayer):
                     g = cf["groups"]
                     buf = (self.scratch(f"dycols{g}", (g, dy.shape[1] // g, dy.size // dy.shape[1]))
                            if on_gpu else None)
-                    sums = (on_gpu and not bias_done and bias is not None
-                            and bias.w.size == self.out_geom[0])
+                    sums = on_gpu and shared and not bias_done
                     dy_cols[g] = conv2d_dy_columns(
                         dy, g, out=buf, bias_grad=bias.w_grad if sums else None,
                         bias_beta=self.param_grad_beta(bias) if sums else 1.0)
@@ -277,18 +281,18 @@ class ConvLayer(ImageLayer):
         if bias_done:
             bias.parameter.inc_update(callback)
         elif bias is not None:
-            beta = self.param_grad_beta(self.bias)
-            if self.bias.w.size != self.out_geom[0]:
-                gb = self.bias.w_grad.reshape(-1)
+            beta = self.param_grad_beta(bias)
+            if not shared:
+                gb = bias.w_grad.reshape(-1)
                 if beta == 0.0:
                     gb[...] = 0
                 gb += self.output.grad.sum(axis=0)
             elif self.trans or self.weights[0].w_grad is None or self._direct_used[0]:
-                channel_sums(dy, self.bias.w_grad, beta, next(iter(dy_cols.values()), None))
+                channel_sums(dy, bias.w_grad, beta, next(iter(dy_cols.values()), None))
             else:
                 bias_beta = beta
             if bias_beta is None:
-                self.bias.parameter.inc_update(callback)
+                bias.parameter.inc_update(callback)
         for i, weight in enumerate(self.weights):
             x = self.input_image(i)
             shape = self.w_shapes[i]
