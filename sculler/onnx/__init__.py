@@ -118,9 +118,12 @@ def export(output_layer_or_layers: Any, parameters: Any, path: str | os.PathLike
             name, onnx.TensorProto.FLOAT, [ROWS[levels[name]], layers[name].size]))
     graph = onnx.helper.make_graph(g.nodes, "sculler", graph_inputs, graph_outputs,
                                    g.initializers)
+    opset_imports = [onnx.helper.make_opsetid("", opset)]
+    # The oldest IR version that can hold the opset, not the installed onnx's newest: a
+    # runtime older than onnx (onnxruntime refuses an IR version it does not know) still loads it.
     proto = onnx.helper.make_model(
-        graph, opset_imports=[onnx.helper.make_opsetid("", opset)],
-        producer_name="sculler")
+        graph, opset_imports=opset_imports, producer_name="sculler",
+        ir_version=onnx.helper.find_min_ir_version_for(opset_imports))
     onnx.checker.check_model(proto)
     atomic_write(os.fspath(path), lambda f: f.write(proto.SerializeToString()))
     return proto
