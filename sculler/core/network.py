@@ -248,10 +248,13 @@ class Network:
         if not values or not all(backend.is_gpu_array(v) for v in values):
             return self.total_cost(), [backend.to_numpy(n) for n in device_sums]
         size = len(values) + sum(n.size for n in device_sums)
-        if self._read_back is None or self._read_back.size != size:  # read before reused
-            self._read_back = backend.get_array_module(values[0]).empty(size, np.float64)
-        packed = cuda.sums_and_parts(values, device_sums, self._read_back)  # one launch
-        if packed is None:
+        kept = self._read_back
+        if kept is not None and kept.size != size:
+            kept = None  # sums_and_parts makes one of the new size
+        packed = cuda.sums_and_parts(values, device_sums, kept)  # one launch
+        if packed is not None:
+            self._read_back = packed  # read back below, before the next batch writes it
+        else:
             xp = backend.get_array_module(values[0])
             parts = [v.sum(dtype=np.float64).reshape(1) for v in values]
             parts += [n.reshape(-1) for n in device_sums]

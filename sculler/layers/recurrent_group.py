@@ -221,8 +221,9 @@ class RecurrentGroupLayer(Layer):
                    for k, s in enumerate(self.batch_statics)]
         sent = set()  # statics of one layout (a sequence and its projection) send it once
         for value, starts in statics:
-            if starts is not None and is_gpu_array(value) and starts.tobytes() not in sent:
-                sent.add(starts.tobytes())
+            layout = None if starts is None or not is_gpu_array(value) else starts.tobytes()
+            if layout is not None and layout not in sent:
+                sent.add(layout)
                 _send_prefixes(starts, plan)
         n0 = plan.frames[0][0] if plan.num_steps else 0
         hoist = self.tail is not None
