@@ -26,34 +26,51 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import importlib
 import os
 import pathlib
 import sys
 import time
+from collections.abc import Iterator
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("launch", "alloc", "h2d", "d2h", "wait", "h2d_bytes", "d2h_bytes", "host_s")
 
 
-def narrow(on: bool) -> None:
-    """Make the benchmarks' models narrow (``on``) or as ``bench_gpu.py`` times them."""
-    import bench_lenet
-    import bench_lstm
-    import bench_seq2seq
-
-    bench_lenet.BATCH = 2 if on else 64
-    bench_lstm.EMB = bench_lstm.HIDDEN = 4 if on else 128
-    bench_seq2seq.WORD, bench_seq2seq.ENC, bench_seq2seq.DEC = (4, 4, 4) if on else (16, 32, 32)
+MLP_SIZES = (784, 1024, 1024, 10)  # as bench_gpu.py times it
+# what narrow() sets, by module: the same layers, steps and launches, next to no NumPy work
+NARROW = {__name__: {"MLP_SIZES": (8, 8, 8, 10)}, "bench_lenet": {"BATCH": 2},
+          "bench_lstm": {"EMB": 4, "HIDDEN": 4},
+          "bench_seq2seq": {"WORD": 4, "ENC": 4, "DEC": 4}}
 
 
-def workloads(batches: int, narrow_mlp: bool = False) -> dict:
+@contextlib.contextmanager
+def narrow() -> Iterator[None]:
+    """The benchmarks' models made narrow (``NARROW``) while in the block, then restored to
+    the values they had."""
+    modules = {name: sys.modules.get(name) or importlib.import_module(name) for name in NARROW}
+    saved = {(m, attr): getattr(modules[m], attr) for m, attrs in NARROW.items()
+             for attr in attrs}
+    try:
+        for m, attrs in NARROW.items():
+            for attr, value in attrs.items():
+                setattr(modules[m], attr, value)
+        yield
+    finally:
+        for (m, attr), value in saved.items():
+            setattr(modules[m], attr, value)
+
+
+def workloads(batches: int) -> dict:
     """Per workload, a maker of ``run``: ``run(k)`` trains ``k`` batches of it on the
-    (stand-in) GPU; with ``narrow_mlp`` the MLP's layers are 8 wide."""
+    (stand-in) GPU, with the models' sizes at the time of the call (see :func:`narrow`)."""
     import bench_lenet
     import bench_lstm
     import bench_mlp
     import bench_seq2seq
 
+    mlp_sizes = MLP_SIZES
     lstm_data = bench_lstm.make_batches(batches + 2)
     demo = bench_seq2seq.load_demo()
     pairs = demo.make_pairs(bench_seq2seq.BATCH * (batches + 2), seed=0)
@@ -69,8 +86,7 @@ def workloads(batches: int, narrow_mlp: bool = False) -> dict:
         return run
 
     return {
-        "mlp": lambda: lambda k: bench_mlp.bench_sculler(
-            (8, 8, 8, 10) if narrow_mlp else (784, 1024, 1024, 10), 256, k, use_gpu=True),
+        "mlp": lambda: lambda k: bench_mlp.bench_sculler(mlp_sizes, 256, k, use_gpu=True),
         "lenet": lambda: lambda k: bench_lenet.bench_sculler(k, 0, use_gpu=True),
         "lstm": lstm,
         "seq2seq": seq2seq,
@@ -172,11 +188,8 @@ def main() -> int:
         if args.only and name not in args.only:
             continue
         c = count(name, make, args.batches)
-        narrow(True)
-        try:
-            thin = count(name, workloads(args.batches, narrow_mlp=True)[name], args.batches)
-        finally:
-            narrow(False)
+        with narrow():
+            thin = count(name, workloads(args.batches)[name], args.batches)
         if thin["launch"] != c["launch"]:
             raise AssertionError(f"{name}: narrow, {thin['launch']} launches, not {c['launch']}")
         print(f"{name:10s} {c['launch']:9.0f} {c['alloc']:7.0f} {c['h2d']:6.0f} {c['d2h']:6.0f} "

@@ -217,12 +217,8 @@ def test_narrow_benchmark_asks_the_gpu_for_the_same(counts, workload):
         import gpu_launches
 
         wide = gpu_launches.count(workload, gpu_launches.workloads(2)[workload], 2)
-        gpu_launches.narrow(True)
-        try:
-            thin = gpu_launches.count(
-                workload, gpu_launches.workloads(2, narrow_mlp=True)[workload], 2)
-        finally:
-            gpu_launches.narrow(False)
+        with gpu_launches.narrow():
+            thin = gpu_launches.count(workload, gpu_launches.workloads(2)[workload], 2)
     finally:
         sys.path.remove(str(BENCH))
     for kind in ("launch", "h2d", "d2h", "wait"):
